@@ -1,0 +1,47 @@
+# Propagator developer commands. `make test` is what CI runs (.ci/run).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STATE_DIR ?= $(HOME)/.local/state/propagator/local
+
+.PHONY: install testbin lint typecheck unit e2e test bench local-up local-down clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok
+# from hack/tools/go.mod into ~/.cache/propagator/testbin/<k8s-version> (once).
+testbin:
+	bash hack/testbin.sh
+
+lint: install
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+typecheck: install
+	$(PY) -m mypy
+
+unit: install
+	$(PY) -m pytest tests --ignore=tests/e2e
+
+e2e: install testbin
+	$(PY) -m pytest tests/e2e
+
+test: lint typecheck unit e2e
+
+bench: install
+	@echo "no benchmarks yet"
+
+local-up: install testbin
+	$(VENV)/bin/propagator local up --state-dir $(STATE_DIR)
+
+local-down: install
+	$(VENV)/bin/propagator local down --state-dir $(STATE_DIR)
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The Propagator API contract: models of the custom resources. Pure: no I/O, no client."""

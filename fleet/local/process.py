@@ -1,0 +1,102 @@
+"""Processes of the local control planes: each in its own process group, logging to a file.
+
+Processes outlive the command that started them (``propagator local up`` returns while the
+clusters keep running), so everything needed to find and stop them again is plain data that
+the fleet's state file keeps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections import deque
+from pathlib import Path
+
+from pydantic import BaseModel
+
+_STOP_GRACE_S = 10.0
+
+
+class ProcessRecord(BaseModel):
+    """How one component was started, and the process that runs it."""
+
+    name: str
+    argv: list[str]
+    log: Path
+    pid: int | None = None
+
+
+def start(record: ProcessRecord) -> ProcessRecord:
+    """Start the component in a new session (own process group), appending to its log."""
+    record.log.parent.mkdir(parents=True, exist_ok=True)
+    with record.log.open("ab") as log:
+        proc = subprocess.Popen(
+            record.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return record.model_copy(update={"pid": proc.pid})
+
+
+def _cmdline(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return raw.decode(errors="replace").rstrip("\0").split("\0") if raw else None
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def is_running(record: ProcessRecord) -> bool:
+    """True while the recorded process runs and is still this component (not a recycled pid)."""
+    if record.pid is None:
+        return False
+    _reap(record.pid)
+    try:
+        state = Path(f"/proc/{record.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z" and _cmdline(record.pid) == record.argv
+
+
+def stop(record: ProcessRecord) -> None:
+    """Stop the component's whole process group: SIGTERM, then SIGKILL after a grace period."""
+    if not is_running(record):
+        return
+    assert record.pid is not None
+    pgid = os.getpgid(record.pid)
+    os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + _STOP_GRACE_S
+    while is_running(record) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+    _reap(record.pid)
+
+
+def rss_bytes(record: ProcessRecord) -> int:
+    """Resident memory of the running component, 0 when it is not running."""
+    if not is_running(record):
+        return 0
+    for line in Path(f"/proc/{record.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def log_tail(record: ProcessRecord, lines: int = 20) -> str:
+    """The last lines of the component's log, for error messages."""
+    try:
+        with record.log.open(errors="replace") as f:
+            return "".join(deque(f, maxlen=lines))
+    except OSError:
+        return "(no log)"

@@ -1,0 +1,1 @@
+"""The Propagator hub controller and its command line."""

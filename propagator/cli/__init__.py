@@ -1,0 +1,1 @@
+"""The ``propagator`` command line."""

@@ -1,0 +1,136 @@
+"""``propagator local``: start, inspect and stop a local fleet of real control planes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+from pydantic import ValidationError
+
+from api.quantity import QuantityError, parse_quantity
+from fleet import local
+from fleet.local import cluster as local_cluster
+from fleet.local import process
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "local",
+        help="run a hub and member clusters locally (etcd, kube-apiserver, "
+        "kube-controller-manager, kube-scheduler, kwok)",
+        description="Real Kubernetes control planes on loopback, for demos and tests.",
+    )
+    sub = parser.add_subparsers(dest="local_command", metavar="ACTION", required=True)
+    state_help = f"state directory (default: {local.default_state_dir()})"
+
+    up = sub.add_parser("up", help="start a hub and N members; returns once all are ready")
+    up.add_argument("--members", type=int, default=3, help="member clusters (default: 3)")
+    up.add_argument(
+        "--nodes-per-cluster", type=int, default=2, help="fake kwok nodes per cluster (default: 2)"
+    )
+    up.add_argument("--node-cpu", default="8", help="CPU of each fake node (default: 8)")
+    up.add_argument(
+        "--node-memory", default="32Gi", help="memory of each fake node (default: 32Gi)"
+    )
+    up.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="seconds to wait for every cluster to become ready (default: 300)",
+    )
+    up.add_argument("--state-dir", type=Path, default=None, help=state_help)
+    up.set_defaults(run=_up)
+
+    down = sub.add_parser("down", help="stop every process of the local fleet")
+    down.add_argument("--state-dir", type=Path, default=None, help=state_help)
+    down.add_argument(
+        "--keep-state",
+        action="store_true",
+        help="keep the state directory (logs, data, kubeconfigs)",
+    )
+    down.set_defaults(run=_down)
+
+    status = sub.add_parser("status", help="show each cluster, its components and memory")
+    status.add_argument("--state-dir", type=Path, default=None, help=state_help)
+    status.set_defaults(run=_status)
+
+
+def _state_dir(args: argparse.Namespace) -> Path:
+    return Path(args.state_dir or local.default_state_dir()).resolve()
+
+
+def _fail(message: str) -> int:
+    print(f"propagator local: {message}", file=sys.stderr)
+    return 1
+
+
+def _up(args: argparse.Namespace) -> int:
+    try:
+        options = local.FleetOptions(
+            members=args.members,
+            nodes_per_cluster=args.nodes_per_cluster,
+            node_cpu=args.node_cpu,
+            node_memory=args.node_memory,
+            timeout_s=args.timeout,
+        )
+    except ValidationError as exc:
+        flags = {
+            "members": "--members",
+            "nodes_per_cluster": "--nodes-per-cluster",
+            "timeout_s": "--timeout",
+        }
+        errors = "; ".join(
+            f"{flags.get(str(e['loc'][0]), e['loc'][0])}={e['input']}: {e['msg']}"
+            for e in exc.errors()
+        )
+        return _fail(errors)
+    for flag, value in (("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory)):
+        try:
+            if parse_quantity(value) <= 0:
+                return _fail(f"{flag}={value!r}: must be greater than zero")
+        except QuantityError as exc:
+            return _fail(f"{flag}: {exc}")
+    state_dir = _state_dir(args)
+    try:
+        binaries = local.testbin_dir()
+        print(f"Starting a hub and {options.members} members in {state_dir} ...", flush=True)
+        state = anyio.run(local.up, state_dir, binaries, options)
+    except (local.LocalFleetError, local.TestbinError) as exc:
+        return _fail(str(exc))
+    print(f"Local fleet ready: {len(state.clusters)} clusters.")
+    for c in state.clusters:
+        print(f"  {c.name:<10} {c.role:<6} {c.server:<26} kubeconfig: {c.kubeconfig}")
+    print(f"\nUse the hub:  export KUBECONFIG={state.hub.kubeconfig}")
+    print(f"Stop it all:  propagator local down --state-dir {state_dir}")
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    state_dir = _state_dir(args)
+    try:
+        state = local.FleetState.load(state_dir)
+    except local.LocalFleetError as exc:
+        return _fail(str(exc))
+    local.down(state, keep_state=args.keep_state)
+    kept = f" (state kept in {state_dir})" if args.keep_state else ""
+    print(f"Stopped {len(state.clusters)} clusters{kept}.")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    try:
+        state = local.FleetState.load(_state_dir(args))
+    except local.LocalFleetError as exc:
+        return _fail(str(exc))
+    print(f"{'CLUSTER':<10} {'ROLE':<6} {'API':<9} {'SERVER':<26} {'RSS':>9}  COMPONENTS")
+    for c in state.clusters:
+        ready = "ready" if local_cluster.api_ready(c) else "down"
+        rss = local_cluster.rss_bytes(c) / (1 << 20)
+        parts = " ".join(
+            f"{r.name}={'up' if process.is_running(r) else 'DOWN'}" for r in c.components.values()
+        )
+        print(f"{c.name:<10} {c.role:<6} {ready:<9} {c.server:<26} {rss:>6.0f}MiB  {parts}")
+    return 0

@@ -1,0 +1,31 @@
+"""Entry point of the ``propagator`` command: one sub-command per area."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from propagator.cli import local
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="propagator",
+        description="Propagator: run one application across a fleet of Kubernetes clusters.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    local.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    code: int = args.run(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

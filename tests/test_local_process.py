@@ -1,0 +1,64 @@
+"""Process handling of fleet.local: whole process groups stop, recycled pids are not ours."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from fleet.local import process
+from fleet.local.process import ProcessRecord
+
+
+def _pids_in_group(pgid: int) -> list[int]:
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def test_stop_kills_the_whole_process_group(tmp_path: Path) -> None:
+    # The shell leaves a grandchild behind; stopping must take it too.
+    record = process.start(
+        ProcessRecord(
+            name="sleeper",
+            argv=["bash", "-c", "sleep 300 & echo started; wait"],
+            log=tmp_path / "sleeper.log",
+        )
+    )
+    assert record.pid is not None
+    while "started" not in record.log.read_text():
+        time.sleep(0.01)
+    assert process.is_running(record)
+    assert len(_pids_in_group(record.pid)) == 2
+    process.stop(record)
+    assert not process.is_running(record)
+    assert _pids_in_group(record.pid) == []
+
+
+def test_a_recycled_pid_is_not_the_component(tmp_path: Path) -> None:
+    record = process.start(ProcessRecord(name="s", argv=["sleep", "300"], log=tmp_path / "s.log"))
+    other = record.model_copy(update={"argv": ["sleep", "301"]})
+    assert process.is_running(record)
+    assert not process.is_running(other)
+    process.stop(other)  # must not touch a process that is not ours
+    assert process.is_running(record)
+    process.stop(record)
+
+
+def test_exited_component_reports_its_log_tail(tmp_path: Path) -> None:
+    record = process.start(
+        ProcessRecord(
+            name="bad",
+            argv=["bash", "-c", "echo 'flag --nope: unknown' >&2; exit 3"],
+            log=tmp_path / "bad.log",
+        )
+    )
+    while process.is_running(record):
+        time.sleep(0.01)
+    assert "flag --nope: unknown" in process.log_tail(record)
+    assert process.rss_bytes(record) == 0
