@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STATE_DIR ?= $(HOME)/.local/state/propagator/local
 
-.PHONY: install testbin lint typecheck unit e2e test bench local-up local-down clean
+.PHONY: install crds testbin lint typecheck unit e2e test bench local-up local-down clean
 
 install: $(VENV)/.installed
 
@@ -18,6 +18,10 @@ $(VENV)/.installed: pyproject.toml
 # from hack/tools/go.mod into ~/.cache/propagator/testbin/<k8s-version> (once).
 testbin:
 	bash hack/testbin.sh
+
+# Regenerate charts/propagator/crds/ from the models in api/ (a unit test fails on drift).
+crds: install
+	$(VENV)/bin/propagator crds --output-dir charts/propagator/crds
 
 lint: install
 	$(PY) -m ruff check .

@@ -42,7 +42,8 @@ def test_stop_kills_the_whole_process_group(tmp_path: Path) -> None:
 
 def test_a_recycled_pid_is_not_the_component(tmp_path: Path) -> None:
     record = process.start(ProcessRecord(name="s", argv=["sleep", "300"], log=tmp_path / "s.log"))
-    other = record.model_copy(update={"argv": ["sleep", "301"]})
+    assert record.started_at is not None
+    other = record.model_copy(update={"started_at": record.started_at - 1})
     assert process.is_running(record)
     assert not process.is_running(other)
     process.stop(other)  # must not touch a process that is not ours

@@ -168,8 +168,9 @@ def prepare(
             "https://kubernetes.default.svc.cluster.local",
             "--service-cluster-ip-range",
             "10.96.0.0/16",
-            "--allow-privileged",
-            "true",
+            "--allow-privileged=true",
+            # The endpoint reconciler refuses loopback addresses; nothing here needs it.
+            "--endpoint-reconciler-type=none",
             "--cert-dir",
             str(pki_dir / "generated"),
             "--profiling=false",

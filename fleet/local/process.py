@@ -27,6 +27,8 @@ class ProcessRecord(BaseModel):
     argv: list[str]
     log: Path
     pid: int | None = None
+    started_at: int | None = None
+    """Start time of the process in clock ticks since boot: with the pid, its identity."""
 
 
 def start(record: ProcessRecord) -> ProcessRecord:
@@ -40,15 +42,16 @@ def start(record: ProcessRecord) -> ProcessRecord:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    return record.model_copy(update={"pid": proc.pid})
+    return record.model_copy(update={"pid": proc.pid, "started_at": _stat(proc.pid)[1]})
 
 
-def _cmdline(pid: int) -> list[str] | None:
+def _stat(pid: int) -> tuple[str, int | None]:
+    """State letter and start time of a process; ("", None) when there is none."""
     try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    return raw.decode(errors="replace").rstrip("\0").split("\0") if raw else None
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return "", None
+    return fields[0], int(fields[19])
 
 
 def _reap(pid: int) -> None:
@@ -61,11 +64,8 @@ def is_running(record: ProcessRecord) -> bool:
     if record.pid is None:
         return False
     _reap(record.pid)
-    try:
-        state = Path(f"/proc/{record.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z" and _cmdline(record.pid) == record.argv
+    state, started_at = _stat(record.pid)
+    return state not in ("", "Z", "X") and started_at == record.started_at
 
 
 def stop(record: ProcessRecord) -> None:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from propagator.cli import local
+from propagator.cli import crds, local
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,6 +15,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Propagator: run one application across a fleet of Kubernetes clusters.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    crds.register(commands)
     local.register(commands)
     return parser
 

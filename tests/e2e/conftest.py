@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,10 @@ import anyio
 import pytest
 from kubernetes import client as k8s
 
+from api.crd import crds
 from fleet import local
 from fleet.local import cluster as local_cluster
+from tests.e2e.waiting import eventually
 
 
 @dataclass
@@ -77,3 +80,25 @@ def hub_kubeconfig(fleet: Fleet) -> Path:
 @pytest.fixture(scope="session")
 def member_kubeconfigs(fleet: Fleet) -> dict[str, Path]:
     return {name: fleet.kubeconfig(name) for name in fleet.member_names}
+
+
+def _established(ext: Any, name: str) -> bool:
+    conditions = ext.read_custom_resource_definition(name).status.conditions or []
+    return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+
+@pytest.fixture(scope="session")
+def hub_crds(fleet: Fleet) -> list[str]:
+    """Install Propagator's CRDs on the hub (as `propagator crds | kubectl apply -f -` does)."""
+    ext = k8s.ApiextensionsV1Api(fleet.api(local.HUB))
+    names = []
+    for crd in crds():
+        try:
+            ext.create_custom_resource_definition(crd)  # type: ignore[arg-type]
+        except k8s.ApiException as exc:
+            if exc.status != 409:
+                raise
+        names.append(crd["metadata"]["name"])
+    for name in names:
+        eventually(partial(_established, ext, name), f"CRD {name} established")
+    return names

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any
@@ -109,9 +110,9 @@ def test_resource_quota_rejects_a_pod_over_it_with_the_api_servers_message(fleet
     with pytest.raises(k8s.ApiException) as rejected:
         core.create_namespaced_pod(ns, pod)
     assert rejected.value.status == 403
-    assert rejected.value.body is not None
-    assert 'pods "big" is forbidden: exceeded quota: team-a' in rejected.value.body
-    assert "requested: requests.cpu=2" in rejected.value.body
+    message = json.loads(rejected.value.body or "{}")["message"]
+    assert message.startswith('pods "big" is forbidden: exceeded quota: team-a'), message
+    assert "requested: requests.cpu=2, used: requests.cpu=0, limited: requests.cpu=1" in message
     assert core.list_namespaced_pod(ns).items == []
 
 

@@ -1,0 +1,233 @@
+"""ApplicationPropagation: one application, described once, run on many clusters."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from api.common import Condition, ObjectName, conditions_field
+from api.model import KubeModel, Rule
+from api.placement import Placement
+from api.resource import AGE, CrdInfo, PrinterColumn, Resource
+from api.rollout import Canary, Rollout
+from api.selectors import LabelSelector
+
+
+class ResourceSelector(KubeModel):
+    """Hub objects in the application's namespace to propagate, by name or by labels."""
+
+    api_version: str = Field(min_length=1)
+    """apiVersion of the objects, e.g. apps/v1."""
+    kind: str = Field(min_length=1)
+    """Kind of the objects, e.g. Deployment."""
+    name: ObjectName | None = None
+    """One object by name."""
+    label_selector: LabelSelector | None = None
+    """Every object of that kind with these labels."""
+
+    rules = (
+        Rule(
+            cel="has(self.name) != has(self.labelSelector)",
+            message="give exactly one of name or labelSelector",
+            check=lambda s: (s.name is None) != (s.label_selector is None),
+        ),
+    )
+
+
+class Resources(KubeModel):
+    """What to propagate: inline manifests and/or selected hub objects."""
+
+    manifests: list[dict[str, Any]] = Field(
+        default_factory=list,
+        max_length=200,
+        json_schema_extra={
+            "items": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "x-kubernetes-embedded-resource": True,
+            }
+        },
+    )
+    """Kubernetes objects; string values may hold Jinja2 expressions rendered per cluster."""
+    selectors: list[ResourceSelector] = Field(default_factory=list, max_length=50)
+    """Hub objects in the application's namespace."""
+
+    rules = (
+        Rule(
+            cel="(has(self.manifests) ? size(self.manifests) : 0) + "
+            "(has(self.selectors) ? size(self.selectors) : 0) > 0",
+            message="list at least one manifest or selector",
+            check=lambda r: bool(r.manifests or r.selectors),
+        ),
+    )
+
+
+class PatchTarget(KubeModel):
+    """Which manifests a patch applies to; unset fields match any."""
+
+    api_version: str | None = None
+    """apiVersion to match."""
+    kind: str | None = None
+    """Kind to match."""
+    name: str | None = None
+    """metadata.name to match."""
+
+
+class JsonPatch(KubeModel):
+    """One RFC 6902 JSON patch operation."""
+
+    op: Literal["add", "remove", "replace", "copy", "move", "test"]
+    """add, remove, replace, copy, move or test."""
+    path: str = Field(pattern=r"^(/[^/]*)*$", max_length=1024)
+    """JSON pointer, e.g. /spec/replicas."""
+    value: Any = Field(
+        default=None, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}
+    )
+    """Value for add, replace and test."""
+    from_: str | None = Field(default=None, alias="from", pattern=r"^(/[^/]*)*$")
+    """Source pointer for copy and move."""
+
+
+class Override(KubeModel):
+    """Per-cluster changes: JSON patches and/or template values for matching clusters."""
+
+    cluster_selector: LabelSelector | None = None
+    """Clusters with these labels."""
+    cluster_names: list[ObjectName] = Field(default_factory=list, max_length=1000)
+    """These clusters."""
+    target: PatchTarget | None = None
+    """Manifests the patches apply to (default: all)."""
+    patches: list[JsonPatch] = Field(default_factory=list, min_length=1, max_length=100)
+    """JSON patches applied after rendering."""
+    values: dict[str, Any] = Field(default_factory=dict, min_length=1)
+    """Extra template context, available as values.<name>."""
+
+    rules = (
+        Rule(
+            cel="(has(self.clusterNames) && size(self.clusterNames) > 0) != "
+            "has(self.clusterSelector)",
+            message="give exactly one of clusterNames or clusterSelector",
+            check=lambda o: bool(o.cluster_names) != (o.cluster_selector is not None),
+        ),
+        Rule(
+            # minItems/minProperties rule out empty ones, so presence is enough.
+            cel="has(self.patches) || has(self.values)",
+            message="an override needs patches or values",
+            check=lambda o: bool(o.patches or o.values),
+        ),
+    )
+
+
+class ApplicationPropagationSpec(KubeModel):
+    """What to propagate, where, and how to roll it out."""
+
+    fleet: ObjectName
+    """The Fleet to place the application into."""
+    resources: Resources
+    """Manifests and/or hub objects to propagate."""
+    placement: Placement = Field(default_factory=Placement)
+    """Which clusters, and how many replicas each."""
+    overrides: list[Override] = Field(default_factory=list, max_length=100)
+    """Per-cluster patches and template values."""
+    rollout: Rollout = Field(default_factory=Rollout)
+    """Concurrency, retries and timeouts of the fan-out."""
+    canary: Canary | None = None
+    """Roll new versions out as a canary."""
+
+
+class PlacedCluster(KubeModel):
+    """One cluster chosen by the scheduler."""
+
+    cluster: str
+    """MemberCluster name."""
+    layer: str | None = None
+    """Layer that served the placement."""
+    replicas: int | None = Field(default=None, ge=0)
+    """Replicas assigned there."""
+    score: int | None = None
+    """Score, 0 to 100."""
+
+
+class ClusterResult(KubeModel):
+    """The application's state on one member cluster."""
+
+    name: str
+    """MemberCluster name."""
+    applied: bool = False
+    """Every object was applied."""
+    health: Literal["Healthy", "Progressing", "Degraded", "Unknown"] = "Unknown"
+    """Workload health there."""
+    attempts: int = Field(default=0, ge=0)
+    """Tries in the last pass."""
+    last_error: str | None = None
+    """Last error there, if any."""
+    revision: str | None = None
+    """Revision of what is applied there."""
+
+
+class CanaryStatus(KubeModel):
+    """Where the canary stands."""
+
+    step: int = Field(default=0, ge=0)
+    """Index of the current step."""
+    weight: int = Field(default=0, ge=0, le=100)
+    """Current canary weight."""
+    stable_revision: str | None = None
+    """Revision of the stable copy."""
+    canary_revision: str | None = None
+    """Revision of the canary copy."""
+    phase: Literal["Idle", "Progressing", "Paused", "Promoted", "Aborted", "RolledBack"] = "Idle"
+    """Idle, Progressing, Paused, Promoted, Aborted or RolledBack."""
+
+
+class ApplicationPropagationStatus(KubeModel):
+    """What the controller last did and saw."""
+
+    conditions: list[Condition] = conditions_field()
+    """Scheduled, Applied, Available, QuotaExceeded, CanaryProgressing."""
+    observed_generation: int | None = Field(default=None, ge=0)
+    """The .metadata.generation this status reflects."""
+    placement: list[PlacedCluster] = Field(default_factory=list)
+    """Clusters chosen by the scheduler."""
+    clusters: list[ClusterResult] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """Result per cluster."""
+    ready_clusters: int = Field(default=0, ge=0)
+    """Clusters where the application is applied and healthy."""
+    total_clusters: int = Field(default=0, ge=0)
+    """Clusters the application is placed on."""
+    ready: str | None = None
+    """readyClusters/totalClusters, e.g. 18/20 (for kubectl get)."""
+    canary: CanaryStatus | None = None
+    """Canary progress."""
+
+
+class ApplicationPropagation(Resource):
+    """One application, described once on the hub, run on many member clusters."""
+
+    crd = CrdInfo(
+        kind="ApplicationPropagation",
+        plural="applicationpropagations",
+        short_names=("ap",),
+        scope="Namespaced",
+        columns=(
+            PrinterColumn("Fleet", ".spec.fleet"),
+            PrinterColumn("Clusters", ".status.totalClusters", "integer"),
+            PrinterColumn("Ready", ".status.ready"),
+            PrinterColumn("Canary", ".status.canary.weight", "integer"),
+            AGE,
+            PrinterColumn(
+                "Scheduled", '.status.conditions[?(@.type=="Scheduled")].status', priority=1
+            ),
+            PrinterColumn("Applied", '.status.conditions[?(@.type=="Applied")].status', priority=1),
+            PrinterColumn(
+                "Available", '.status.conditions[?(@.type=="Available")].status', priority=1
+            ),
+        ),
+    )
+    kind: Literal["ApplicationPropagation"] = "ApplicationPropagation"
+    spec: ApplicationPropagationSpec
+    status: ApplicationPropagationStatus | None = None

@@ -1,0 +1,64 @@
+"""The base of every API model: camelCase on the wire, unknown fields refused, and
+validation rules declared once for both sides.
+
+A :class:`Rule` is one cross-field rule with two evaluators that must agree: a CEL
+expression that the hub API server runs (it lands in the CRD as ``x-kubernetes-validations``)
+and a Python predicate that pydantic runs when the same object is read offline (e.g.
+``propagator schedule -f ap.yaml``). Both report the same message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic.alias_generators import to_camel
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A validation rule: ``cel`` for the API server, ``check`` for Python, one message."""
+
+    cel: str
+    message: str
+    check: Callable[[Any], bool]
+    field_path: str | None = None
+
+    def as_cel(self) -> dict[str, str]:
+        rule = {"rule": self.cel, "message": self.message}
+        if self.field_path:
+            rule["fieldPath"] = self.field_path
+        return rule
+
+
+def _add_rules(schema: dict[str, Any], cls: type) -> None:
+    rules: tuple[Rule, ...] = cls.__dict__.get("rules", ())
+    if rules:
+        schema["x-kubernetes-validations"] = [r.as_cel() for r in rules]
+
+
+class KubeModel(BaseModel):
+    """A part of a custom resource. Fields are snake_case in Python, camelCase in YAML."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+        json_schema_extra=_add_rules,
+    )
+    rules: ClassVar[tuple[Rule, ...]] = ()
+
+    @model_validator(mode="after")
+    def _check_rules(self) -> KubeModel:
+        for rule in type(self).__dict__.get("rules", ()):
+            if not rule.check(self):
+                where = f"{rule.field_path.lstrip('.')}: " if rule.field_path else ""
+                raise ValueError(f"{where}{rule.message}")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """The object as the API server sees it: camelCase, unset fields left out."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")

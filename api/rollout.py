@@ -1,0 +1,67 @@
+"""How an application rolls out: concurrency, retries, timeouts, and canary steps."""
+
+from __future__ import annotations
+
+import itertools
+
+from pydantic import Field
+
+from api.common import Duration
+from api.model import KubeModel, Rule
+from api.selectors import LabelSelector
+
+MAX_CONCURRENCY_CEILING = 500
+"""The largest ``rollout.maxConcurrency`` (and controller-wide cap) Propagator accepts."""
+MAX_RETRY_ATTEMPTS = 20
+
+
+class Retry(KubeModel):
+    """Retries of retryable failures (timeouts, connection errors, 429, 5xx)."""
+
+    attempts: int = Field(default=3, ge=0, le=MAX_RETRY_ATTEMPTS)
+    """Retries after the first try; 0 disables retrying."""
+    backoff: Duration = "1s"
+    """Wait before the first retry; doubles each time, with jitter."""
+    max_backoff: Duration = "30s"
+    """Upper bound of the wait between retries."""
+
+
+class Rollout(KubeModel):
+    """Per-application knobs, bounded by the controller-wide caps."""
+
+    max_concurrency: int | None = Field(default=None, ge=1, le=MAX_CONCURRENCY_CEILING)
+    """Member clusters written at once (1 to 500; never above the controller's cap)."""
+    retry: Retry = Field(default_factory=Retry)
+    """Retries of retryable failures."""
+    timeout_seconds: int = Field(default=30, ge=1, le=3600)
+    """Time allowed for one cluster's apply, per attempt."""
+    max_failures: int | None = Field(default=None, ge=0)
+    """Stop the rollout after this many failed clusters (unset: never stop early)."""
+
+
+class CanaryStep(KubeModel):
+    """One step: the canary copy's share of replicas (and traffic), then a pause."""
+
+    weight: int = Field(ge=0, le=100)
+    """Percentage of replicas (so of traffic) on the canary copy, 0 to 100."""
+    pause: Duration | None = None
+    """How long to hold this step once the canary copy is healthy (unset: go on at once)."""
+
+
+class Canary(KubeModel):
+    """Roll new versions out as a canary: a stable and a canary copy behind one Service."""
+
+    cluster_selector: LabelSelector | None = None
+    """Canary clusters, which go first (default: every placed cluster)."""
+    steps: list[CanaryStep] = Field(min_length=1, max_length=20)
+    """Steps with strictly increasing weights."""
+
+    rules = (
+        Rule(
+            cel="self.steps.map(s, s.weight).isSorted() && "
+            "self.steps.all(s, self.steps.filter(t, t.weight == s.weight).size() == 1)",
+            message="step weights must be strictly increasing",
+            check=lambda c: all(a.weight < b.weight for a, b in itertools.pairwise(c.steps)),
+            field_path=".steps",
+        ),
+    )

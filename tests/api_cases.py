@@ -1,0 +1,262 @@
+"""Objects a user can get wrong, with where the error must point and what it must say.
+
+The same table runs against pydantic (tests/test_api_validation.py) and against the real hub
+API server (tests/e2e/test_crd_validation.py), so the two validators cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+NAMESPACE = "validation"
+
+
+def _merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def ap(spec: dict[str, Any], *, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    base_spec = {
+        "fleet": "prod",
+        "resources": {
+            "manifests": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}}
+            ]
+        },
+    }
+    merged = _merge(base_spec, spec)
+    for key in drop:
+        merged.pop(key)
+    return {
+        "apiVersion": "propagator.io/v1alpha1",
+        "kind": "ApplicationPropagation",
+        "metadata": {"name": "bad", "namespace": NAMESPACE},
+        "spec": merged,
+    }
+
+
+def mc(spec: dict[str, Any], *, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    base = {"secretRef": {"namespace": "propagator-system", "name": "s"}}
+    merged = _merge(base, spec)
+    for key in drop:
+        merged.pop(key)
+    return {
+        "apiVersion": "propagator.io/v1alpha1",
+        "kind": "MemberCluster",
+        "metadata": {"name": "bad"},
+        "spec": merged,
+    }
+
+
+def tq(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "propagator.io/v1alpha1",
+        "kind": "TenantQuota",
+        "metadata": {"name": "bad"},
+        "spec": _merge({"namespaces": ["shop"]}, spec),
+    }
+
+
+def fl(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "propagator.io/v1alpha1",
+        "kind": "Fleet",
+        "metadata": {"name": "bad"},
+        "spec": spec,
+    }
+
+
+@dataclass(frozen=True)
+class BadObject:
+    """An object that must be rejected: ``field`` must be named, ``says`` must be said."""
+
+    id: str
+    obj: dict[str, Any]
+    field: str
+    says: str
+
+
+def _weights(static: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"placement": {"replicas": {"mode": "Divided", "weights": {"static": static}}}}
+
+
+def _steps(*steps: dict[str, Any]) -> dict[str, Any]:
+    return {"canary": {"steps": list(steps)}}
+
+
+BAD_OBJECTS = [
+    BadObject("ap-no-resources", ap({}, drop=("resources",)), "spec.resources", "Required"),
+    BadObject(
+        "ap-empty-resources",
+        ap({"resources": {"manifests": []}}),
+        "spec.resources",
+        "list at least one manifest or selector",
+    ),
+    BadObject(
+        "ap-unknown-replica-mode",
+        ap({"placement": {"replicas": {"mode": "Spread"}}}),
+        "spec.placement.replicas.mode",
+        "Duplicated",
+    ),
+    BadObject(
+        "ap-min-above-max",
+        ap({"placement": {"minClusters": 5, "maxClusters": 2}}),
+        "spec.placement",
+        "minClusters must not exceed maxClusters",
+    ),
+    BadObject(
+        "ap-zero-weight",
+        ap(_weights([{"cluster": "a", "weight": 0}])),
+        "spec.placement.replicas.weights.static[0].weight",
+        "1",
+    ),
+    BadObject(
+        "ap-negative-weight",
+        ap(_weights([{"cluster": "a", "weight": -3}])),
+        "spec.placement.replicas.weights.static[0].weight",
+        "1",
+    ),
+    BadObject(
+        "ap-duplicate-weight-cluster",
+        ap(_weights([{"cluster": "a", "weight": 1}, {"cluster": "a", "weight": 2}])),
+        "spec.placement.replicas.weights.static",
+        "a cluster may appear in at most one static weight",
+    ),
+    BadObject(
+        "ap-weight-without-target",
+        ap(_weights([{"weight": 2}])),
+        "spec.placement.replicas.weights.static[0]",
+        "each weight names exactly one of cluster or selector",
+    ),
+    BadObject(
+        "ap-weights-with-duplicated",
+        ap({"placement": {"replicas": {"weights": {"dynamic": "AvailableCapacity"}}}}),
+        "spec.placement.replicas",
+        "weights apply only to mode Divided",
+    ),
+    BadObject(
+        "ap-unknown-field", ap({"placment": {"maxClusters": 2}}), "spec.placment", "unknown field"
+    ),
+    BadObject(
+        "ap-unknown-nested-field",
+        ap({"rollout": {"maxConcurency": 2}}),
+        "spec.rollout.maxConcurency",
+        "unknown field",
+    ),
+    BadObject(
+        "ap-canary-steps-not-increasing",
+        ap(_steps({"weight": 50}, {"weight": 20})),
+        "spec.canary.steps",
+        "step weights must be strictly increasing",
+    ),
+    BadObject(
+        "ap-canary-steps-repeated",
+        ap(_steps({"weight": 20}, {"weight": 20})),
+        "spec.canary.steps",
+        "step weights must be strictly increasing",
+    ),
+    BadObject(
+        "ap-canary-weight-over-100",
+        ap(_steps({"weight": 10}, {"weight": 150})),
+        "spec.canary.steps[1].weight",
+        "100",
+    ),
+    BadObject(
+        "ap-canary-pause-not-duration",
+        ap(_steps({"weight": 10, "pause": "five minutes"})),
+        "spec.canary.steps[0].pause",
+        "must be a duration such as 30s, 5m, 1h30m or 500ms",
+    ),
+    BadObject(
+        "ap-max-concurrency-zero",
+        ap({"rollout": {"maxConcurrency": 0}}),
+        "spec.rollout.maxConcurrency",
+        "1",
+    ),
+    BadObject(
+        "ap-max-concurrency-above-ceiling",
+        ap({"rollout": {"maxConcurrency": 501}}),
+        "spec.rollout.maxConcurrency",
+        "500",
+    ),
+    BadObject(
+        "ap-negative-retry-attempts",
+        ap({"rollout": {"retry": {"attempts": -1}}}),
+        "spec.rollout.retry.attempts",
+        "0",
+    ),
+    BadObject(
+        "ap-selector-unknown-operator",
+        ap(
+            {
+                "placement": {
+                    "clusterSelector": {
+                        "matchExpressions": [{"key": "env", "operator": "Has", "values": ["x"]}]
+                    }
+                }
+            }
+        ),
+        "spec.placement.clusterSelector.matchExpressions[0].operator",
+        "NotIn",
+    ),
+    BadObject(
+        "ap-selector-in-without-values",
+        ap(
+            {
+                "placement": {
+                    "clusterSelector": {"matchExpressions": [{"key": "env", "operator": "In"}]}
+                }
+            }
+        ),
+        "spec.placement.clusterSelector.matchExpressions[0]",
+        "values must be non-empty for operators In and NotIn",
+    ),
+    BadObject(
+        "mc-no-secret-ref", mc({"layer": "edge"}, drop=("secretRef",)), "spec.secretRef", "Required"
+    ),
+    BadObject(
+        "mc-taint-unknown-effect",
+        mc({"taints": [{"key": "gpu", "effect": "Sometimes"}]}),
+        "spec.taints[0].effect",
+        "NoSchedule",
+    ),
+    BadObject(
+        "mc-layer-not-dns-label",
+        mc({"layer": "High_Performance"}),
+        "spec.layer",
+        "must be a DNS label",
+    ),
+    BadObject(
+        "tq-unparsable-quantity",
+        tq({"hard": {"cpu": "two cores"}}),
+        "spec.hard[cpu]",
+        "must be a non-negative quantity such as 500m, 2Gi or 10",
+    ),
+    BadObject(
+        "tq-negative-limit",
+        tq({"hard": {"memory": "-1Gi"}}),
+        "spec.hard[memory]",
+        "must be a non-negative quantity such as 500m, 2Gi or 10",
+    ),
+    BadObject(
+        "tq-negative-integer-limit",
+        tq({"hard": {"pods": -5}}),
+        "spec.hard[pods]",
+        "must be a non-negative quantity such as 500m, 2Gi or 10",
+    ),
+    BadObject(
+        "fl-selector-notin-without-values",
+        fl({"clusterSelector": {"matchExpressions": [{"key": "env", "operator": "NotIn"}]}}),
+        "spec.clusterSelector.matchExpressions[0]",
+        "values must be non-empty for operators In and NotIn",
+    ),
+    BadObject("fl-empty", fl({}), "spec", "a fleet needs clusters (names) or a clusterSelector"),
+]
