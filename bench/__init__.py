@@ -1,0 +1,1 @@
+"""Benchmarks that print figures: run them with `make bench`."""
