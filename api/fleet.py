@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from api.common import Condition, ObjectName, conditions_field
-from api.model import KubeModel, Rule
+from api.model import KubeModel
 from api.resource import AGE, CrdInfo, PrinterColumn, Resource
 from api.selectors import LabelSelector
 
@@ -20,15 +20,8 @@ class FleetSpec(KubeModel):
     )
     """Names of MemberClusters in the fleet."""
     cluster_selector: LabelSelector | None = None
-    """Label selector over MemberClusters; an empty selector takes every member."""
-
-    rules = (
-        Rule(
-            cel="(has(self.clusters) && size(self.clusters) > 0) || has(self.clusterSelector)",
-            message="a fleet needs clusters (names) or a clusterSelector",
-            check=lambda s: bool(s.clusters) or s.cluster_selector is not None,
-        ),
-    )
+    """Label selector over MemberClusters; an empty selector takes every member. With
+    neither names nor a selector the fleet is empty."""
 
 
 class FleetStatus(KubeModel):

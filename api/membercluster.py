@@ -26,7 +26,15 @@ class MemberClusterSpec(KubeModel):
     """Zone of the cluster, e.g. eu-west-1a."""
     provider: str | None = Field(default=None, max_length=63)
     """Infrastructure provider, e.g. aws, gcp, on-prem."""
-    taints: list[Taint] = Field(default_factory=list, max_length=32)
+    taints: list[Taint] = Field(
+        default_factory=list,
+        max_length=32,
+        # Keyed, so the controller's server-side apply owns only the taints it adds.
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["key", "effect"],
+        },
+    )
     """Taints keep applications away unless they tolerate them. The controller adds
     propagator.io/not-ready and propagator.io/unreachable itself."""
 

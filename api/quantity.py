@@ -55,3 +55,22 @@ def is_quantity(value: str) -> bool:
     except QuantityError:
         return False
     return True
+
+
+_BINARY_SUFFIXES = (("Ei", 6), ("Pi", 5), ("Ti", 4), ("Gi", 3), ("Mi", 2), ("Ki", 1))
+
+
+def format_quantity(value: Decimal, *, binary: bool = False) -> str:
+    """A canonical quantity string: ``8``, ``7800m``, ``32Gi`` (binary suffixes when asked
+    and exact), nano-units as a last resort."""
+    if value == value.to_integral_value():
+        whole = int(value)
+        if binary and whole:
+            for suffix, power in _BINARY_SUFFIXES:
+                if whole % (1024**power) == 0:
+                    return f"{whole // 1024**power}{suffix}"
+        return str(whole)
+    milli = value * 1000
+    if milli == milli.to_integral_value():
+        return f"{int(milli)}m"
+    return f"{int((value * 1_000_000_000).to_integral_value())}n"

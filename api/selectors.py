@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Literal
 
@@ -66,3 +67,26 @@ class LabelSelector(KubeModel):
 def selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
     """A missing selector selects nothing; an empty one selects everything (as Kubernetes)."""
     return selector is not None and selector.matches(labels)
+
+
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_QUALIFIED = re.compile(
+    r"^(([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+
+
+def label_error(key: str, value: str) -> str | None:
+    """Why ``key=value`` is not a valid Kubernetes label, or None when it is."""
+    prefix, _, name = key.rpartition("/")
+    if not _QUALIFIED.match(key) or len(name) > 63 or len(prefix) > 253:
+        return (
+            f"label key {key!r} must be an optional DNS-subdomain prefix and '/', then a name "
+            "of at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric"
+        )
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        return (
+            f"label value {value!r} must be at most 63 letters, digits, '-', '_' or '.', "
+            "starting and ending alphanumeric (or empty)"
+        )
+    return None

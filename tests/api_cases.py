@@ -258,5 +258,4 @@ BAD_OBJECTS = [
         "spec.clusterSelector.matchExpressions[0]",
         "values must be non-empty for operators In and NotIn",
     ),
-    BadObject("fl-empty", fl({}), "spec", "a fleet needs clusters (names) or a clusterSelector"),
 ]

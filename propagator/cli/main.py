@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from propagator.cli import crds, local
+from propagator.cli import crds, fleet, local, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,7 +16,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     crds.register(commands)
+    fleet.register(commands)
     local.register(commands)
+    run.register(commands)
     return parser
 
 

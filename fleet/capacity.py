@@ -1,0 +1,106 @@
+"""A member's capacity: allocatable from its nodes, allocated from its pods' requests.
+
+Computed from the informers' caches (kept current by watching), never by listing on every
+probe. Only the fields used here are cached (see ``slim_node`` and ``slim_pod``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import Any
+
+from api.quantity import QuantityError, format_quantity, parse_quantity
+
+TRACKED = ("cpu", "memory", "pods")
+_TERMINAL = ("Succeeded", "Failed")
+
+
+def slim_node(node: dict[str, Any]) -> dict[str, Any]:
+    status = node.get("status") or {}
+    return {
+        "metadata": {k: node["metadata"].get(k) for k in ("name", "resourceVersion")},
+        "spec": {"unschedulable": (node.get("spec") or {}).get("unschedulable", False)},
+        "status": {
+            "allocatable": status.get("allocatable") or {},
+            "conditions": [c for c in status.get("conditions") or [] if c.get("type") == "Ready"],
+        },
+    }
+
+
+def _requests(containers: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [((c.get("resources") or {}).get("requests") or {}) for c in containers]
+
+
+def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    spec = pod.get("spec") or {}
+    return {
+        "metadata": {k: pod["metadata"].get(k) for k in ("name", "namespace", "resourceVersion")},
+        "spec": {
+            "nodeName": spec.get("nodeName"),
+            "containers": _requests(spec.get("containers") or []),
+            "initContainers": _requests(spec.get("initContainers") or []),
+            "overhead": spec.get("overhead") or {},
+        },
+        "status": {"phase": (pod.get("status") or {}).get("phase")},
+    }
+
+
+def _parse(value: Any) -> Decimal:
+    try:
+        return parse_quantity(value)
+    except QuantityError:
+        return Decimal(0)  # a member's own API server validated it; ignore what we cannot read
+
+
+def node_is_ready(node: dict[str, Any]) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def pod_requests(pod: dict[str, Any]) -> dict[str, Decimal]:
+    """Effective requests of a (slim) pod, as the scheduler counts them: the larger of the
+    sum over containers and the largest init container, plus overhead; plus one pod."""
+    spec = pod["spec"]
+    total: dict[str, Decimal] = {"pods": Decimal(1)}
+    for resource in ("cpu", "memory"):
+        running = sum((_parse(r.get(resource, 0)) for r in spec["containers"]), Decimal(0))
+        init = max((_parse(r.get(resource, 0)) for r in spec["initContainers"]), default=Decimal(0))
+        total[resource] = max(running, init) + _parse(spec["overhead"].get(resource, 0))
+    return total
+
+
+def summarize(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """``{"nodes": {total, ready}, "resources": {allocatable, allocated, available}}``.
+
+    Allocatable counts Ready, schedulable nodes; allocated counts non-terminated pods bound
+    to a node.
+    """
+    total = ready = 0
+    allocatable = dict.fromkeys(TRACKED, Decimal(0))
+    for node in nodes:
+        total += 1
+        if not node_is_ready(node) or node["spec"].get("unschedulable"):
+            continue
+        ready += 1
+        for resource in TRACKED:
+            allocatable[resource] += _parse(node["status"]["allocatable"].get(resource, 0))
+    allocated = dict.fromkeys(TRACKED, Decimal(0))
+    for pod in pods:
+        if not pod["spec"].get("nodeName") or pod["status"].get("phase") in _TERMINAL:
+            continue
+        for resource, amount in pod_requests(pod).items():
+            allocated[resource] += amount
+
+    def fmt(values: dict[str, Decimal]) -> dict[str, str]:
+        return {r: format_quantity(v, binary=r == "memory") for r, v in values.items()}
+
+    available = {r: max(Decimal(0), allocatable[r] - allocated[r]) for r in TRACKED}
+    return {
+        "nodes": {"total": total, "ready": ready},
+        "resources": {
+            "allocatable": fmt(allocatable),
+            "allocated": fmt(allocated),
+            "available": fmt(available),
+        },
+    }

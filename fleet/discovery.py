@@ -1,0 +1,101 @@
+"""What an API server serves, cached in memory per connection and refreshed on a miss.
+
+Uses aggregated discovery (``apidiscovery.k8s.io/v2``): two requests describe every group,
+version and kind.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fleet.connection import KubeConnection
+
+_AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+@dataclass(frozen=True)
+class ResourceInfo:
+    """How one kind is served."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        """The REST path of the collection, or of one object when ``name`` is given."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        return f"{base}/{name}" if name else base
+
+
+class UnknownKind(LookupError):
+    """The server does not serve this apiVersion/kind."""
+
+
+class Discovery:
+    """The kinds one server serves; thread-safe, refreshed when a lookup misses."""
+
+    def __init__(self, connection: KubeConnection) -> None:
+        self._connection = connection
+        self._lock = threading.Lock()
+        self._kinds: dict[tuple[str, str], ResourceInfo] | None = None
+
+    def _fetch(self) -> dict[tuple[str, str], ResourceInfo]:
+        kinds: dict[tuple[str, str], ResourceInfo] = {}
+        for root in ("/api", "/apis"):
+            listing = self._connection.request("GET", root, accept=_AGGREGATED)
+            for group in listing.get("items") or []:
+                group_name = (group.get("metadata") or {}).get("name", "")
+                for version in group.get("versions") or []:
+                    for res in version.get("resources") or []:
+                        kind = (res.get("responseKind") or {}).get("kind")
+                        if not kind:
+                            continue
+                        info = ResourceInfo(
+                            group_name,
+                            version["version"],
+                            kind,
+                            res["resource"],
+                            res.get("scope") == "Namespaced",
+                        )
+                        kinds[(info.api_version, kind)] = info
+        return kinds
+
+    def refresh(self) -> dict[tuple[str, str], ResourceInfo]:
+        """Fetch the server's kinds again."""
+        kinds = self._fetch()
+        with self._lock:
+            self._kinds = kinds
+        return kinds
+
+    def kinds(self) -> dict[tuple[str, str], ResourceInfo]:
+        """Every served (apiVersion, kind), fetched on first use."""
+        with self._lock:
+            cached = self._kinds
+        return cached if cached is not None else self.refresh()
+
+    def resource(self, api_version: str, kind: str) -> ResourceInfo:
+        """Look ``kind`` up; a miss refreshes once (a CRD may just have been installed)."""
+        key = (api_version, kind)
+        info = self.kinds().get(key) or self.refresh().get(key)
+        if info is None:
+            raise UnknownKind(f"{self._connection.name} does not serve {kind} in {api_version}")
+        return info
+
+    def enablements(self) -> list[dict[str, Any]]:
+        """Group/versions with their kinds, sorted (for MemberCluster.status.apiEnablements)."""
+        by_gv: dict[str, set[str]] = {}
+        for gv, kind in self.kinds():
+            by_gv.setdefault(gv, set()).add(kind)
+        return [{"groupVersion": gv, "kinds": sorted(k)} for gv, k in sorted(by_gv.items())]

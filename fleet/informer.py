@@ -1,0 +1,167 @@
+"""List+watch of one kind into a local cache (what client-go calls an informer).
+
+The first list fills the cache; the watch continues from its resourceVersion with
+bookmarks; ``410 Gone`` (the server no longer has that version) or a broken stream leads
+to a fresh list, and the cache is replaced with what the server has, reporting the
+differences as events. Runs in a thread: calls are blocking.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet.connection import ApiError, KubeConnection
+from fleet.discovery import UnknownKind
+
+log = logging.getLogger(__name__)
+
+Object = dict[str, Any]
+Handler = Callable[[str, Object | None, Object | None], None]
+"""Called as handler(event, old, new) with event ADDED, MODIFIED or DELETED."""
+
+_WATCH_TIMEOUT_S = 60  # also bounds how long stop() waits on a quiet stream
+_MAX_BACKOFF_S = 30.0
+
+
+def key_of(obj: Object) -> str:
+    """``namespace/name``, or ``name`` for cluster-scoped objects."""
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta['name']}" if ns else str(meta["name"])
+
+
+@dataclass
+class Informer:
+    """A cache of every ``kind`` object (in ``namespace``, matching ``label_selector``)."""
+
+    connection: KubeConnection
+    api_version: str
+    kind: str
+    handler: Handler
+    namespace: str | None = None
+    label_selector: str | None = None
+    field_selector: str | None = None
+    transform: Callable[[Object], Object] | None = None
+    """Applied to every object before caching (e.g. keep only the fields used)."""
+    cache: dict[str, Object] = field(default_factory=dict)
+    synced: threading.Event = field(default_factory=threading.Event)
+    stopped: threading.Event = field(default_factory=threading.Event)
+    relists: int = 0
+    last_error: str | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def snapshot(self) -> list[Object]:
+        """The cached objects, safe to read from any thread."""
+        with self._lock:
+            return list(self.cache.values())
+
+    def get(self, key: str) -> Object | None:
+        with self._lock:
+            return self.cache.get(key)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def _params(self) -> dict[str, Any]:
+        return {"labelSelector": self.label_selector, "fieldSelector": self.field_selector}
+
+    def _prepare(self, obj: Object) -> Object:
+        return self.transform(obj) if self.transform else obj
+
+    def _relist(self) -> str:
+        """List everything, replace the cache, emit the differences; returns the version."""
+        info = self.connection.resource(self.api_version, self.kind)
+        listing = self.connection.request("GET", info.path(self.namespace), params=self._params())
+        fresh = {key_of(o): self._prepare(o) for o in listing.get("items") or []}
+        with self._lock:
+            old, self.cache = self.cache, fresh
+        for key, obj in fresh.items():
+            before = old.get(key)
+            if before is None:
+                self.handler("ADDED", None, obj)
+            elif _rv(before) != _rv(obj):
+                self.handler("MODIFIED", before, obj)
+        for key, obj in old.items():
+            if key not in fresh:
+                self.handler("DELETED", obj, None)
+        self.relists += 1
+        self.synced.set()
+        return str((listing.get("metadata") or {}).get("resourceVersion", ""))
+
+    def _watch(self, version: str) -> str:
+        """Follow changes from ``version``; returns the last version seen when the stream
+        ends. Raises ApiError (410 included) on failure."""
+        info = self.connection.resource(self.api_version, self.kind)
+        params = {
+            **self._params(),
+            "watch": "1",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": version,
+            "timeoutSeconds": _WATCH_TIMEOUT_S,
+        }
+        for event in self.connection.stream(
+            info.path(self.namespace), params, read_timeout_s=_WATCH_TIMEOUT_S + 30
+        ):
+            if self.stopped.is_set():
+                break
+            kind, obj = str(event.get("type")), event.get("object") or {}
+            if kind == "ERROR":
+                code = obj.get("code")
+                raise ApiError(
+                    self.connection.name,
+                    f"watch {self.kind}: {obj.get('message')}",
+                    status=code if isinstance(code, int) else None,
+                )
+            version = _rv(obj) or version
+            if kind == "BOOKMARK":
+                continue
+            obj = self._prepare(obj)
+            key = key_of(obj)
+            with self._lock:
+                before = self.cache.get(key)
+                if kind == "DELETED":
+                    self.cache.pop(key, None)
+                else:
+                    self.cache[key] = obj
+            self.handler(kind, before, None if kind == "DELETED" else obj)
+        return version
+
+    def run(self) -> None:
+        """List and watch until :meth:`stop`; errors are logged and retried with backoff."""
+        version = ""
+        backoff = 0.5
+        while not self.stopped.is_set():
+            try:
+                if not version:
+                    version = self._relist()
+                version = self._watch(version)
+                backoff = 0.5
+                self.last_error = None
+            except (ApiError, UnknownKind, ValueError) as exc:
+                gone = isinstance(exc, ApiError) and exc.status == 410
+                version = ""  # relist: after 410 the version is too old, after errors unknown
+                if gone:
+                    continue
+                self.last_error = str(exc)
+                log.debug("informer %s/%s: %s", self.connection.name, self.kind, exc)
+                self.stopped.wait(backoff * (0.5 + random.random()))
+                backoff = min(backoff * 2, _MAX_BACKOFF_S)
+
+
+def _rv(obj: Object) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
+def wait_synced(informers: list[Informer], timeout_s: float | None) -> bool:
+    """True once every informer has listed, False if ``timeout_s`` passes first (None: wait
+    as long as it takes)."""
+    if timeout_s is None:
+        return all(i.synced.wait() for i in informers)
+    deadline = time.monotonic() + timeout_s
+    return all(i.synced.wait(max(0.0, deadline - time.monotonic())) for i in informers)

@@ -1,0 +1,119 @@
+"""One member as the hub sees it: its connection, its probes, its nodes and pods.
+
+The connection is built from the kubeconfig in the member's Secret (refused if it would
+run a command, read local files or skip TLS verification). Nodes and pods are watched so
+capacity is always current without listing on every probe.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleet.capacity import slim_node, slim_pod, summarize
+from fleet.connection import ApiError, ConnectionOptions, KubeConnection
+from fleet.health import Health, HealthPolicy
+from fleet.informer import Informer
+from fleet.kubeconfig import KubeconfigError, check_not_expired, load_kubeconfig
+
+_DISCOVERY_EVERY = 30  # probes between two discovery refreshes
+
+
+@dataclass
+class ProbeResult:
+    ok: bool
+    error: str | None = None
+
+
+@dataclass
+class MemberMonitor:
+    """Connection, watches and health of one member cluster."""
+
+    name: str
+    secret_version: str
+    policy: HealthPolicy
+    connection: KubeConnection | None = None
+    config_error: str | None = None
+    health: Health = field(default_factory=Health)
+    version: str | None = None
+    enablements: list[dict[str, Any]] = field(default_factory=list)
+    informers: list[Informer] = field(default_factory=list)
+    _probes: int = 0
+
+    @classmethod
+    def from_kubeconfig(
+        cls,
+        name: str,
+        kubeconfig: str | None,
+        secret_version: str,
+        *,
+        options: ConnectionOptions,
+        policy: HealthPolicy,
+        allow_exec: bool,
+        on_change: Callable[[], None],
+    ) -> MemberMonitor:
+        """Build the monitor; a missing or unusable kubeconfig gives a monitor that reports
+        why in ``config_error`` instead of raising."""
+        monitor = cls(name=name, secret_version=secret_version, policy=policy)
+        if kubeconfig is None:
+            monitor.config_error = "the kubeconfig Secret (or its key) does not exist"
+            return monitor
+        source = f"kubeconfig Secret of MemberCluster {name}"
+        try:
+            loaded = load_kubeconfig(kubeconfig, source=source, allow_exec=allow_exec)
+            check_not_expired(loaded.credentials, source)
+        except KubeconfigError as exc:
+            monitor.config_error = str(exc)
+            return monitor
+        conn = KubeConnection(name, loaded.credentials, options)
+        monitor.connection = conn
+
+        def changed(_event: str, _old: Any, _new: Any) -> None:
+            on_change()
+
+        monitor.informers = [
+            Informer(conn, "v1", "Node", changed, transform=slim_node),
+            Informer(
+                conn,
+                "v1",
+                "Pod",
+                changed,
+                transform=slim_pod,
+                field_selector="status.phase!=Succeeded,status.phase!=Failed",
+            ),
+        ]
+        return monitor
+
+    def probe(self, timeout_s: float, now: float | None = None) -> ProbeResult:
+        """Probe ``/readyz`` (blocking) and fold the result into ``health``."""
+        now = time.monotonic() if now is None else now
+        if self.connection is None:
+            result = ProbeResult(False, self.config_error)
+        else:
+            try:
+                self.connection.readyz(timeout_s)
+                if self.version is None or self._probes % _DISCOVERY_EVERY == 0:
+                    self.version = str(self.connection.version().get("gitVersion"))
+                    self.enablements = self.connection.discovery.enablements()
+                result = ProbeResult(True)
+            except ApiError as exc:
+                # /readyz failures carry every check; the first line says which failed.
+                result = ProbeResult(False, exc.message.splitlines()[0][:300])
+            self._probes += 1
+        self.health = self.health.observe(result.ok, now, self.policy, result.error)
+        return result
+
+    def capacity(self) -> dict[str, Any] | None:
+        """``nodes`` and ``resources`` from the watched nodes and pods, once both listed."""
+        if not self.informers or not all(i.synced.is_set() for i in self.informers):
+            return None
+        nodes, pods = self.informers
+        return summarize(nodes.snapshot(), pods.snapshot())
+
+    def stop(self) -> None:
+        for informer in self.informers:
+            informer.stop()
+        if self.connection is not None:
+            self.connection.close()

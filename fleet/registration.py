@@ -1,0 +1,300 @@
+"""Joining member clusters to the hub, and removing them.
+
+Everything is checked before anything is written: the kubeconfig (one context, no
+command, certificate not expired), the member itself (reachable, trusts our CA, accepts
+our credentials), the MemberCluster against the API models, and then every write as a
+server-side dry run on the hub. Only then are the Secret, the MemberCluster and the
+Fleet membership written.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from api.common import API_VERSION
+from api.fleet import Fleet
+from api.membercluster import MemberCluster
+from api.selectors import label_error
+from fleet.connection import ApiError, ConnectionOptions, KubeConnection
+from fleet.discovery import UnknownKind
+from fleet.kubeconfig import LoadedKubeconfig, check_not_expired
+
+MEMBER_LABEL = "propagator.io/member-cluster"
+JOIN_MANAGER = "propagator-join"
+_FLAGS = {"layer": "--layer", "region": "--region", "zone": "--zone", "metadata": "NAME"}
+
+
+class JoinError(RuntimeError):
+    """Joining or unjoining cannot go ahead; nothing was written."""
+
+
+def secret_name(cluster: str) -> str:
+    return f"{cluster}-kubeconfig"
+
+
+def verify_member(name: str, loaded: LoadedKubeconfig, options: ConnectionOptions) -> str:
+    """Talk to the member with these credentials; return its version or raise JoinError."""
+    source = f"member {name!r} (context {loaded.context!r}, {loaded.credentials.server})"
+    try:
+        check_not_expired(loaded.credentials, source)
+    except ValueError as exc:
+        raise JoinError(str(exc)) from exc
+    conn = KubeConnection(name, loaded.credentials, options)
+    try:
+        conn.readyz(options.read_timeout_s)
+        version = conn.version().get("gitVersion", "unknown")
+        conn.list("v1", "Namespace", limit=1)  # the credentials can read, not only /readyz
+    except ApiError as exc:
+        raise JoinError(f"{source}: {_explain(exc)}") from exc
+    finally:
+        conn.close()
+    return str(version)
+
+
+def _explain(exc: ApiError) -> str:
+    text = exc.message
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return (
+            "the server's TLS certificate is not signed by the kubeconfig's "
+            f"certificate-authority-data (wrong CA?): {text}"
+        )
+    if exc.status == 401:
+        return f"the server rejected the kubeconfig's credentials (401 Unauthorized): {text}"
+    if exc.status == 403:
+        return f"the kubeconfig's user may not read the cluster (403 Forbidden): {text}"
+    if exc.status is None and exc.retryable:
+        return f"cannot reach the API server: {text}"
+    return text
+
+
+@dataclass(frozen=True)
+class JoinPlan:
+    """The writes a join makes on the hub, already validated."""
+
+    cluster: str
+    namespace: str
+    fleet: str | None
+    kubeconfig: LoadedKubeconfig
+    member_version: str
+    secret: dict[str, Any]
+    member: dict[str, Any]
+
+    def describe(self) -> list[str]:
+        spec = self.member["spec"]
+        where = ", ".join(f"{k} {spec[k]}" for k in ("layer", "region", "zone") if k in spec)
+        lines = [
+            f"Secret {self.namespace}/{secret_name(self.cluster)}: kubeconfig of context "
+            f"{self.kubeconfig.context!r} ({self.kubeconfig.credentials.server}, "
+            f"Kubernetes {self.member_version})",
+            f"MemberCluster {self.cluster}: {where}",
+        ]
+        if self.fleet:
+            lines.append(f"Fleet {self.fleet}: add {self.cluster} (created if missing)")
+        return lines
+
+
+def plan_join(
+    name: str,
+    loaded: LoadedKubeconfig,
+    member_version: str,
+    *,
+    namespace: str,
+    fleet: str | None = None,
+    layer: str | None = None,
+    region: str | None = None,
+    zone: str | None = None,
+    labels: dict[str, str] | None = None,
+) -> JoinPlan:
+    """Build and validate the Secret and MemberCluster of a join (raises JoinError)."""
+    for key, value in (labels or {}).items():
+        if problem := label_error(key, value):
+            raise JoinError(f"--label {key}={value}: {problem}")
+    spec: dict[str, Any] = {
+        "secretRef": {"namespace": namespace, "name": secret_name(name), "key": "kubeconfig"}
+    }
+    spec.update({k: v for k, v in (("layer", layer), ("region", region), ("zone", zone)) if v})
+    member = {
+        "apiVersion": API_VERSION,
+        "kind": "MemberCluster",
+        "metadata": {"name": name, "labels": dict(labels or {})},
+        "spec": spec,
+    }
+    _validate(MemberCluster, member)
+    if fleet:
+        _validate(
+            Fleet,
+            {"kind": "Fleet", "metadata": {"name": fleet}, "spec": {"clusters": [name]}},
+            flag="--fleet",
+        )
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": secret_name(name),
+            "namespace": namespace,
+            "labels": {MEMBER_LABEL: name},
+        },
+        "data": {"kubeconfig": base64.b64encode(loaded.to_yaml().encode()).decode()},
+    }
+    return JoinPlan(name, namespace, fleet, loaded, member_version, secret, member)
+
+
+def _validate(
+    model: type[MemberCluster] | type[Fleet], obj: dict[str, Any], flag: str | None = None
+) -> None:
+    try:
+        model.model_validate(obj)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            loc = [str(p) for p in error["loc"]]
+            field_name = next((_FLAGS[p] for p in reversed(loc) if p in _FLAGS), None)
+            where = flag or field_name or ".".join(loc)
+            problems.append(f"{where}={error['input']!r}: {error['msg']}")
+        raise JoinError("; ".join(problems)) from exc
+
+
+def _hub_error(exc: Exception) -> JoinError:
+    if isinstance(exc, UnknownKind):
+        return JoinError(f"{exc}: install the CRDs first (`propagator crds | kubectl apply -f -`)")
+    return JoinError(f"the hub refused: {exc}")
+
+
+def _ensure_namespace(hub: KubeConnection, namespace: str, dry_run: bool) -> None:
+    try:
+        hub.get("v1", "Namespace", namespace)
+    except ApiError as exc:
+        if not exc.not_found:
+            raise
+        hub.apply(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+            field_manager=JOIN_MANAGER,
+            dry_run=dry_run,
+        )
+
+
+def _add_to_fleet(hub: KubeConnection, fleet: str, cluster: str, dry_run: bool) -> None:
+    info = hub.resource(API_VERSION, "Fleet")
+    for _ in range(5):  # optimistic concurrency: retry on a conflicting update
+        try:
+            current = hub.get(API_VERSION, "Fleet", fleet)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            body = {
+                "apiVersion": API_VERSION,
+                "kind": "Fleet",
+                "metadata": {"name": fleet},
+                "spec": {"clusters": [cluster]},
+            }
+            hub.request(
+                "POST", info.path(), body=body, params={"dryRun": "All" if dry_run else None}
+            )
+            return
+        clusters = current.get("spec", {}).get("clusters") or []
+        if cluster in clusters:
+            return
+        current["spec"]["clusters"] = [*clusters, cluster]
+        try:
+            hub.request(
+                "PUT",
+                info.path(None, fleet),
+                body=current,
+                params={"dryRun": "All" if dry_run else None},
+            )
+            return
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+    raise JoinError(f"Fleet {fleet} kept changing while adding {cluster}; try again")
+
+
+def _write_join(hub: KubeConnection, plan: JoinPlan, dry_run: bool) -> None:
+    _ensure_namespace(hub, plan.namespace, dry_run)
+    # A Secret cannot be dry-run into a namespace that only the real run will create.
+    if not dry_run or _namespace_exists(hub, plan.namespace):
+        hub.apply(plan.secret, field_manager=JOIN_MANAGER, dry_run=dry_run)
+    hub.apply(plan.member, field_manager=JOIN_MANAGER, dry_run=dry_run)
+    if plan.fleet:
+        _add_to_fleet(hub, plan.fleet, plan.cluster, dry_run)
+
+
+def _namespace_exists(hub: KubeConnection, namespace: str) -> bool:
+    try:
+        hub.get("v1", "Namespace", namespace)
+    except ApiError as exc:
+        if exc.not_found:
+            return False
+        raise
+    return True
+
+
+def join(hub: KubeConnection, plan: JoinPlan, *, dry_run: bool = False) -> None:
+    """Write the plan to the hub, after a server-side dry run of every write succeeded."""
+    try:
+        _write_join(hub, plan, dry_run=True)
+        if not dry_run:
+            _write_join(hub, plan, dry_run=False)
+    except (ApiError, UnknownKind) as exc:
+        raise _hub_error(exc) from exc
+
+
+@dataclass
+class UnjoinPlan:
+    """What an unjoin removes from the hub."""
+
+    cluster: str
+    secret: tuple[str, str] | None
+    fleets: list[str] = field(default_factory=list)
+
+    def describe(self) -> list[str]:
+        lines = [f"MemberCluster {self.cluster}: delete"]
+        if self.secret:
+            lines.append(f"Secret {self.secret[0]}/{self.secret[1]}: delete")
+        lines += [f"Fleet {f}: remove {self.cluster}" for f in self.fleets]
+        return lines
+
+
+def plan_unjoin(hub: KubeConnection, cluster: str) -> UnjoinPlan:
+    """Find the MemberCluster, its Secret and the fleets naming it (raises JoinError)."""
+    try:
+        member = hub.get(API_VERSION, "MemberCluster", cluster)
+        fleets = hub.list(API_VERSION, "Fleet")["items"]
+    except ApiError as exc:
+        if exc.not_found:
+            raise JoinError(f"no MemberCluster named {cluster!r} on the hub") from exc
+        raise _hub_error(exc) from exc
+    except UnknownKind as exc:
+        raise _hub_error(exc) from exc
+    ref = member.get("spec", {}).get("secretRef") or {}
+    secret = (ref["namespace"], ref["name"]) if ref.get("name") else None
+    names = [
+        f["metadata"]["name"]
+        for f in fleets
+        if cluster in (f.get("spec", {}).get("clusters") or [])
+    ]
+    return UnjoinPlan(cluster, secret, names)
+
+
+def unjoin(hub: KubeConnection, plan: UnjoinPlan, *, dry_run: bool = False) -> None:
+    """Remove the cluster from its fleets, then delete the MemberCluster and its Secret."""
+    if dry_run:
+        return
+    try:
+        for name in plan.fleets:
+            fleet = hub.get(API_VERSION, "Fleet", name)
+            fleet["spec"]["clusters"] = [
+                c for c in fleet["spec"].get("clusters", []) if c != plan.cluster
+            ]
+            info = hub.resource(API_VERSION, "Fleet")
+            hub.request("PUT", info.path(None, name), body=fleet)
+        hub.delete(API_VERSION, "MemberCluster", plan.cluster)
+        if plan.secret:
+            hub.delete("v1", "Secret", plan.secret[1], plan.secret[0])
+    except (ApiError, UnknownKind) as exc:
+        raise _hub_error(exc) from exc

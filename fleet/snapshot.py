@@ -1,0 +1,171 @@
+"""An immutable picture of the fleet for the scheduler, with indexes, published atomically.
+
+A :class:`FleetSnapshot` never changes after it is built; the fleet manager builds a new
+one when anything relevant changes and swaps it in with one assignment, so a reader holds
+either the old or the new snapshot, never a half-updated one.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from types import MappingProxyType
+from typing import Any
+
+from api.quantity import QuantityError, parse_quantity
+from api.taints import Taint
+
+_EMPTY: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo:
+    """What the scheduler knows of one member cluster."""
+
+    name: str
+    labels: Mapping[str, str]
+    layer: str
+    region: str | None = None
+    zone: str | None = None
+    provider: str | None = None
+    taints: tuple[Taint, ...] = ()
+    ready: bool = False
+    api_enablements: frozenset[tuple[str, str]] = _EMPTY  # type: ignore[assignment]
+    """(apiVersion, kind) pairs the member serves."""
+    available: Mapping[str, Decimal] = field(default_factory=lambda: MappingProxyType({}))
+    allocatable: Mapping[str, Decimal] = field(default_factory=lambda: MappingProxyType({}))
+
+    def field_value(self, name: str) -> str | None:
+        """``region``, ``zone`` or ``provider`` (for spread by field)."""
+        return {"region": self.region, "zone": self.zone, "provider": self.provider}.get(name)
+
+
+def _quantities(values: Mapping[str, Any] | None) -> Mapping[str, Decimal]:
+    parsed = {}
+    for key, value in (values or {}).items():
+        try:
+            parsed[key] = parse_quantity(value)
+        except QuantityError:
+            continue
+    return MappingProxyType(parsed)
+
+
+def cluster_info(member: Mapping[str, Any]) -> ClusterInfo:
+    """ClusterInfo from a MemberCluster object (as the hub returns it)."""
+    meta, spec = member.get("metadata") or {}, member.get("spec") or {}
+    status = member.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    resources = status.get("resources") or {}
+    enablements = frozenset(
+        (e["groupVersion"], kind)
+        for e in status.get("apiEnablements") or []
+        for kind in e.get("kinds") or []
+    )
+    return ClusterInfo(
+        name=meta["name"],
+        labels=MappingProxyType(dict(meta.get("labels") or {})),
+        layer=spec.get("layer", "default"),
+        region=spec.get("region"),
+        zone=spec.get("zone"),
+        provider=spec.get("provider"),
+        taints=tuple(Taint.model_validate(t) for t in spec.get("taints") or []),
+        ready=ready,
+        api_enablements=enablements,
+        available=_quantities(resources.get("available")),
+        allocatable=_quantities(resources.get("allocatable")),
+    )
+
+
+@dataclass(frozen=True)
+class FleetSnapshot:
+    """Clusters by name, indexed by layer and by label; fleets with their members."""
+
+    generation: int
+    built_at: float
+    clusters: Mapping[str, ClusterInfo]
+    by_layer: Mapping[str, frozenset[str]]
+    by_label: Mapping[str, Mapping[str, frozenset[str]]]
+    fleets: Mapping[str, frozenset[str]]
+
+    def age_s(self, now: float | None = None) -> float:
+        return (time.monotonic() if now is None else now) - self.built_at
+
+    def in_layer(self, layer: str) -> frozenset[str]:
+        return self.by_layer.get(layer, _EMPTY)
+
+    def with_label(self, key: str, value: str | None = None) -> frozenset[str]:
+        """Clusters that carry ``key`` (with ``value`` when given)."""
+        values = self.by_label.get(key)
+        if values is None:
+            return _EMPTY
+        if value is not None:
+            return values.get(value, _EMPTY)
+        return frozenset().union(*values.values())
+
+    def fleet(self, name: str) -> frozenset[str]:
+        return self.fleets.get(name, _EMPTY)
+
+
+def build_snapshot(
+    clusters: Iterable[ClusterInfo],
+    fleets: Mapping[str, Iterable[str]],
+    generation: int,
+    now: float | None = None,
+) -> FleetSnapshot:
+    """Index ``clusters`` into a new snapshot."""
+    by_name = {c.name: c for c in clusters}
+    layers: dict[str, set[str]] = {}
+    labels: dict[str, dict[str, set[str]]] = {}
+    for c in by_name.values():
+        layers.setdefault(c.layer, set()).add(c.name)
+        for key, value in c.labels.items():
+            labels.setdefault(key, {}).setdefault(value, set()).add(c.name)
+    return FleetSnapshot(
+        generation=generation,
+        built_at=time.monotonic() if now is None else now,
+        clusters=MappingProxyType(by_name),
+        by_layer=MappingProxyType({k: frozenset(v) for k, v in layers.items()}),
+        by_label=MappingProxyType(
+            {
+                k: MappingProxyType({v: frozenset(n) for v, n in vals.items()})
+                for k, vals in labels.items()
+            }
+        ),
+        fleets=MappingProxyType(
+            {name: frozenset(n for n in names if n in by_name) for name, names in fleets.items()}
+        ),
+    )
+
+
+class SnapshotStore:
+    """Holds the current snapshot; ``publish`` swaps in a new one atomically."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._current = build_snapshot((), {}, generation=0)
+        self._changed = threading.Condition(self._lock)
+
+    def current(self) -> FleetSnapshot:
+        return self._current  # one reference read: always a whole snapshot
+
+    def publish(
+        self, clusters: Iterable[ClusterInfo], fleets: Mapping[str, Iterable[str]]
+    ) -> FleetSnapshot:
+        """Build the next generation and make it current."""
+        with self._lock:
+            snapshot = build_snapshot(clusters, fleets, self._current.generation + 1)
+            self._current = snapshot
+            self._changed.notify_all()
+        return snapshot
+
+    def wait_for(self, generation: int, timeout_s: float) -> FleetSnapshot:
+        """Block until a snapshot newer than ``generation`` is published (or timeout)."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._current.generation > generation, timeout_s)
+            return self._current

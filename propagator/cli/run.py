@@ -1,0 +1,63 @@
+"""``propagator run``: the hub controller."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from typing import Any
+
+import anyio
+
+from fleet.hub import hub_connection
+from fleet.kubeconfig import KubeconfigError
+from fleet.snapshot import SnapshotStore
+from propagator import logs
+from propagator.fleetmanager import FleetManager
+from propagator.settings import Settings, SettingsError, add_setting_flags, load_settings
+
+log = logging.getLogger("propagator")
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "run",
+        help="run the hub controller (fleet manager: member probes, status, taints)",
+        description="Run the Propagator controller against the hub. Settings come from "
+        "PROPAGATOR_* environment variables; flags override them.",
+    )
+    add_setting_flags(parser)
+    parser.set_defaults(run=_run)
+
+
+async def serve(settings: Settings) -> None:
+    """Run the controller until SIGTERM or SIGINT."""
+    hub = hub_connection(
+        settings.hub_kubeconfig, settings.hub_context, settings.member_connection()
+    )
+    manager = FleetManager(hub, settings, SnapshotStore())
+    async with anyio.create_task_group() as tg:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            await tg.start(manager.run)
+            log.info("controller started against %s", hub.server)
+            async for signum in signals:
+                log.info("received %s, shutting down", signal.Signals(signum).name)
+                tg.cancel_scope.cancel()
+                break
+    hub.close()
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        settings = load_settings(args)
+    except SettingsError as exc:
+        print(f"propagator run: {exc}", file=sys.stderr)
+        return 2
+    logs.configure(settings.log_format, settings.log_level)
+    try:
+        anyio.run(serve, settings)
+    except KubeconfigError as exc:
+        print(f"propagator run: {exc}", file=sys.stderr)
+        return 2
+    return 0

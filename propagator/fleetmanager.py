@@ -1,0 +1,253 @@
+"""The fleet manager: turns MemberClusters into live, probed connections, keeps their status
+and taints and the Fleets' status current, and publishes the fleet snapshot.
+
+Hub objects are watched (MemberClusters, the Secrets in the controller namespace, Fleets);
+members are probed every ``probe_interval_s`` and their nodes and pods watched. Any change
+wakes one status pass, which writes only what differs.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+
+from api.common import API_VERSION
+from fleet.connection import ApiError, KubeConnection
+from fleet.health import HealthPolicy
+from fleet.informer import Informer, wait_synced
+from fleet.member import MemberMonitor
+from fleet.snapshot import SnapshotStore, cluster_info
+from propagator import fleetstatus
+from propagator.settings import Settings
+
+log = logging.getLogger(__name__)
+
+HEALTH_MANAGER = "propagator-health"
+_MERGE_PATCH = "application/merge-patch+json"
+_DEBOUNCE_S = 0.2
+
+
+class FleetManager:
+    """Runs until cancelled; ``store`` always holds the latest fleet snapshot."""
+
+    def __init__(self, hub: KubeConnection, settings: Settings, store: SnapshotStore) -> None:
+        self.hub = hub
+        self.settings = settings
+        self.store = store
+        self.policy = HealthPolicy(
+            failure_threshold=settings.probe_failure_threshold,
+            success_threshold=settings.probe_success_threshold,
+            unreachable_after_s=settings.unreachable_after_s,
+        )
+        self.monitors: dict[str, MemberMonitor] = {}
+        self._wake: anyio.Event | None = None
+        self._token: Any = None
+        self._watch_limiter: anyio.CapacityLimiter | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self.members = Informer(hub, API_VERSION, "MemberCluster", self._on_hub_change)
+        self.fleets = Informer(hub, API_VERSION, "Fleet", self._on_hub_change)
+        self.secrets = Informer(
+            hub, "v1", "Secret", self._on_hub_change, namespace=settings.namespace
+        )
+
+    # -- waking the status pass from informer threads ------------------------------------
+
+    def _poke(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def _poke_from_thread(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the event loop is gone: shutting down
+            anyio.from_thread.run_sync(self._poke, token=self._token)
+
+    def _on_hub_change(self, _event: str, _old: Any, _new: Any) -> None:
+        self._poke_from_thread()
+
+    async def _run_informer(self, informer: Informer) -> None:
+        await anyio.to_thread.run_sync(
+            informer.run, abandon_on_cancel=True, limiter=self._watch_limiter
+        )
+
+    # -- member connections ---------------------------------------------------------------
+
+    def _kubeconfig_of(self, member: dict[str, Any]) -> tuple[str | None, str]:
+        ref = (member.get("spec") or {}).get("secretRef") or {}
+        if ref.get("namespace") != self.settings.namespace:
+            return None, f"outside:{ref.get('namespace')}"
+        secret = self.secrets.get(f"{ref['namespace']}/{ref.get('name')}")
+        if secret is None:
+            return None, "missing"
+        data = (secret.get("data") or {}).get(ref.get("key", "kubeconfig"))
+        version = str(secret["metadata"].get("resourceVersion"))
+        if data is None:
+            return None, version
+        return base64.b64decode(data).decode(errors="replace"), version
+
+    def _sync_monitors(self) -> None:
+        """Create, rebuild (Secret changed) or drop monitors to match the MemberClusters."""
+        assert self._task_group is not None
+        wanted = {m["metadata"]["name"]: m for m in self.members.snapshot()}
+        for name in list(self.monitors):
+            if name not in wanted:
+                self.monitors.pop(name).stop()
+        for name, member in wanted.items():
+            kubeconfig, version = self._kubeconfig_of(member)
+            current = self.monitors.get(name)
+            if current is not None and current.secret_version == version:
+                continue
+            if current is not None:
+                current.stop()
+            monitor = MemberMonitor.from_kubeconfig(
+                name,
+                kubeconfig,
+                version,
+                options=self.settings.member_connection(),
+                policy=self.policy,
+                allow_exec=self.settings.allow_exec_kubeconfigs,
+                on_change=self._poke_from_thread,
+            )
+            if monitor.config_error and version.startswith("outside:"):
+                monitor.config_error = (
+                    f"secretRef namespace {version.removeprefix('outside:')!r} is not the "
+                    f"controller namespace {self.settings.namespace!r}"
+                )
+            if current is not None:
+                monitor.health = current.health  # a new Secret does not reset readiness
+            self.monitors[name] = monitor
+            for informer in monitor.informers:
+                self._task_group.start_soon(self._run_informer, informer)
+
+    # -- loops ----------------------------------------------------------------------------
+
+    async def _probe_loop(self) -> None:
+        limiter = anyio.CapacityLimiter(self.settings.max_concurrency)
+        while True:
+            self._sync_monitors()
+            async with anyio.create_task_group() as tg:
+                for monitor in list(self.monitors.values()):
+                    tg.start_soon(self._probe, monitor, limiter)
+            self._poke()
+            await anyio.sleep(self.settings.probe_interval_s)
+
+    async def _probe(self, monitor: MemberMonitor, limiter: anyio.CapacityLimiter) -> None:
+        await anyio.to_thread.run_sync(
+            monitor.probe, self.settings.probe_timeout_s, limiter=limiter
+        )
+
+    async def _status_loop(self) -> None:
+        while True:
+            assert self._wake is not None
+            await self._wake.wait()
+            await anyio.sleep(_DEBOUNCE_S)  # let a burst of events settle into one pass
+            self._wake = anyio.Event()
+            self._sync_monitors()
+            try:
+                await anyio.to_thread.run_sync(self.write_status)
+            except ApiError as exc:
+                log.warning("fleet status pass failed: %s", exc)
+                self._poke()  # retry on the next wake-up
+                await anyio.sleep(1)
+
+    # -- the status pass (blocking, in a worker thread) ----------------------------------
+
+    def write_status(self) -> None:
+        """Write every MemberCluster and Fleet status and taint set that changed, then
+        publish a new snapshot if the fleet looks different."""
+        now_iso, now = fleetstatus.now_iso(), time.monotonic()
+        members = {m["metadata"]["name"]: m for m in self.members.snapshot()}
+        for name, member in members.items():
+            monitor = self.monitors.get(name)
+            status = fleetstatus.member_status(member, monitor, now_iso)
+            if fleetstatus.status_changed(member.get("status"), status):
+                self._patch_status("MemberCluster", name, status)
+                members[name] = {**member, "status": status}
+            taints = fleetstatus.desired_taints(monitor, now)
+            if taints != fleetstatus.controller_taints(member):
+                self.hub.apply(
+                    {
+                        "apiVersion": API_VERSION,
+                        "kind": "MemberCluster",
+                        "metadata": {"name": name},
+                        "spec": {"taints": taints},
+                    },
+                    field_manager=HEALTH_MANAGER,
+                )
+                spec = dict(member.get("spec") or {})
+                others = [
+                    t
+                    for t in spec.get("taints") or []
+                    if t.get("key") not in fleetstatus.CONTROLLER_TAINTS
+                ]
+                members[name] = {**members[name], "spec": {**spec, "taints": others + taints}}
+        fleets: dict[str, list[str]] = {}
+        for fleet in self.fleets.snapshot():
+            name = fleet["metadata"]["name"]
+            status = fleetstatus.fleet_status(fleet, members, now_iso)
+            if fleetstatus.status_changed(fleet.get("status"), status):
+                self._patch_status("Fleet", name, status)
+            fleets[name] = fleetstatus.fleet_members(fleet, members)
+        self._publish(members, fleets)
+
+    def _patch_status(self, kind: str, name: str, status: dict[str, Any]) -> None:
+        path = self.hub.resource(API_VERSION, kind).path(None, name) + "/status"
+        try:
+            self.hub.request("PATCH", path, body={"status": status}, content_type=_MERGE_PATCH)
+        except ApiError as exc:
+            if not exc.not_found:  # deleted meanwhile: nothing to report
+                raise
+
+    def _publish(self, members: dict[str, dict[str, Any]], fleets: dict[str, list[str]]) -> None:
+        infos = {name: cluster_info(m) for name, m in members.items()}
+        current = self.store.current()
+        same_fleets = {k: frozenset(v) for k, v in fleets.items()} == dict(current.fleets)
+        if dict(current.clusters) == infos and same_fleets and current.generation:
+            return
+        snapshot = self.store.publish(infos.values(), fleets)
+        log.info(
+            "fleet snapshot %d: %d clusters, %d ready",
+            snapshot.generation,
+            len(infos),
+            sum(i.ready for i in infos.values()),
+        )
+
+    async def run(
+        self,
+        *,
+        task_status: Any = anyio.TASK_STATUS_IGNORED,
+        started: Callable[[], None] | None = None,
+    ) -> None:
+        """Watch, probe and write status until cancelled."""
+        self._token = anyio.lowlevel.current_token()
+        self._wake = anyio.Event()
+        # Watches hold a thread each for their whole life; keep them off the default limiter.
+        self._watch_limiter = anyio.CapacityLimiter(1000)
+        try:
+            async with anyio.create_task_group() as tg:
+                self._task_group = tg
+                for informer in (self.members, self.fleets, self.secrets):
+                    tg.start_soon(self._run_informer, informer)
+                await anyio.to_thread.run_sync(
+                    wait_synced,
+                    [self.members, self.fleets, self.secrets],
+                    None,
+                    abandon_on_cancel=True,
+                )
+                task_status.started()
+                if started:
+                    started()
+                tg.start_soon(self._probe_loop)
+                tg.start_soon(self._status_loop)
+        finally:
+            for informer in (self.members, self.fleets, self.secrets):
+                informer.stop()
+            for monitor in self.monitors.values():
+                monitor.stop()

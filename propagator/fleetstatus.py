@@ -1,0 +1,181 @@
+"""What the fleet manager writes: MemberCluster and Fleet status, and the health taints.
+
+Pure functions of what the monitors observed and what the hub holds, so that "nothing
+changed" is a plain comparison and no write is sent for it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from api.selectors import LabelSelector
+from api.taints import NOT_READY_TAINT, UNREACHABLE_TAINT
+from fleet.member import MemberMonitor
+
+CONTROLLER_TAINTS = (NOT_READY_TAINT, UNREACHABLE_TAINT)
+TAINT_EFFECT = "NoSchedule"
+_VOLATILE = ("lastProbeTime",)
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def condition(
+    type_: str,
+    ok: bool | None,
+    reason: str,
+    message: str,
+    generation: int | None,
+    previous: Iterable[Mapping[str, Any]] | None,
+    now: str,
+) -> dict[str, Any]:
+    """A metav1.Condition, keeping lastTransitionTime while the status stays the same."""
+    status = "Unknown" if ok is None else ("True" if ok else "False")
+    before = next((c for c in previous or [] if c.get("type") == type_), None)
+    since = before["lastTransitionTime"] if before and before.get("status") == status else now
+    cond: dict[str, Any] = {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": message[:32768],
+        "lastTransitionTime": since,
+    }
+    if generation is not None:
+        cond["observedGeneration"] = generation
+    return cond
+
+
+def member_status(
+    member: Mapping[str, Any], monitor: MemberMonitor | None, now: str
+) -> dict[str, Any]:
+    """The MemberCluster status for what ``monitor`` has observed."""
+    previous = (member.get("status") or {}).get("conditions")
+    generation = (member.get("metadata") or {}).get("generation")
+    status: dict[str, Any] = {"observedGeneration": generation}
+    if monitor is None or monitor.connection is None:
+        why = monitor.config_error if monitor else "no kubeconfig Secret referenced"
+        status["conditions"] = [
+            condition("Ready", False, "InvalidKubeconfig", str(why), generation, previous, now)
+        ]
+        return status
+    health = monitor.health
+    if health.ready:
+        ready = condition(
+            "Ready",
+            True,
+            "ProbeSucceeded",
+            "the API server answers /readyz",
+            generation,
+            previous,
+            now,
+        )
+    elif health.ready is None:
+        ready = condition(
+            "Ready",
+            None,
+            "Probing",
+            health.last_error or "not probed yet",
+            generation,
+            previous,
+            now,
+        )
+    else:
+        ready = condition(
+            "Ready",
+            False,
+            "ProbeFailed",
+            f"{health.failures} probes failed; last: {health.last_error}",
+            generation,
+            previous,
+            now,
+        )
+    status["conditions"] = [ready]
+    if monitor.version:
+        status["kubernetesVersion"] = monitor.version
+        status["apiEnablements"] = monitor.enablements
+    if (capacity := monitor.capacity()) is not None:
+        status.update(capacity)
+    status["lastProbeTime"] = now
+    return status
+
+
+def status_changed(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
+    """True when ``desired`` differs from ``current`` in more than the probe time."""
+
+    def stable(s: Mapping[str, Any] | None) -> dict[str, Any]:
+        return {k: v for k, v in (s or {}).items() if k not in _VOLATILE}
+
+    return stable(current) != stable(desired)
+
+
+def desired_taints(monitor: MemberMonitor | None, now: float) -> list[dict[str, str]]:
+    """The controller's taints for this member (NoSchedule: nothing new lands there)."""
+    if monitor is None:
+        return []
+    keys = monitor.health.taints(now, monitor.policy)
+    if monitor.connection is None:
+        keys = list(CONTROLLER_TAINTS[:1])  # unusable kubeconfig: not ready, never probed
+    return [{"key": k, "effect": TAINT_EFFECT} for k in keys]
+
+
+def controller_taints(member: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The controller's taints currently on the MemberCluster."""
+    return [
+        {"key": t["key"], "effect": t["effect"]}
+        for t in (member.get("spec") or {}).get("taints") or []
+        if t.get("key") in CONTROLLER_TAINTS
+    ]
+
+
+def fleet_members(fleet: Mapping[str, Any], members: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Names of the MemberClusters in a fleet: named ones that exist, plus selected ones."""
+    spec = fleet.get("spec") or {}
+    names = {n for n in spec.get("clusters") or [] if n in members}
+    if spec.get("clusterSelector") is not None:
+        selector = LabelSelector.model_validate(spec["clusterSelector"])
+        names |= {
+            n
+            for n, m in members.items()
+            if selector.matches((m.get("metadata") or {}).get("labels") or {})
+        }
+    return sorted(names)
+
+
+def is_ready(member: Mapping[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (member.get("status") or {}).get("conditions") or []
+    )
+
+
+def fleet_status(
+    fleet: Mapping[str, Any], members: Mapping[str, Mapping[str, Any]], now: str
+) -> dict[str, Any]:
+    """Fleet status: totals, ready members, members per layer, and a Ready condition."""
+    names = fleet_members(fleet, members)
+    ready = [n for n in names if is_ready(members[n])]
+    layers: dict[str, int] = {}
+    for n in names:
+        layer = (members[n].get("spec") or {}).get("layer", "default")
+        layers[layer] = layers.get(layer, 0) + 1
+    not_ready = [n for n in names if n not in ready]
+    if not names:
+        ok, reason, message = False, "Empty", "no member cluster matches this fleet"
+    else:
+        ok = bool(ready)
+        reason = "AllReady" if not not_ready else ("SomeReady" if ready else "NoneReady")
+        message = f"{len(ready)}/{len(names)} clusters ready"
+        if not_ready:
+            message += f"; not ready: {', '.join(not_ready)}"
+    generation = (fleet.get("metadata") or {}).get("generation")
+    previous = (fleet.get("status") or {}).get("conditions")
+    return {
+        "observedGeneration": generation,
+        "clusters": len(names),
+        "readyClusters": len(ready),
+        "layers": dict(sorted(layers.items())),
+        "conditions": [condition("Ready", ok, reason, message, generation, previous, now)],
+    }

@@ -1,0 +1,119 @@
+"""Controller settings: ``PROPAGATOR_*`` environment variables, overridden by CLI flags.
+
+Every bound is checked at start; a bad value is reported with the setting's environment
+variable, its flag, the value given and what is allowed.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from api.rollout import MAX_CONCURRENCY_CEILING
+from fleet.connection import ConnectionOptions
+
+ENV_PREFIX = "PROPAGATOR_"
+
+
+class SettingsError(ValueError):
+    """Settings that cannot be used; the message names each bad setting."""
+
+
+class Settings(BaseSettings):
+    """Everything an operator can tune. Field docs become ``--help`` texts."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="ignore", use_attribute_docstrings=True
+    )
+
+    hub_kubeconfig: Path | None = None
+    """Kubeconfig of the hub (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)."""
+    hub_context: str | None = None
+    """Context of the hub kubeconfig to use (default: its current context)."""
+    namespace: str = Field("propagator-system", min_length=1, max_length=63)
+    """Namespace of the controller: member kubeconfig Secrets, leader election Lease."""
+    allow_exec_kubeconfigs: bool = False
+    """Accept member kubeconfigs that run a command (exec); off: they come from Secrets."""
+    member_connect_timeout_s: float = Field(5.0, gt=0, le=60)
+    """Seconds to connect to a member API server."""
+    member_read_timeout_s: float = Field(30.0, gt=0, le=600)
+    """Seconds to wait for a member API server's answer."""
+    probe_interval_s: float = Field(10.0, ge=0.5, le=600)
+    """Seconds between two /readyz probes of a member."""
+    probe_timeout_s: float = Field(5.0, gt=0, le=60)
+    """Seconds a member has to answer a probe."""
+    probe_failure_threshold: int = Field(3, ge=1, le=100)
+    """Consecutive failed probes before a member is NotReady and tainted not-ready."""
+    probe_success_threshold: int = Field(2, ge=1, le=100)
+    """Consecutive good probes before a NotReady member is Ready again."""
+    unreachable_after_s: float = Field(40.0, ge=0, le=3600)
+    """Seconds NotReady before a member is also tainted unreachable."""
+    max_concurrency: int = Field(10, ge=1, le=MAX_CONCURRENCY_CEILING)
+    """Member clusters written at once, across all applications."""
+    workers: int = Field(4, ge=1, le=64)
+    """Reconcile workers."""
+    log_format: Literal["json", "text"] = "text"
+    """Log format: json or text."""
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    """Log level."""
+
+    def member_connection(self) -> ConnectionOptions:
+        return ConnectionOptions(
+            connect_timeout_s=self.member_connect_timeout_s,
+            read_timeout_s=self.member_read_timeout_s,
+        )
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_setting_flags(parser: argparse.ArgumentParser, names: list[str] | None = None) -> None:
+    """Add a flag per setting (all, or ``names``); unset flags leave env/defaults alone."""
+    group = parser.add_argument_group("settings (flags override PROPAGATOR_* variables)")
+    for name, info in Settings.model_fields.items():
+        if names is not None and name not in names:
+            continue
+        env = ENV_PREFIX + name.upper()
+        help_text = f"{info.description} [{env}, default: {info.default}]"
+        if info.annotation is bool:
+            group.add_argument(
+                _flag(name),
+                dest=f"setting_{name}",
+                action="store_true",
+                default=None,
+                help=help_text,
+            )
+        else:
+            group.add_argument(
+                _flag(name),
+                dest=f"setting_{name}",
+                default=None,
+                metavar=name.upper(),
+                help=help_text,
+            )
+
+
+def load_settings(args: argparse.Namespace | None = None) -> Settings:
+    """Settings from the environment with flags on top; raises SettingsError naming each
+    bad setting (variable and flag), its value and what is allowed."""
+    overrides: dict[str, Any] = {}
+    if args is not None:
+        for name in Settings.model_fields:
+            value = getattr(args, f"setting_{name}", None)
+            if value is not None:
+                overrides[name] = value
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            name = str(error["loc"][0]) if error["loc"] else "?"
+            problems.append(
+                f"{ENV_PREFIX}{name.upper()} / {_flag(name)} = {error['input']!r}: {error['msg']}"
+            )
+        raise SettingsError("invalid settings: " + "; ".join(problems)) from exc
