@@ -80,9 +80,11 @@ def summarize(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]]) -
     allocatable = dict.fromkeys(TRACKED, Decimal(0))
     for node in nodes:
         total += 1
-        if not node_is_ready(node) or node["spec"].get("unschedulable"):
+        if not node_is_ready(node):
             continue
         ready += 1
+        if node["spec"].get("unschedulable"):
+            continue
         for resource in TRACKED:
             allocatable[resource] += _parse(node["status"]["allocatable"].get(resource, 0))
     allocated = dict.fromkeys(TRACKED, Decimal(0))

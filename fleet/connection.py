@@ -8,6 +8,7 @@ Retries are not done here: callers decide what is retryable from :class:`ApiErro
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -139,6 +140,7 @@ class KubeConnection:
         self._options = options
         self._lock = threading.Lock()
         self._exec: _ExecToken | None = None
+        self._streams: set[urllib3.BaseHTTPResponse] = set()
         self._pool = self._new_pool()
         self.discovery = Discovery(self)
 
@@ -182,6 +184,12 @@ class KubeConnection:
         return self._pool
 
     def close(self) -> None:
+        """Abort open watches (their threads return at once) and drop pooled connections."""
+        with self._lock:
+            streams, self._streams = list(self._streams), set()
+        for resp in streams:
+            with contextlib.suppress(Exception):
+                resp.shutdown()
         self._pool.clear()
 
     # -- raw calls -----------------------------------------------------------------------
@@ -282,6 +290,8 @@ class KubeConnection:
             )
         except HTTPError as exc:
             raise self._transport_error(exc, "WATCH", path) from exc
+        with self._lock:
+            self._streams.add(resp)
         try:
             if resp.status >= 400:
                 resp.read()
@@ -293,9 +303,11 @@ class KubeConnection:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
                         yield json.loads(line)
-        except HTTPError as exc:
+        except (HTTPError, OSError) as exc:
             raise self._transport_error(exc, "WATCH", path) from exc
         finally:
+            with self._lock:
+                self._streams.discard(resp)
             resp.release_conn()
 
     # -- resources -----------------------------------------------------------------------

@@ -87,7 +87,8 @@ def member_status(
             "Ready",
             False,
             "ProbeFailed",
-            f"{health.failures} probes failed; last: {health.last_error}",
+            # No counters or times: the message must not change on every probe.
+            f"probes fail: {health.last_error}",
             generation,
             previous,
             now,

@@ -45,7 +45,7 @@ async def serve(settings: Settings) -> None:
                 log.info("received %s, shutting down", signal.Signals(signum).name)
                 tg.cancel_scope.cancel()
                 break
-    hub.close()
+    hub.close()  # aborts the hub watches, so their threads end now, not at their timeout
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -1,0 +1,404 @@
+"""Fleet management on the local fleet: join, health, capacity, taints, recovery, refusals.
+
+Runs the real ``propagator fleet join`` and ``propagator run`` commands against the hub.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from kubernetes import client as k8s
+
+from api.taints import NOT_READY_TAINT, UNREACHABLE_TAINT
+from fleet.local import HUB
+from fleet.local import cluster as local_cluster
+from tests.e2e.conftest import Fleet
+from tests.e2e.waiting import HANG_GUARD_S, eventually
+
+NAMESPACE = "propagator-system"
+LAYERS = {"member-1": "high-performance", "member-2": "high-performance", "member-3": "edge"}
+# Fast probes so the test waits little; the README documents the defaults.
+CONTROLLER_ENV = {
+    "PROPAGATOR_PROBE_INTERVAL_S": "1",
+    "PROPAGATOR_PROBE_TIMEOUT_S": "1",
+    "PROPAGATOR_PROBE_FAILURE_THRESHOLD": "2",
+    "PROPAGATOR_PROBE_SUCCESS_THRESHOLD": "2",
+    "PROPAGATOR_UNREACHABLE_AFTER_S": "3",
+}
+
+
+def propagator(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "propagator.cli.main", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def custom(fleet: Fleet) -> Any:
+    return k8s.CustomObjectsApi(fleet.api(HUB))
+
+
+def get_mc(fleet: Fleet, name: str) -> dict[str, Any]:
+    result: dict[str, Any] = custom(fleet).get_cluster_custom_object(
+        "propagator.io", "v1alpha1", "memberclusters", name
+    )
+    return result
+
+
+def ready(mc: dict[str, Any]) -> str | None:
+    for c in (mc.get("status") or {}).get("conditions") or []:
+        if c["type"] == "Ready":
+            return str(c["status"])
+    return None
+
+
+def wait_mc(
+    fleet: Fleet, name: str, what: str, predicate: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """The MemberCluster once ``predicate`` holds for it."""
+
+    def probe() -> dict[str, Any] | None:
+        mc = get_mc(fleet, name)
+        return mc if predicate(mc) else None
+
+    return eventually(probe, f"{name} {what}")
+
+
+def taint_keys(mc: dict[str, Any]) -> list[str]:
+    return sorted(t["key"] for t in mc["spec"].get("taints") or [])
+
+
+@pytest.fixture(scope="module")
+def joined(fleet: Fleet, hub_crds: list[str]) -> list[str]:
+    hub = str(fleet.kubeconfig(HUB))
+    for name, layer in LAYERS.items():
+        result = propagator(
+            "fleet",
+            "join",
+            name,
+            "--kubeconfig",
+            str(fleet.kubeconfig(name)),
+            "--fleet",
+            "local",
+            "--layer",
+            layer,
+            "--region",
+            fleet.state.cluster(name).nodes.region,
+            "--label",
+            "env=test",
+            "--hub-kubeconfig",
+            hub,
+        )
+        assert result.returncode == 0, result.stderr
+        assert f"MemberCluster {name}: layer {layer}" in result.stdout
+    return list(LAYERS)
+
+
+@pytest.fixture(scope="module")
+def controller(
+    fleet: Fleet, joined: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[subprocess.Popen[bytes]]:
+    log = tmp_path_factory.mktemp("controller") / "controller.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "propagator.cli.main",
+                "run",
+                "--hub-kubeconfig",
+                str(fleet.kubeconfig(HUB)),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **CONTROLLER_ENV},
+        )
+    try:
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=HANG_GUARD_S)
+        assert code == 0, f"controller exited {code}:\n{log.read_text()[-3000:]}"
+
+
+def test_joined_members_become_ready_with_their_kwok_capacity(
+    fleet: Fleet, controller: subprocess.Popen[bytes]
+) -> None:
+    for name, layer in LAYERS.items():
+        mc = wait_mc(
+            fleet,
+            name,
+            "Ready with capacity",
+            lambda m: ready(m) == "True" and "resources" in m["status"],
+        )
+        assert mc["spec"]["layer"] == layer
+        status = mc["status"]
+        # Two kwok nodes of 8 CPU, 32Gi and 110 pods each.
+        assert status["resources"]["allocatable"] == {"cpu": "16", "memory": "64Gi", "pods": "220"}
+        assert status["nodes"] == {"total": 2, "ready": 2}
+        assert status["kubernetesVersion"] == "v1.37.2"
+        served = {e["groupVersion"]: e["kinds"] for e in status["apiEnablements"]}
+        assert "Deployment" in served["apps/v1"]
+        assert taint_keys(mc) == []
+        secret = fleet.core(HUB).read_namespaced_secret(f"{name}-kubeconfig", NAMESPACE)
+        stored = yaml.safe_load(base64.b64decode(secret.data["kubeconfig"]))
+        assert [c["name"] for c in stored["contexts"]] == [name]
+
+    def fleet_status() -> dict[str, Any] | None:
+        fl = custom(fleet).get_cluster_custom_object("propagator.io", "v1alpha1", "fleets", "local")
+        status = fl.get("status") or {}
+        return status if status.get("readyClusters") == 3 else None
+
+    status = eventually(fleet_status, "fleet local with 3 ready clusters")
+    assert status["clusters"] == 3
+    assert status["layers"] == {"edge": 1, "high-performance": 2}
+
+
+def test_allocated_follows_a_deployment_scaled_on_a_member(
+    fleet: Fleet, controller: subprocess.Popen[bytes]
+) -> None:
+    member = "member-1"
+    eventually(lambda: ready(get_mc(fleet, member)) == "True", f"{member} Ready")
+    apps = fleet.apps(member)
+    ns = "capacity"
+    fleet.core(member).create_namespace({"metadata": {"name": ns}})
+    labels = {"app": "load"}
+    apps.create_namespaced_deployment(
+        ns,
+        {
+            "metadata": {"name": "load"},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "c",
+                                "image": "busybox",
+                                "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}},
+                            }
+                        ]
+                    },
+                },
+            },
+        },
+    )
+
+    def allocated() -> dict[str, str]:
+        return dict(get_mc(fleet, member)["status"]["resources"]["allocated"])
+
+    base_pods = int(eventually(lambda: allocated().get("pods"), "allocated reported"))
+    eventually(lambda: allocated()["pods"] == str(base_pods + 2) or None, "2 pods allocated")
+    before = allocated()
+    apps.patch_namespaced_deployment_scale("load", ns, {"spec": {"replicas": 6}})
+    eventually(lambda: allocated()["pods"] == str(base_pods + 6) or None, "6 pods allocated")
+    after = allocated()
+    assert after != before
+    available = get_mc(fleet, member)["status"]["resources"]["available"]
+    assert available["pods"] == str(220 - base_pods - 6)
+    apps.delete_namespaced_deployment("load", ns)
+    eventually(lambda: allocated()["pods"] == str(base_pods) or None, "pods released")
+
+
+def test_a_stopped_member_goes_not_ready_tainted_then_recovers(
+    fleet: Fleet, controller: subprocess.Popen[bytes]
+) -> None:
+    name = "member-3"
+    victim = fleet.state.cluster(name)
+    eventually(lambda: ready(get_mc(fleet, name)) == "True", f"{name} Ready")
+    local_cluster.stop_component(victim, "kube-apiserver")
+    try:
+        mc = wait_mc(fleet, name, "NotReady", lambda m: ready(m) == "False")
+        assert NOT_READY_TAINT in taint_keys(mc)
+        assert "probes fail:" in mc["status"]["conditions"][0]["message"]
+        eventually(
+            lambda: UNREACHABLE_TAINT in taint_keys(get_mc(fleet, name)),
+            f"{name} tainted unreachable",
+        )
+        for other in ("member-1", "member-2"):
+            assert ready(get_mc(fleet, other)) == "True"
+    finally:
+        local_cluster.start_component(victim, "kube-apiserver")
+        anyio.run(local_cluster.wait_api_ready, victim, time.monotonic() + HANG_GUARD_S)
+    eventually(lambda: ready(get_mc(fleet, name)) == "True", f"{name} Ready again")
+    eventually(lambda: taint_keys(get_mc(fleet, name)) == [], f"{name} untainted")
+
+
+# -- refusals: nothing is written ---------------------------------------------------------
+
+
+def _kubeconfig(fleet: Fleet, member: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(fleet.kubeconfig(member).read_text())
+    return loaded
+
+
+def _expired_client(fleet: Fleet, member: str) -> tuple[str, str]:
+    pki = fleet.state.cluster(member).directory / "pki"
+    ca_cert = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
+    ca_key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    past = dt.datetime.now(dt.UTC) - dt.timedelta(days=10)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(
+            x509.Name(
+                [
+                    x509.NameAttribute(NameOID.COMMON_NAME, "old"),
+                    x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
+                ]
+            )
+        )
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(past - dt.timedelta(days=1))
+        .not_valid_after(past)
+        .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
+    )
+    pem_key = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    return (
+        base64.b64encode(cert.public_bytes(serialization.Encoding.PEM)).decode(),
+        base64.b64encode(pem_key).decode(),
+    )
+
+
+def _bad_kubeconfigs(fleet: Fleet) -> dict[str, tuple[dict[str, Any], list[str], str]]:
+    """name -> (kubeconfig, extra join args, what the error must say)."""
+    wrong_ca = _kubeconfig(fleet, "member-1")
+    wrong_ca["clusters"][0]["cluster"]["certificate-authority-data"] = _kubeconfig(
+        fleet, "member-2"
+    )["clusters"][0]["cluster"]["certificate-authority-data"]
+    unreachable = _kubeconfig(fleet, "member-1")
+    unreachable["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:1"
+    expired = _kubeconfig(fleet, "member-1")
+    cert, key = _expired_client(fleet, "member-1")
+    expired["users"][0]["user"] = {"client-certificate-data": cert, "client-key-data": key}
+    uses_exec = _kubeconfig(fleet, "member-1")
+    uses_exec["users"][0]["user"] = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": "aws",
+            "args": ["eks", "get-token"],
+        }
+    }
+    return {
+        "unknown-context": (
+            _kubeconfig(fleet, "member-1"),
+            ["--context", "nope"],
+            "no context named 'nope' (known: member-1)",
+        ),
+        "wrong-ca": (wrong_ca, [], "not signed by the kubeconfig's certificate-authority-data"),
+        "unreachable": (unreachable, [], "cannot reach the API server"),
+        "expired-cert": (expired, [], "the client certificate expired on"),
+        "exec": (
+            uses_exec,
+            [],
+            "uses exec (command 'aws'); Propagator refuses kubeconfigs "
+            "that run a command unless the operator sets PROPAGATOR_ALLOW_EXEC_KUBECONFIGS",
+        ),
+        "bad-layer": (_kubeconfig(fleet, "member-1"), ["--layer", "Edge_1"], "--layer='Edge_1'"),
+        "bad-label": (
+            _kubeconfig(fleet, "member-1"),
+            ["--label", "bad key=x"],
+            "--label bad key=x: label key 'bad key'",
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "unknown-context",
+        "wrong-ca",
+        "unreachable",
+        "expired-cert",
+        "exec",
+        "bad-layer",
+        "bad-label",
+    ],
+)
+def test_join_refuses_a_bad_kubeconfig_and_writes_nothing(
+    case: str, fleet: Fleet, hub_crds: list[str], tmp_path: Path
+) -> None:
+    config, extra, says = _bad_kubeconfigs(fleet)[case]
+    path = tmp_path / "kubeconfig.yaml"
+    path.write_text(yaml.safe_dump(config))
+    name = f"refused-{case}"
+    result = propagator(
+        "fleet",
+        "join",
+        name,
+        "--kubeconfig",
+        str(path),
+        "--fleet",
+        "refused",
+        "--hub-kubeconfig",
+        str(fleet.kubeconfig(HUB)),
+        *extra,
+    )
+    assert result.returncode == 1
+    assert says in result.stderr, result.stderr
+    with pytest.raises(k8s.ApiException) as missing:
+        get_mc(fleet, name)
+    assert missing.value.status == 404
+    with pytest.raises(k8s.ApiException):
+        fleet.core(HUB).read_namespaced_secret(f"{name}-kubeconfig", NAMESPACE)
+    with pytest.raises(k8s.ApiException):
+        custom(fleet).get_cluster_custom_object("propagator.io", "v1alpha1", "fleets", "refused")
+
+
+def test_dry_run_then_join_then_unjoin(fleet: Fleet, hub_crds: list[str]) -> None:
+    hub = ["--hub-kubeconfig", str(fleet.kubeconfig(HUB))]
+    kubeconfig = ["--kubeconfig", str(fleet.kubeconfig("member-2"))]
+    dry = propagator("fleet", "join", "extra", *kubeconfig, "--fleet", "extras", "--dry-run", *hub)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.startswith("Would write:")
+    with pytest.raises(k8s.ApiException):
+        get_mc(fleet, "extra")
+
+    done = propagator("fleet", "join", "extra", *kubeconfig, "--fleet", "extras", *hub)
+    assert done.returncode == 0, done.stderr
+    assert get_mc(fleet, "extra")["spec"]["secretRef"]["name"] == "extra-kubeconfig"
+    extras = custom(fleet).get_cluster_custom_object(
+        "propagator.io", "v1alpha1", "fleets", "extras"
+    )
+    assert extras["spec"]["clusters"] == ["extra"]
+
+    plan = propagator("fleet", "unjoin", "extra", "--dry-run", *hub)
+    assert plan.returncode == 0, plan.stderr
+    assert "Fleet extras: remove extra" in plan.stdout
+    assert get_mc(fleet, "extra")
+
+    gone = propagator("fleet", "unjoin", "extra", *hub)
+    assert gone.returncode == 0, gone.stderr
+    with pytest.raises(k8s.ApiException):
+        get_mc(fleet, "extra")
+    with pytest.raises(k8s.ApiException):
+        fleet.core(HUB).read_namespaced_secret("extra-kubeconfig", NAMESPACE)
+    extras = custom(fleet).get_cluster_custom_object(
+        "propagator.io", "v1alpha1", "fleets", "extras"
+    )
+    assert extras["spec"]["clusters"] == []

@@ -1,0 +1,128 @@
+"""Member kubeconfigs: one context, everything inline, nothing that runs a command."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleet.kubeconfig import KubeconfigError, check_not_expired, load_kubeconfig
+from fleet.local.pki import CertificateAuthority
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@pytest.fixture
+def ca(tmp_path: Path) -> CertificateAuthority:
+    return CertificateAuthority(tmp_path / "pki", "test-ca")
+
+
+def _config(
+    ca: CertificateAuthority, user: dict[str, Any] | None = None, **cluster: Any
+) -> dict[str, Any]:
+    client = ca.issue("client", "someone")
+    return {
+        "clusters": [
+            {
+                "name": "c1",
+                "cluster": {
+                    "server": "https://10.0.0.1:6443",
+                    "certificate-authority-data": _b64(ca.pair.cert.read_bytes()),
+                    **cluster,
+                },
+            }
+        ],
+        "users": [
+            {
+                "name": "u1",
+                "user": user
+                if user is not None
+                else {
+                    "client-certificate-data": _b64(client.cert.read_bytes()),
+                    "client-key-data": _b64(client.key.read_bytes()),
+                },
+            }
+        ],
+        "contexts": [
+            {"name": "one", "context": {"cluster": "c1", "user": "u1"}},
+            {"name": "two", "context": {"cluster": "c1", "user": "u1"}},
+        ],
+        "current-context": "one",
+    }
+
+
+def test_flattens_to_the_chosen_context(ca: CertificateAuthority) -> None:
+    loaded = load_kubeconfig(_config(ca), source="test", context="two")
+    assert loaded.context == "two"
+    assert [c["name"] for c in loaded.flattened["contexts"]] == ["two"]
+    assert loaded.flattened["current-context"] == "two"
+    assert loaded.credentials.server == "https://10.0.0.1:6443"
+    assert loaded.credentials.client_key is not None
+    assert "client-key-data" in loaded.flattened["users"][0]["user"]
+
+
+def test_unknown_context_lists_the_known_ones(ca: CertificateAuthority) -> None:
+    with pytest.raises(KubeconfigError, match=r"test: no context named 'x' \(known: one, two\)"):
+        load_kubeconfig(_config(ca), source="test", context="x")
+
+
+def test_exec_is_refused_unless_allowed(ca: CertificateAuthority) -> None:
+    config = _config(ca, user={"exec": {"command": "aws", "args": ["eks", "get-token"]}})
+    with pytest.raises(KubeconfigError, match="PROPAGATOR_ALLOW_EXEC_KUBECONFIGS=true"):
+        load_kubeconfig(config, source="test")
+    loaded = load_kubeconfig(config, source="test", allow_exec=True)
+    assert loaded.credentials.exec is not None
+    assert loaded.credentials.exec.command == "aws"
+
+
+def test_auth_provider_and_basic_auth_are_refused(ca: CertificateAuthority) -> None:
+    with pytest.raises(KubeconfigError, match="auth-provider 'gcp'"):
+        load_kubeconfig(
+            _config(ca, user={"auth-provider": {"name": "gcp"}}), source="t", allow_exec=True
+        )
+    with pytest.raises(KubeconfigError, match="basic auth"):
+        load_kubeconfig(_config(ca, user={"username": "a", "password": "b"}), source="t")
+
+
+def test_tls_verification_cannot_be_turned_off(ca: CertificateAuthority) -> None:
+    insecure: dict[str, Any] = {"insecure-skip-tls-verify": True}
+    with pytest.raises(KubeconfigError, match="insecure-skip-tls-verify"):
+        load_kubeconfig(_config(ca, **insecure), source="t")
+    with pytest.raises(KubeconfigError, match="must be an https:// URL"):
+        load_kubeconfig(_config(ca, server="http://10.0.0.1:8080"), source="t")
+
+
+def test_file_references_only_for_the_operators_own_kubeconfig(
+    ca: CertificateAuthority, tmp_path: Path
+) -> None:
+    config = _config(ca, user={"tokenFile": "token"})
+    (tmp_path / "token").write_text("s3cret\n")
+    with pytest.raises(KubeconfigError, match="tokenFile points at a file"):
+        load_kubeconfig(config, source="Secret")  # from a Secret: never read our files
+    loaded = load_kubeconfig(config, source="file", base_dir=tmp_path)
+    assert loaded.credentials.token == "s3cret"
+    assert loaded.flattened["users"][0]["user"] == {"token": "s3cret"}
+
+
+def test_credentials_never_show_in_repr(ca: CertificateAuthority) -> None:
+    loaded = load_kubeconfig(_config(ca, user={"token": "s3cret"}), source="t")
+    assert "s3cret" not in repr(loaded.credentials)
+
+
+def test_expired_client_certificate_is_refused(ca: CertificateAuthority) -> None:
+    loaded = load_kubeconfig(_config(ca), source="member-x")
+    check_not_expired(loaded.credentials, "member-x")
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(days=400)
+    with pytest.raises(KubeconfigError, match="member-x: the client certificate expired on"):
+        check_not_expired(loaded.credentials, "member-x", now=later)
+
+
+@pytest.mark.parametrize("text", ["not: [valid", "- a list", "{}"])
+def test_garbage_is_not_a_kubeconfig(text: str) -> None:
+    with pytest.raises(KubeconfigError, match="src: not"):
+        load_kubeconfig(text, source="src")

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from propagator.settings import Settings, SettingsError, add_setting_flags, load_settings
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_setting_flags(parser)
+    return parser.parse_args(argv)
+
+
+def test_defaults() -> None:
+    settings = load_settings(parse())
+    assert settings.max_concurrency == 10
+    assert settings.namespace == "propagator-system"
+    assert settings.allow_exec_kubeconfigs is False
+
+
+def test_flags_override_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROPAGATOR_MAX_CONCURRENCY", "20")
+    assert load_settings(parse()).max_concurrency == 20
+    assert load_settings(parse("--max-concurrency", "30")).max_concurrency == 30
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["--max-concurrency", "0"],
+            "PROPAGATOR_MAX_CONCURRENCY / --max-concurrency = '0': Input should be greater than "
+            "or equal to 1",
+        ),
+        (["--max-concurrency", "501"], "less than or equal to 500"),
+        (
+            ["--probe-interval-s", "soon"],
+            "PROPAGATOR_PROBE_INTERVAL_S / --probe-interval-s = "
+            "'soon': Input should be a valid number",
+        ),
+        (["--log-format", "xml"], "Input should be 'json' or 'text'"),
+    ],
+)
+def test_bad_values_name_the_setting_value_and_bounds(argv: list[str], says: str) -> None:
+    with pytest.raises(SettingsError) as bad:
+        load_settings(parse(*argv))
+    assert says in str(bad.value)
+
+
+def test_bad_environment_is_named_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PROPAGATOR_WORKERS", "-2")
+    with pytest.raises(SettingsError, match="PROPAGATOR_WORKERS / --workers = '-2'"):
+        load_settings(parse())
+
+
+def test_every_setting_has_help() -> None:
+    assert all(info.description for info in Settings.model_fields.values())

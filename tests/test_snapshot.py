@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+import threading
+from decimal import Decimal
+
+import pytest
+
+from fleet.snapshot import SnapshotStore, build_snapshot, cluster_info
+
+
+def mc(name: str, layer: str, labels: dict[str, str], ready: bool = True) -> dict[str, object]:
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"layer": layer, "region": "eu", "taints": [{"key": "k", "effect": "NoSchedule"}]},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            "apiEnablements": [{"groupVersion": "apps/v1", "kinds": ["Deployment"]}],
+            "resources": {"available": {"cpu": "1500m", "memory": "1Gi", "pods": 3}},
+        },
+    }
+
+
+def test_cluster_info_reads_a_member_cluster() -> None:
+    info = cluster_info(mc("a", "edge", {"env": "prod"}))
+    assert info.ready and info.layer == "edge" and info.region == "eu"
+    assert info.available == {"cpu": Decimal("1.5"), "memory": Decimal(1024**3), "pods": 3}
+    assert ("apps/v1", "Deployment") in info.api_enablements
+    assert info.taints[0].key == "k"
+    assert info.field_value("region") == "eu"
+
+
+def test_indexes_by_layer_and_label() -> None:
+    infos = [
+        cluster_info(mc("a", "edge", {"env": "prod", "gpu": "yes"})),
+        cluster_info(mc("b", "core", {"env": "prod"})),
+        cluster_info(mc("c", "core", {"env": "dev"})),
+    ]
+    snap = build_snapshot(infos, {"f": ["a", "c", "gone"]}, generation=7)
+    assert snap.in_layer("core") == {"b", "c"}
+    assert snap.in_layer("nope") == frozenset()
+    assert snap.with_label("env", "prod") == {"a", "b"}
+    assert snap.with_label("gpu") == {"a"}
+    assert snap.fleet("f") == {"a", "c"}
+    assert snap.generation == 7
+
+
+def test_snapshot_cannot_be_changed() -> None:
+    snap = build_snapshot([cluster_info(mc("a", "edge", {}))], {}, generation=1)
+    with pytest.raises(TypeError):
+        snap.clusters["b"] = snap.clusters["a"]  # type: ignore[index]
+    with pytest.raises(TypeError):
+        snap.clusters["a"].labels["x"] = "y"  # type: ignore[index]
+
+
+def test_store_publishes_whole_generations() -> None:
+    store = SnapshotStore()
+    assert store.current().generation == 0
+    seen: list[int] = []
+    waiter = threading.Thread(target=lambda: seen.append(store.wait_for(0, 30).generation))
+    waiter.start()
+    store.publish([cluster_info(mc("a", "edge", {}))], {})
+    waiter.join()
+    assert seen == [1]
+    assert store.publish([], {}).generation == 2
+    assert store.current().clusters == {}
