@@ -22,7 +22,8 @@ def mc(name: str, layer: str, labels: dict[str, str], ready: bool = True) -> dic
 
 def test_cluster_info_reads_a_member_cluster() -> None:
     info = cluster_info(mc("a", "edge", {"env": "prod"}))
-    assert info.ready and info.layer == "edge" and info.region == "eu"
+    assert info.ready
+    assert (info.layer, info.region) == ("edge", "eu")
     assert info.available == {"cpu": Decimal("1.5"), "memory": Decimal(1024**3), "pods": 3}
     assert ("apps/v1", "Deployment") in info.api_enablements
     assert info.taints[0].key == "k"
