@@ -39,7 +39,7 @@ e2e: install testbin
 test: lint typecheck unit e2e
 
 bench: install
-	@echo "no benchmarks yet"
+	$(PY) -m bench.snapshot
 
 local-up: install testbin
 	$(VENV)/bin/propagator local up --state-dir $(STATE_DIR)

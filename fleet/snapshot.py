@@ -82,6 +82,26 @@ def cluster_info(member: Mapping[str, Any]) -> ClusterInfo:
     )
 
 
+class ClusterInfoCache:
+    """Parsed ClusterInfo per MemberCluster, reused while its resourceVersion is unchanged:
+    after one member changes, a rebuild parses one object instead of the whole fleet."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, tuple[str, ClusterInfo]] = {}
+
+    def infos(self, members: Iterable[Mapping[str, Any]]) -> list[ClusterInfo]:
+        """ClusterInfo of every member (objects without a resourceVersion are re-parsed)."""
+        fresh: dict[str, tuple[str, ClusterInfo]] = {}
+        for member in members:
+            meta = member.get("metadata") or {}
+            name, version = meta["name"], str(meta.get("resourceVersion", ""))
+            cached = self._by_name.get(name)
+            info = cached[1] if cached and version and cached[0] == version else None
+            fresh[name] = (version, info or cluster_info(member))
+        self._by_name = fresh
+        return [info for _, info in fresh.values()]
+
+
 @dataclass(frozen=True)
 class FleetSnapshot:
     """Clusters by name, indexed by layer and by label; fleets with their members."""

@@ -25,7 +25,7 @@ from fleet.connection import ApiError, KubeConnection
 from fleet.health import HealthPolicy
 from fleet.informer import Informer, wait_synced
 from fleet.member import MemberMonitor
-from fleet.snapshot import SnapshotStore, cluster_info
+from fleet.snapshot import ClusterInfoCache, SnapshotStore
 from propagator import fleetstatus
 from propagator.settings import Settings
 
@@ -49,6 +49,7 @@ class FleetManager:
             unreachable_after_s=settings.unreachable_after_s,
         )
         self.monitors: dict[str, MemberMonitor] = {}
+        self._infos = ClusterInfoCache()
         self._wake: anyio.Event | None = None
         self._token: Any = None
         self._watch_limiter: anyio.CapacityLimiter | None = None
@@ -195,7 +196,9 @@ class FleetManager:
             if fleetstatus.status_changed(fleet.get("status"), status):
                 self._patch_status("Fleet", name, status)
             fleets[name] = fleetstatus.fleet_members(fleet, members)
-        self._publish(members, fleets)
+        # The snapshot shows what the hub holds; what was just written comes back through
+        # the watch and wakes another pass.
+        self._publish(self.members.snapshot(), fleets)
 
     def _patch_status(self, kind: str, name: str, status: dict[str, Any]) -> None:
         path = self.hub.resource(API_VERSION, kind).path(None, name) + "/status"
@@ -205,8 +208,8 @@ class FleetManager:
             if not exc.not_found:  # deleted meanwhile: nothing to report
                 raise
 
-    def _publish(self, members: dict[str, dict[str, Any]], fleets: dict[str, list[str]]) -> None:
-        infos = {name: cluster_info(m) for name, m in members.items()}
+    def _publish(self, members: list[dict[str, Any]], fleets: dict[str, list[str]]) -> None:
+        infos = {info.name: info for info in self._infos.infos(members)}
         current = self.store.current()
         same_fleets = {k: frozenset(v) for k, v in fleets.items()} == dict(current.fleets)
         if dict(current.clusters) == infos and same_fleets and current.generation:

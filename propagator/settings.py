@@ -35,7 +35,7 @@ class Settings(BaseSettings):
     hub_context: str | None = None
     """Context of the hub kubeconfig to use (default: its current context)."""
     namespace: str = Field("propagator-system", min_length=1, max_length=63)
-    """Namespace of the controller: member kubeconfig Secrets, leader election Lease."""
+    """Namespace of the controller, where the member kubeconfig Secrets live."""
     allow_exec_kubeconfigs: bool = False
     """Accept member kubeconfigs that run a command (exec); off: they come from Secrets."""
     member_connect_timeout_s: float = Field(5.0, gt=0, le=60)
@@ -53,9 +53,7 @@ class Settings(BaseSettings):
     unreachable_after_s: float = Field(40.0, ge=0, le=3600)
     """Seconds NotReady before a member is also tainted unreachable."""
     max_concurrency: int = Field(10, ge=1, le=MAX_CONCURRENCY_CEILING)
-    """Member clusters written at once, across all applications."""
-    workers: int = Field(4, ge=1, le=64)
-    """Reconcile workers."""
+    """Member clusters contacted at once, across everything the controller does."""
     log_format: Literal["json", "text"] = "text"
     """Log format: json or text."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"

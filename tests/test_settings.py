@@ -50,8 +50,10 @@ def test_bad_values_name_the_setting_value_and_bounds(argv: list[str], says: str
 
 
 def test_bad_environment_is_named_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PROPAGATOR_WORKERS", "-2")
-    with pytest.raises(SettingsError, match="PROPAGATOR_WORKERS / --workers = '-2'"):
+    monkeypatch.setenv("PROPAGATOR_PROBE_FAILURE_THRESHOLD", "-2")
+    with pytest.raises(
+        SettingsError, match="PROPAGATOR_PROBE_FAILURE_THRESHOLD / --probe-failure-threshold = '-2'"
+    ):
         load_settings(parse())
 
 

@@ -5,7 +5,7 @@ from decimal import Decimal
 
 import pytest
 
-from fleet.snapshot import SnapshotStore, build_snapshot, cluster_info
+from fleet.snapshot import ClusterInfoCache, SnapshotStore, build_snapshot, cluster_info
 
 
 def mc(name: str, layer: str, labels: dict[str, str], ready: bool = True) -> dict[str, object]:
@@ -64,3 +64,17 @@ def test_store_publishes_whole_generations() -> None:
     assert seen == [1]
     assert store.publish([], {}).generation == 2
     assert store.current().clusters == {}
+
+
+def test_info_cache_reparses_only_changed_members() -> None:
+    cache = ClusterInfoCache()
+    a, b = mc("a", "edge", {}), mc("b", "edge", {})
+    a["metadata"]["resourceVersion"] = "1"  # type: ignore[index]
+    b["metadata"]["resourceVersion"] = "1"  # type: ignore[index]
+    first = {i.name: i for i in cache.infos([a, b])}
+    b["metadata"]["resourceVersion"] = "2"  # type: ignore[index]
+    b["spec"]["layer"] = "core"  # type: ignore[index]
+    second = {i.name: i for i in cache.infos([a, b])}
+    assert second["a"] is first["a"]
+    assert second["b"].layer == "core"
+    assert [i.name for i in cache.infos([b])] == ["b"]

@@ -1,0 +1,31 @@
+"""Printing benchmark rows as a table or as JSON lines, and percentiles."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+
+def percentile(samples: Sequence[float], pct: float) -> float:
+    """The ``pct`` percentile (0-100) of ``samples``, by linear interpolation."""
+    ordered = sorted(samples)
+    if len(ordered) == 1:
+        return ordered[0]
+    return statistics.quantiles(ordered, n=100, method="inclusive")[max(0, min(98, int(pct) - 1))]
+
+
+def emit(rows: list[dict[str, Any]], columns: list[tuple[str, str]], as_json: bool) -> None:
+    """Print ``rows``: one JSON object per line, or a table with ``columns`` (key, header)."""
+    if as_json:
+        for row in rows:
+            print(json.dumps(row))
+        return
+    cells = [[h for _, h in columns]] + [
+        [f"{row[k]:.3f}" if isinstance(row[k], float) else str(row[k]) for k, _ in columns]
+        for row in rows
+    ]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    for r in cells:
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)))
