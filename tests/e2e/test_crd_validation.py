@@ -90,26 +90,67 @@ def _kubectl(
 
 
 def test_kubectl_shows_columns_and_descriptions(fleet: Fleet, hub_crds: list[str]) -> None:
-    applied = _kubectl(fleet, "apply", "-f", str(EXAMPLES / "fleet.yaml"))
+    example = str(EXAMPLES / "fleet.yaml")
+    applied = _kubectl(fleet, "apply", "-f", example)
     assert applied.returncode == 0, applied.stderr
+    try:
+        listed = _kubectl(fleet, "get", "propagator")
+        assert listed.returncode == 0, listed.stderr
+        assert "membercluster.propagator.io/member-1" in listed.stdout
+        assert "fleet.propagator.io/prod" in listed.stdout
 
-    listed = _kubectl(fleet, "get", "propagator")
-    assert listed.returncode == 0, listed.stderr
-    assert "membercluster.propagator.io/member-1" in listed.stdout
-    assert "fleet.propagator.io/prod" in listed.stdout
+        header = _kubectl(fleet, "get", "mc").stdout.splitlines()[0].split()
+        assert header == ["NAME", "READY", "LAYER", "REGION", "VERSION", "CPU-AVAILABLE", "AGE"]
+        wide = _kubectl(fleet, "get", "mc", "-o", "wide").stdout.splitlines()[0].split()
+        assert wide[-3:] == ["ZONE", "PROVIDER", "NODES"]
 
-    header = _kubectl(fleet, "get", "mc").stdout.splitlines()[0].split()
-    assert header == ["NAME", "READY", "LAYER", "REGION", "VERSION", "CPU-AVAILABLE", "AGE"]
-    wide = _kubectl(fleet, "get", "ap", "-A", "-o", "wide")
-    assert wide.returncode == 0, wide.stderr
+        explained = _kubectl(fleet, "explain", "ap.spec.placement")
+        assert explained.returncode == 0, explained.stderr
+        assert "Layers to try in order" in explained.stdout
+        assert "minClusters" in explained.stdout
+    finally:
+        # Leave the hub as found: later tests join members under the same names.
+        deleted = _kubectl(fleet, "delete", "-f", example, "--wait")
+        assert deleted.returncode == 0, deleted.stderr
 
-    ap_columns = _kubectl(fleet, "get", "ap", "-n", NAMESPACE, "-o", "wide")
-    assert ap_columns.returncode == 0, ap_columns.stderr
 
-    explained = _kubectl(fleet, "explain", "ap.spec.placement")
-    assert explained.returncode == 0, explained.stderr
-    assert "Layers to try in order" in explained.stdout
-    assert "minClusters" in explained.stdout
+def test_ap_columns(fleet: Fleet, hub_crds: list[str]) -> None:
+    _ensure_namespace(fleet, NAMESPACE)
+    _create(
+        fleet.api(HUB),
+        {
+            "apiVersion": "propagator.io/v1alpha1",
+            "kind": "ApplicationPropagation",
+            "metadata": {"name": "columns", "namespace": NAMESPACE},
+            "spec": {
+                "fleet": "prod",
+                "resources": {
+                    "manifests": [
+                        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+                    ]
+                },
+            },
+        },
+        dry_run=False,
+    )
+    try:
+        wide = _kubectl(fleet, "get", "ap", "-n", NAMESPACE, "-o", "wide")
+        assert wide.returncode == 0, wide.stderr
+        header, row = wide.stdout.splitlines()[:2]
+        assert header.split() == [
+            "NAME",
+            "FLEET",
+            "CLUSTERS",
+            "READY",
+            "CANARY",
+            "AGE",
+            "SCHEDULED",
+            "APPLIED",
+            "AVAILABLE",
+        ]
+        assert row.split()[:2] == ["columns", "prod"]
+    finally:
+        _kubectl(fleet, "delete", "ap", "columns", "-n", NAMESPACE)
 
 
 def test_kubectl_apply_refuses_a_typo_instead_of_dropping_it(
