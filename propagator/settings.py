@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from api.rollout import MAX_CONCURRENCY_CEILING
 from fleet.connection import ConnectionOptions
+from propagator.scheduler.registry import DEFAULT_PLUGINS
 
 ENV_PREFIX = "PROPAGATOR_"
 
@@ -54,6 +55,13 @@ class Settings(BaseSettings):
     """Seconds NotReady before a member is also tainted unreachable."""
     max_concurrency: int = Field(10, ge=1, le=MAX_CONCURRENCY_CEILING)
     """Member clusters contacted at once, across everything the controller does."""
+    scheduler_plugins: str = Field(DEFAULT_PLUGINS, min_length=1)
+    """Scheduler plugins: filters in order, then scores as Name=weight (entry point group
+    propagator.scheduler.plugins)."""
+    snapshot_stale_after_s: float = Field(30.0, gt=0, le=3600)
+    """A fleet snapshot older than this makes the scheduler scan every cluster."""
+    snapshot_fresh_for_s: float = Field(10.0, ge=0, le=3600)
+    """Seconds of fresh snapshots before the scheduler trusts its indexes again."""
     log_format: Literal["json", "text"] = "text"
     """Log format: json or text."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"

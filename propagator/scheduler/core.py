@@ -1,0 +1,346 @@
+"""The layered scheduler: pre-filter by index, filter, score, select, assign replicas.
+
+Pure: a decision reads an immutable fleet snapshot and makes no API call. Layers are tried
+in order; the next one only when the current one cannot satisfy the placement. When the
+snapshot is older than ``stale_after_s`` the scheduler scans the freshest cluster data it
+is given instead of trusting the indexes, and goes back to the fast path only after the
+snapshot has been fresh for ``fresh_for_s`` (so it does not flap).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from api.placement import Placement
+from fleet.snapshot import ClusterInfo, FleetSnapshot
+from propagator.scheduler.plugins import ClusterAffinity, replicas_capacity
+from propagator.scheduler.registry import Profile
+from propagator.scheduler.replicas import divide
+from propagator.scheduler.select import select
+from propagator.scheduler.types import (
+    Decision,
+    Demand,
+    LayerAttempt,
+    Placed,
+    Resources,
+    SchedulingContext,
+    Verdict,
+)
+
+ANY_LAYER = "*"
+PREFILTER = "PreFilter"
+_AFFINITY = ClusterAffinity()
+
+
+@dataclass
+class _Pass:
+    """The outcome of scheduling within one layer."""
+
+    attempt: LayerAttempt
+    placed: tuple[Placed, ...]
+    verdicts: dict[str, Verdict]
+    reasons: Counter[str]
+
+
+def _indexed_candidates(
+    snapshot: FleetSnapshot, members: frozenset[str], layer: str | None, placement: Placement
+) -> frozenset[str]:
+    """Candidates from the indexes: layer, names, exclusions and the selector's matchLabels
+    and In/Exists expressions. The remaining rules are checked by the filter plugins."""
+    candidates = members
+    if layer is not None:
+        candidates = candidates & snapshot.in_layer(layer)
+    if placement.cluster_names:
+        candidates = candidates & frozenset(placement.cluster_names)
+    selector = placement.cluster_selector
+    if selector is not None:
+        for key, value in selector.match_labels.items():
+            candidates = candidates & snapshot.with_label(key, value)
+        for req in selector.match_expressions:
+            if req.operator == "In":
+                candidates = candidates & frozenset().union(
+                    *(snapshot.with_label(req.key, v) for v in req.values)
+                )
+            elif req.operator == "Exists":
+                candidates = candidates & snapshot.with_label(req.key)
+    if placement.exclude_clusters:
+        candidates = candidates - frozenset(placement.exclude_clusters)
+    return candidates
+
+
+class Scheduler:
+    """Makes placement decisions with one plugin profile; keeps the fast/full-scan mode."""
+
+    def __init__(
+        self, profile: Profile, *, stale_after_s: float = 30.0, fresh_for_s: float = 10.0
+    ) -> None:
+        self.profile = profile
+        self.stale_after_s = stale_after_s
+        self.fresh_for_s = fresh_for_s
+        self.full_scans = 0
+        self._fast = True
+        self._fresh_since: float | None = None
+
+    # -- the mode -------------------------------------------------------------------------
+
+    def _use_full_scan(self, age_s: float, now: float) -> str | None:
+        """Why this decision scans everything (None: the fast path), with hysteresis."""
+        if age_s > self.stale_after_s:
+            self._fast, self._fresh_since = False, None
+            return f"snapshot is {age_s:.1f}s old (bound {self.stale_after_s:g}s)"
+        if not self._fast:
+            if self._fresh_since is None:
+                self._fresh_since = now
+            if now - self._fresh_since >= self.fresh_for_s:
+                self._fast = True
+            else:
+                return (
+                    f"snapshot fresh for {now - self._fresh_since:.1f}s of the "
+                    f"{self.fresh_for_s:g}s needed to trust it again"
+                )
+        return None
+
+    # -- one decision ---------------------------------------------------------------------
+
+    def schedule(
+        self,
+        snapshot: FleetSnapshot,
+        fleet: str,
+        placement: Placement,
+        demand: Demand,
+        quota: Mapping[str, Resources] | None = None,
+        *,
+        age_s: float | None = None,
+        fresh_clusters: Callable[[], Iterable[ClusterInfo]] | None = None,
+        explain: bool = False,
+        now: float | None = None,
+    ) -> Decision:
+        """Place ``demand`` on the clusters of ``fleet``. ``age_s`` is how old the snapshot
+        is (default: since it was built); ``fresh_clusters`` gives the freshest cluster data
+        for a full scan (default: the snapshot's). With ``explain`` every member of the
+        fleet gets a verdict, not only the candidates."""
+        now = time.monotonic() if now is None else now
+        full_scan_reason = self._use_full_scan(snapshot.age_s(now) if age_s is None else age_s, now)
+        members = snapshot.fleet(fleet)
+        if full_scan_reason is not None:
+            self.full_scans += 1
+            source = fresh_clusters() if fresh_clusters else snapshot.clusters.values()
+            clusters = {c.name: c for c in source if c.name in members}
+        else:
+            clusters = dict(snapshot.clusters)
+        layers = placement.layers
+        ctx = SchedulingContext(
+            placement, demand, quota, {layer: i for i, layer in enumerate(layers)}
+        )
+        passes: list[_Pass] = []
+        tries: list[str | None] = [*layers] if layers else [None]
+        for layer in tries:
+            if full_scan_reason is not None or explain:
+                candidates = frozenset(
+                    n
+                    for n in members
+                    if n in clusters and (layer is None or clusters[n].layer == layer)
+                )
+            else:
+                candidates = _indexed_candidates(snapshot, members, layer, placement)
+            passes.append(
+                self._pass(
+                    layer, candidates, clusters, ctx, total=len(members) if layer is None else None
+                )
+            )
+            if passes[-1].placed:
+                break
+        return self._decision(
+            passes, snapshot, members, clusters, full_scan_reason, explain, layers
+        )
+
+    def _pass(
+        self,
+        layer: str | None,
+        candidates: frozenset[str],
+        clusters: Mapping[str, ClusterInfo],
+        ctx: SchedulingContext,
+        total: int | None,
+    ) -> _Pass:
+        verdicts: dict[str, Verdict] = {}
+        reasons: Counter[str] = Counter()
+        feasible: list[ClusterInfo] = []
+        for name in sorted(candidates):
+            cluster = clusters[name]
+            for plugin in self.profile.filters:
+                rejected = plugin.filter(cluster, ctx)
+                if rejected is not None:
+                    reasons[rejected[0]] += 1
+                    verdicts[name] = Verdict(name, plugin.name, rejected[0], rejected[1])
+                    break
+            else:
+                feasible.append(cluster)
+        scored: list[tuple[float, str, ClusterInfo, dict[str, float]]] = []
+        weight_sum = sum(w for _, w in self.profile.scores) or 1
+        for cluster in feasible:
+            parts = {p.name: p.score(cluster, ctx) for p, _ in self.profile.scores}
+            total_score = sum(parts[p.name] * w for p, w in self.profile.scores) / weight_sum
+            scored.append((-total_score, cluster.name, cluster, parts))
+        scored.sort(key=lambda s: (s[0], s[1]))
+        score_of = {name: (round(-neg), parts) for neg, name, _, parts in scored}
+        selection = select([c for _, _, c, _ in scored], ctx.placement)
+        label = layer or ANY_LAYER
+        placed: tuple[Placed, ...] = ()
+        outcome = selection.problem
+        if outcome is None:
+            assignment = self._assign(selection.chosen, ctx)
+            if isinstance(assignment, str):
+                outcome = assignment
+            else:
+                placed = tuple(
+                    Placed(c.name, c.layer, assignment[c.name], score_of[c.name][0])
+                    for c in selection.chosen
+                )
+        for name, why in selection.dropped:
+            reasons["spread"] += 1
+            verdicts[name] = Verdict(
+                name, "Spread", "spread", why, score_of[name][1], score_of[name][0]
+            )
+        by_name = {p.cluster: p for p in placed}
+        for name, (score, parts) in score_of.items():
+            if name in verdicts:
+                continue
+            chosen = by_name.get(name)
+            verdicts[name] = Verdict(
+                name,
+                scores=parts,
+                score=score,
+                selected=chosen is not None,
+                replicas=chosen.replicas if chosen else None,
+                reason=None if chosen else "not selected",
+                detail=None if chosen else "lower score than the chosen",
+            )
+        attempt = LayerAttempt(label, len(candidates), len(feasible), outcome or "selected")
+        return _Pass(attempt, placed, verdicts, reasons)
+
+    def _assign(
+        self, chosen: tuple[ClusterInfo, ...], ctx: SchedulingContext
+    ) -> dict[str, int] | str:
+        """Replicas per chosen cluster, or why they cannot be assigned."""
+        mode = ctx.placement.replicas
+        replicas = ctx.demand.replicas
+        if mode.mode == "Duplicated":
+            return {c.name: replicas for c in chosen}
+        caps = {c.name: replicas_capacity(c, ctx) for c in chosen}
+        weights = mode.weights
+        if weights is None:
+            shares = {c.name: 1 for c in chosen}
+        elif weights.dynamic == "AvailableCapacity":
+            shares = {n: replicas if cap is None else cap for n, cap in caps.items()}
+        else:
+            shares = {}
+            for c in chosen:
+                entry = next((w for w in weights.static if w.cluster == c.name), None) or next(
+                    (
+                        w
+                        for w in weights.static
+                        if w.selector is not None and w.selector.matches(c.labels)
+                    ),
+                    None,
+                )
+                shares[c.name] = entry.weight if entry else 0
+            if not any(shares.values()):
+                return "no chosen cluster has a static weight"
+        division = divide(replicas, shares, caps)
+        if division is None:
+            room = sum(
+                cap if cap is not None else replicas for n, cap in caps.items() if shares.get(n)
+            )
+            return f"{replicas} replicas do not fit: room for {room} in the chosen clusters"
+        return division
+
+    def _decision(
+        self,
+        passes: list[_Pass],
+        snapshot: FleetSnapshot,
+        members: frozenset[str],
+        clusters: Mapping[str, ClusterInfo],
+        full_scan_reason: str | None,
+        explain: bool,
+        layers: list[str],
+    ) -> Decision:
+        final = passes[-1]
+        verdicts: dict[str, Verdict] = {}
+        for p in passes:
+            verdicts.update(p.verdicts)
+        for name in sorted(members):
+            if name not in verdicts:
+                layer = clusters[name].layer if name in clusters else None
+                why = (
+                    f"layer {layer} not tried"
+                    if layers and layer in layers
+                    else "not a candidate of placement (layer, names or labels)"
+                )
+                verdicts[name] = Verdict(name, PREFILTER, "excluded by placement", why)
+        schedulable = bool(final.placed)
+        return Decision(
+            schedulable=schedulable,
+            placed=final.placed,
+            layer=final.attempt.layer if schedulable else None,
+            summary=_summary(passes, len(members), schedulable),
+            verdicts=verdicts,
+            attempts=tuple(p.attempt for p in passes),
+            full_scan=full_scan_reason is not None,
+            full_scan_reason=full_scan_reason,
+            snapshot_generation=snapshot.generation,
+        )
+
+
+def _prefiltered(name: str, cluster: ClusterInfo | None, ctx: SchedulingContext) -> Verdict:
+    """The verdict of a fleet member that never became a candidate."""
+    layers = ctx.placement.layers
+    if cluster is None:
+        return Verdict(name, PREFILTER, "no data", "not in the cluster data scanned")
+    if layers and cluster.layer not in layers:
+        return Verdict(
+            name,
+            PREFILTER,
+            "excluded by placement",
+            f"layer {cluster.layer} is not in placement.layers",
+        )
+    rejected = _AFFINITY.filter(cluster, ctx)
+    if rejected is not None:
+        return Verdict(name, PREFILTER, "excluded by placement", rejected[1])
+    return Verdict(
+        name,
+        PREFILTER,
+        "not tried",
+        f"layer {cluster.layer} was not needed: an earlier layer served",
+    )
+
+
+def _counts(reasons: Counter[str]) -> str:
+    return ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda i: (-i[1], i[0])))
+
+
+def _summary(passes: list[_Pass], members: int, schedulable: bool) -> str:
+    """``3/12 clusters fit; placed on 3 in layer edge`` or ``0/12 clusters fit: 7 tainted
+    not-ready, 5 insufficient cpu`` (per layer when several were tried)."""
+    parts = []
+    for p in passes:
+        a = p.attempt
+        where = "" if a.layer == ANY_LAYER else f"layer {a.layer}: "
+        excluded = members - a.candidates if a.layer == ANY_LAYER else 0
+        reasons = p.reasons + (
+            Counter({"excluded by placement": excluded}) if excluded else Counter()
+        )
+        text = (
+            f"{where}{a.feasible}/{members if a.layer == ANY_LAYER else a.candidates} clusters fit"
+        )
+        if reasons:
+            text += f": {_counts(reasons)}"
+        if a.outcome != "selected":
+            text += f" ({a.outcome})" if a.feasible else ""
+        parts.append(text)
+    if schedulable:
+        placed = passes[-1].placed
+        parts.append(f"placed on {len(placed)}")
+    return "; ".join(parts)

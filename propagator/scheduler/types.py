@@ -1,0 +1,122 @@
+"""What the scheduler takes and gives: demand, context, verdicts and the decision."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from api.placement import Placement
+from fleet.snapshot import ClusterInfo
+
+Resources = Mapping[str, Decimal]
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What the workload needs: replicas, requests per replica, kinds it propagates."""
+
+    replicas: int = 1
+    per_replica: Resources = field(default_factory=dict)
+    """Requests of one replica, e.g. {"cpu": 0.5, "memory": 256Mi, "pods": 1}."""
+    kinds: frozenset[tuple[str, str]] = frozenset()
+    """(apiVersion, kind) of every object to propagate."""
+
+
+@dataclass(frozen=True)
+class SchedulingContext:
+    """Everything one decision reads besides the clusters themselves."""
+
+    placement: Placement
+    demand: Demand
+    quota: Mapping[str, Resources] | None = None
+    """Remaining tenant quota per cluster (None: no quota applies)."""
+    layer_rank: Mapping[str, int] = field(default_factory=dict)
+    """Position of each layer in placement.layers (for the layer-order score)."""
+
+    def quota_for(self, cluster: str) -> Resources | None:
+        return None if self.quota is None else self.quota.get(cluster, {})
+
+
+def replicas_that_fit(available: Resources, per_replica: Resources) -> int | None:
+    """How many replicas fit in ``available`` (None: no resource is requested, no limit)."""
+    fits: int | None = None
+    for resource, need in per_replica.items():
+        if need <= 0:
+            continue
+        have = available.get(resource)
+        if have is None:
+            continue  # not tracked there: no limit
+        n = int(have // need) if have > 0 else 0
+        fits = n if fits is None else min(fits, n)
+    return fits
+
+
+def first_short(available: Resources, per_replica: Resources, replicas: int) -> str | None:
+    """The first resource of which ``replicas`` replicas need more than ``available``."""
+    for resource, need in per_replica.items():
+        have = available.get(resource)
+        if have is not None and need * replicas > have:
+            return resource
+    return None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Why a cluster was not chosen, or how it scored."""
+
+    cluster: str
+    filtered_by: str | None = None
+    reason: str | None = None
+    """Short reason, e.g. "tainted not-ready", "insufficient cpu"."""
+    detail: str | None = None
+    scores: Mapping[str, float] = field(default_factory=dict)
+    score: int | None = None
+    selected: bool = False
+    replicas: int | None = None
+
+
+@dataclass(frozen=True)
+class Placed:
+    cluster: str
+    layer: str
+    replicas: int
+    score: int
+
+
+@dataclass(frozen=True)
+class LayerAttempt:
+    """One pass over a layer ("*" when the placement names no layers)."""
+
+    layer: str
+    candidates: int
+    feasible: int
+    outcome: str
+    """"selected" or why this layer could not serve the placement."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The scheduler's answer, with everything needed to explain it."""
+
+    schedulable: bool
+    placed: tuple[Placed, ...]
+    layer: str | None
+    summary: str
+    """Short form for the Scheduled condition, e.g. "0/12 clusters fit: 7 tainted ..."."""
+    verdicts: Mapping[str, Verdict]
+    attempts: tuple[LayerAttempt, ...]
+    full_scan: bool
+    full_scan_reason: str | None
+    snapshot_generation: int
+
+    @property
+    def clusters(self) -> list[str]:
+        return [p.cluster for p in self.placed]
+
+
+def cluster_field(cluster: ClusterInfo, by_field: str | None, by_label: str | None) -> str | None:
+    """The spread group of a cluster: a label's value or region/zone/provider."""
+    if by_label:
+        return cluster.labels.get(by_label)
+    return cluster.field_value(by_field) if by_field else None
