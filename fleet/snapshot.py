@@ -170,9 +170,18 @@ class SnapshotStore:
         self._lock = threading.Lock()
         self._current = build_snapshot((), {}, generation=0)
         self._changed = threading.Condition(self._lock)
+        self._confirmed_at = self._current.built_at
 
     def current(self) -> FleetSnapshot:
         return self._current  # one reference read: always a whole snapshot
+
+    def confirm(self, now: float | None = None) -> None:
+        """Record that the current snapshot still matches the fleet (nothing changed)."""
+        self._confirmed_at = time.monotonic() if now is None else now
+
+    def age_s(self, now: float | None = None) -> float:
+        """Seconds since the current snapshot was built or last confirmed: its staleness."""
+        return (time.monotonic() if now is None else now) - self._confirmed_at
 
     def publish(
         self, clusters: Iterable[ClusterInfo], fleets: Mapping[str, Iterable[str]]
@@ -181,6 +190,7 @@ class SnapshotStore:
         with self._lock:
             snapshot = build_snapshot(clusters, fleets, self._current.generation + 1)
             self._current = snapshot
+            self._confirmed_at = snapshot.built_at
             self._changed.notify_all()
         return snapshot
 

@@ -213,6 +213,7 @@ class FleetManager:
         current = self.store.current()
         same_fleets = {k: frozenset(v) for k, v in fleets.items()} == dict(current.fleets)
         if dict(current.clusters) == infos and same_fleets and current.generation:
+            self.store.confirm()
             return
         snapshot = self.store.publish(infos.values(), fleets)
         log.info(

@@ -78,3 +78,11 @@ def test_info_cache_reparses_only_changed_members() -> None:
     assert second["a"] is first["a"]
     assert second["b"].layer == "core"
     assert [i.name for i in cache.infos([b])] == ["b"]
+
+
+def test_store_age_is_time_since_built_or_confirmed() -> None:
+    store = SnapshotStore()
+    built = store.publish([], {})
+    assert store.age_s(built.built_at + 5) == 5
+    store.confirm(built.built_at + 4)
+    assert store.age_s(built.built_at + 5) == 1

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from propagator.cli import crds, fleet, local, run
+from propagator.cli import crds, fleet, local, run, schedule
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     fleet.register(commands)
     local.register(commands)
     run.register(commands)
+    schedule.register(commands)
     return parser
 
 

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from api.placement import Placement
+from api.placement import Placement, ReplicaWeights
 from fleet.snapshot import ClusterInfo, FleetSnapshot
 from propagator.scheduler.plugins import ClusterAffinity, replicas_capacity
 from propagator.scheduler.registry import Profile
@@ -153,9 +153,7 @@ class Scheduler:
             )
             if passes[-1].placed:
                 break
-        return self._decision(
-            passes, snapshot, members, clusters, full_scan_reason, explain, layers
-        )
+        return self._decision(passes, snapshot, members, clusters, full_scan_reason, ctx)
 
     def _pass(
         self,
@@ -178,6 +176,18 @@ class Scheduler:
                     break
             else:
                 feasible.append(cluster)
+        weights = ctx.placement.replicas.weights
+        if ctx.placement.replicas.mode == "Divided" and weights is not None and weights.static:
+            # A cluster without a static weight would get no replica: not a candidate.
+            for cluster in [c for c in feasible if not static_weight(c, weights)]:
+                feasible.remove(cluster)
+                reasons["no static weight"] += 1
+                verdicts[cluster.name] = Verdict(
+                    cluster.name,
+                    "ReplicaWeights",
+                    "no static weight",
+                    "no weights.static entry names or selects it",
+                )
         scored: list[tuple[float, str, ClusterInfo, dict[str, float]]] = []
         weight_sum = sum(w for _, w in self.profile.scores) or 1
         for cluster in feasible:
@@ -236,19 +246,7 @@ class Scheduler:
         elif weights.dynamic == "AvailableCapacity":
             shares = {n: replicas if cap is None else cap for n, cap in caps.items()}
         else:
-            shares = {}
-            for c in chosen:
-                entry = next((w for w in weights.static if w.cluster == c.name), None) or next(
-                    (
-                        w
-                        for w in weights.static
-                        if w.selector is not None and w.selector.matches(c.labels)
-                    ),
-                    None,
-                )
-                shares[c.name] = entry.weight if entry else 0
-            if not any(shares.values()):
-                return "no chosen cluster has a static weight"
+            shares = {c.name: static_weight(c, weights) for c in chosen}
         division = divide(replicas, shares, caps)
         if division is None:
             room = sum(
@@ -264,22 +262,14 @@ class Scheduler:
         members: frozenset[str],
         clusters: Mapping[str, ClusterInfo],
         full_scan_reason: str | None,
-        explain: bool,
-        layers: list[str],
+        ctx: SchedulingContext,
     ) -> Decision:
         final = passes[-1]
         verdicts: dict[str, Verdict] = {}
         for p in passes:
             verdicts.update(p.verdicts)
-        for name in sorted(members):
-            if name not in verdicts:
-                layer = clusters[name].layer if name in clusters else None
-                why = (
-                    f"layer {layer} not tried"
-                    if layers and layer in layers
-                    else "not a candidate of placement (layer, names or labels)"
-                )
-                verdicts[name] = Verdict(name, PREFILTER, "excluded by placement", why)
+        for name in sorted(members - verdicts.keys()):
+            verdicts[name] = _prefiltered(name, clusters.get(name), ctx)
         schedulable = bool(final.placed)
         return Decision(
             schedulable=schedulable,
@@ -292,6 +282,18 @@ class Scheduler:
             full_scan_reason=full_scan_reason,
             snapshot_generation=snapshot.generation,
         )
+
+
+def static_weight(cluster: ClusterInfo, weights: ReplicaWeights) -> int:
+    """The cluster's static weight: its own entry, else the first selector entry matching it,
+    else 0."""
+    for w in weights.static:
+        if w.cluster == cluster.name:
+            return w.weight
+    for w in weights.static:
+        if w.selector is not None and w.selector.matches(cluster.labels):
+            return w.weight
+    return 0
 
 
 def _prefiltered(name: str, cluster: ClusterInfo | None, ctx: SchedulingContext) -> Verdict:

@@ -1,0 +1,175 @@
+"""``propagator schedule``: one scheduling decision, explained, for an application file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from api.application import ApplicationPropagation
+from api.common import API_VERSION
+from fleet.connection import ApiError
+from fleet.discovery import UnknownKind
+from fleet.hub import hub_connection
+from fleet.kubeconfig import KubeconfigError
+from fleet.snapshot import ClusterInfoCache, build_snapshot
+from propagator import fleetstatus, quota
+from propagator.scheduler import PluginError, Scheduler, build_profile, demand_of, explain
+from propagator.settings import SettingsError, add_setting_flags, load_settings
+
+_SETTINGS = ["hub_kubeconfig", "hub_context", "scheduler_plugins"]
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "schedule",
+        help="show where the scheduler would place an ApplicationPropagation, and why",
+        description="Run one scheduling decision for the ApplicationPropagation in FILE "
+        "against the live hub's MemberClusters, Fleets and TenantQuotas, or against a file "
+        "of them (e.g. `kubectl get mc,fl,tq -o yaml > fleet.yaml`). Exit code 0 when it "
+        "can be placed, 1 when it cannot, 2 on bad input.",
+    )
+    parser.add_argument(
+        "-f", "--filename", type=Path, required=True, help="YAML with the ApplicationPropagation"
+    )
+    parser.add_argument(
+        "--fleet-file",
+        type=Path,
+        help="YAML with MemberClusters, Fleets (and TenantQuotas) instead of the live hub",
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="a line per cluster: which plugin filtered it and why, or its scores",
+    )
+    parser.add_argument("--json", action="store_true", help="the decision as JSON")
+    add_setting_flags(parser, _SETTINGS)
+    parser.set_defaults(run=_run)
+
+
+class InputError(ValueError):
+    pass
+
+
+def objects_in(path: Path) -> list[dict[str, Any]]:
+    """Every object in a YAML file (several documents and `kind: List` items included)."""
+    try:
+        docs = list(yaml.safe_load_all(path.read_text()))
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputError(f"{path}: {exc}") from exc
+    objects: list[dict[str, Any]] = []
+    for doc in docs:
+        if not isinstance(doc, dict):
+            continue
+        objects += doc.get("items") or [] if doc.get("kind", "").endswith("List") else [doc]
+    return objects
+
+
+def _application(path: Path) -> ApplicationPropagation:
+    found = [o for o in objects_in(path) if o.get("kind") == "ApplicationPropagation"]
+    if len(found) != 1:
+        raise InputError(f"{path}: expected one ApplicationPropagation, found {len(found)}")
+    try:
+        return ApplicationPropagation.model_validate(found[0])
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise InputError(f"{path}: {problems}") from exc
+
+
+def _live_objects(args: argparse.Namespace) -> list[dict[str, Any]]:
+    settings = load_settings(args)
+    hub = hub_connection(settings.hub_kubeconfig, settings.hub_context)
+    try:
+        objects = []
+        for kind in ("MemberCluster", "Fleet", "TenantQuota"):
+            objects += [{**o, "kind": kind} for o in hub.list(API_VERSION, kind)["items"]]
+        return objects
+    finally:
+        hub.close()
+
+
+def _decision_json(decision: Any) -> str:
+    return json.dumps(
+        {
+            "schedulable": decision.schedulable,
+            "layer": decision.layer,
+            "summary": decision.summary,
+            "placement": [
+                {"cluster": p.cluster, "layer": p.layer, "replicas": p.replicas, "score": p.score}
+                for p in decision.placed
+            ],
+            "fullScan": decision.full_scan,
+            "clusters": {
+                name: {
+                    "filteredBy": v.filtered_by,
+                    "reason": v.reason,
+                    "detail": v.detail,
+                    "score": v.score,
+                    "scores": dict(v.scores),
+                    "selected": v.selected,
+                }
+                for name, v in sorted(decision.verdicts.items())
+            },
+        },
+        indent=2,
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        settings = load_settings(args)
+        profile = build_profile(settings.scheduler_plugins)
+        app = _application(args.filename)
+        objects = objects_in(args.fleet_file) if args.fleet_file else _live_objects(args)
+    except (InputError, SettingsError, PluginError, KubeconfigError, ApiError, UnknownKind) as exc:
+        print(f"propagator schedule: {exc}", file=sys.stderr)
+        return 2
+    members = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "MemberCluster"}
+    fleets = {
+        o["metadata"]["name"]: fleetstatus.fleet_members(o, members)
+        for o in objects
+        if o.get("kind") == "Fleet"
+    }
+    if app.spec.fleet not in fleets:
+        known = ", ".join(sorted(fleets)) or "none"
+        print(
+            f"propagator schedule: spec.fleet {app.spec.fleet!r} is not a Fleet here "
+            f"(fleets: {known})",
+            file=sys.stderr,
+        )
+        return 2
+    snapshot = build_snapshot(ClusterInfoCache().infos(members.values()), fleets, generation=1)
+    tenant = quota.tenant_of(
+        [o for o in objects if o.get("kind") == "TenantQuota"],
+        app.metadata.get("namespace", "default"),
+    )
+    remaining = None
+    if tenant is not None:
+        labels = {n: (m["metadata"].get("labels") or {}) for n, m in members.items()}
+        remaining = quota.remaining(tenant, labels)
+    kinds = [(s.api_version, s.kind) for s in app.spec.resources.selectors]
+    decision = Scheduler(profile).schedule(
+        snapshot,
+        app.spec.fleet,
+        app.spec.placement,
+        demand_of(app.spec.resources.manifests, kinds),
+        remaining,
+        age_s=0.0,
+        explain=args.explain,
+    )
+    if args.json:
+        print(_decision_json(decision))
+    elif args.explain:
+        print(explain(decision))
+    else:
+        for p in decision.placed:
+            print(f"{p.cluster}\tlayer={p.layer}\treplicas={p.replicas}\tscore={p.score}")
+        print(f"{'Scheduled' if decision.schedulable else 'Unschedulable'}: {decision.summary}")
+    return 0 if decision.schedulable else 1

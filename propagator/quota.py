@@ -1,0 +1,74 @@
+"""Tenant quota arithmetic: what a tenant may still use on each member cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from api.quantity import QuantityError, parse_quantity
+from api.selectors import LabelSelector
+
+Remaining = dict[str, dict[str, Decimal]]
+
+
+def tenant_of(
+    quotas: Iterable[Mapping[str, Any]],
+    namespace: str,
+    namespace_labels: Mapping[str, str] | None = None,
+) -> Mapping[str, Any] | None:
+    """The TenantQuota that owns ``namespace`` (by name, else by selector), if any."""
+    candidates = sorted(quotas, key=lambda q: q["metadata"]["name"])
+    for quota in candidates:
+        names: list[str] = (quota.get("spec") or {}).get("namespaces") or []
+        if namespace in names:
+            return quota
+    if namespace_labels is not None:
+        for quota in candidates:
+            selector = (quota.get("spec") or {}).get("namespaceSelector")
+            if selector is not None and LabelSelector.model_validate(selector).matches(
+                namespace_labels
+            ):
+                return quota
+    return None
+
+
+def _parse(values: Mapping[str, Any]) -> dict[str, Decimal]:
+    out = {}
+    for key, value in values.items():
+        try:
+            out[key] = parse_quantity(value)
+        except QuantityError:
+            continue
+    return out
+
+
+def hard_for(
+    quota: Mapping[str, Any], cluster: str, labels: Mapping[str, str]
+) -> dict[str, Decimal]:
+    """The limits in force on one cluster: the first matching per-cluster entry, else hard."""
+    spec = quota.get("spec") or {}
+    for entry in spec.get("clusters") or []:
+        names = entry.get("clusterNames") or []
+        selector = entry.get("clusterSelector")
+        if cluster in names or (
+            selector is not None and LabelSelector.model_validate(selector).matches(labels)
+        ):
+            return _parse(entry.get("hard") or {})
+    return _parse(spec.get("hard") or {})
+
+
+def remaining(quota: Mapping[str, Any], clusters: Mapping[str, Mapping[str, str]]) -> Remaining:
+    """Per cluster (name -> labels given), the limits minus what the tenant already uses
+    there (``status.clusters[].used``), never below zero. ``requests.cpu`` style keys count
+    as ``cpu``."""
+    used_by = {
+        c["name"]: _parse(c.get("used") or {})
+        for c in (quota.get("status") or {}).get("clusters") or []
+    }
+    result: Remaining = {}
+    for name, labels in clusters.items():
+        hard = {k.removeprefix("requests."): v for k, v in hard_for(quota, name, labels).items()}
+        used = {k.removeprefix("requests."): v for k, v in used_by.get(name, {}).items()}
+        result[name] = {k: max(Decimal(0), v - used.get(k, Decimal(0))) for k, v in hard.items()}
+    return result
