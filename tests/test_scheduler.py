@@ -1,0 +1,439 @@
+"""The layered scheduler: each plugin, each rule, and properties over random fleets."""
+
+from __future__ import annotations
+
+import random
+from decimal import Decimal
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from api.placement import Placement
+from api.taints import NOT_READY_TAINT, Taint
+from fleet.snapshot import ClusterInfo, build_snapshot
+from propagator.scheduler import (
+    DEFAULT_PLUGINS,
+    Demand,
+    PluginError,
+    Scheduler,
+    build_profile,
+    demand_of,
+    explain,
+)
+from propagator.scheduler.plugins import (
+    ApiEnablement,
+    BalancedAllocation,
+    Capacity,
+    ClusterAffinity,
+    LayerOrder,
+    LeastAllocated,
+    Preference,
+    TaintToleration,
+    TenantQuota,
+)
+from propagator.scheduler.registry import discover
+from propagator.scheduler.replicas import divide
+from propagator.scheduler.types import SchedulingContext
+
+DEPLOYMENT = ("apps/v1", "Deployment")
+PROFILE = build_profile(DEFAULT_PLUGINS)
+
+
+def cluster(
+    name: str,
+    *,
+    layer: str = "core",
+    labels: dict[str, str] | None = None,
+    cpu: str = "8",
+    free_cpu: str | None = None,
+    memory: str = "32",
+    free_memory: str | None = None,
+    ready: bool = True,
+    taints: tuple[Taint, ...] = (),
+    region: str | None = None,
+    kinds: frozenset[tuple[str, str]] | None = None,
+) -> ClusterInfo:
+    return ClusterInfo(
+        name=name,
+        labels=MappingProxyType(labels or {}),
+        layer=layer,
+        region=region,
+        taints=taints,
+        ready=ready,
+        api_enablements=kinds if kinds is not None else frozenset({DEPLOYMENT}),
+        available=MappingProxyType(
+            {
+                "cpu": Decimal(free_cpu or cpu),
+                "memory": Decimal(free_memory or memory),
+                "pods": Decimal(100),
+            }
+        ),
+        allocatable=MappingProxyType(
+            {"cpu": Decimal(cpu), "memory": Decimal(memory), "pods": Decimal(100)}
+        ),
+    )
+
+
+def demand(replicas: int = 1, cpu: str = "1", memory: str = "1") -> Demand:
+    return Demand(
+        replicas,
+        {"cpu": Decimal(cpu), "memory": Decimal(memory), "pods": Decimal(1)},
+        frozenset({DEPLOYMENT}),
+    )
+
+
+def placement(**spec: Any) -> Placement:
+    return Placement.model_validate(spec)
+
+
+def ctx(
+    p: Placement | None = None,
+    d: Demand | None = None,
+    quota: dict[str, dict[str, Decimal]] | None = None,
+) -> SchedulingContext:
+    p = p or placement()
+    return SchedulingContext(p, d or demand(), quota, {x: i for i, x in enumerate(p.layers)})
+
+
+def decide(
+    clusters: list[ClusterInfo], p: Placement | None = None, d: Demand | None = None, **kw: Any
+) -> Any:
+    snap = build_snapshot(clusters, {"f": [c.name for c in clusters]}, generation=1)
+    return Scheduler(PROFILE).schedule(snap, "f", p or placement(), d or demand(), age_s=0, **kw)
+
+
+# -- filters -------------------------------------------------------------------------------
+
+
+def test_taints_drop_unless_tolerated() -> None:
+    tainted = cluster("a", taints=(Taint(key=NOT_READY_TAINT, effect="NoSchedule"),))
+    assert TaintToleration().filter(tainted, ctx()) == (
+        "tainted not-ready",
+        f"taint {NOT_READY_TAINT}=:NoSchedule not tolerated",
+    )
+    tolerant = placement(tolerations=[{"key": NOT_READY_TAINT, "operator": "Exists"}])
+    assert TaintToleration().filter(tainted, ctx(tolerant)) is None
+    assert TaintToleration().filter(cluster("b", ready=False), ctx())[0] == "not ready"  # type: ignore[index]
+
+
+def test_affinity_names_exclusions_and_selector() -> None:
+    c = cluster("a", labels={"env": "prod"})
+    assert ClusterAffinity().filter(c, ctx(placement(excludeClusters=["a"])))[0] == "excluded"  # type: ignore[index]
+    assert ClusterAffinity().filter(c, ctx(placement(clusterNames=["b"]))) is not None
+    sel = placement(
+        clusterSelector={
+            "matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["prod"]}]
+        }
+    )
+    assert ClusterAffinity().filter(c, ctx(sel))[0] == "selector mismatch"  # type: ignore[index]
+    assert ClusterAffinity().filter(c, ctx(placement(clusterNames=["a"]))) is None
+
+
+def test_api_enablement_requires_every_kind() -> None:
+    d = Demand(1, {}, frozenset({DEPLOYMENT, ("batch/v1", "Job")}))
+    rejected = ApiEnablement().filter(cluster("a"), ctx(d=d))
+    assert rejected == ("no Job", "does not serve Job in batch/v1")
+
+
+def test_capacity_duplicated_needs_all_replicas_divided_one() -> None:
+    c = cluster("a", free_cpu="3")
+    assert Capacity().filter(c, ctx(d=demand(3))) is None
+    rejected = Capacity().filter(c, ctx(d=demand(4)))
+    assert rejected == ("insufficient cpu", "4 replica(s) need 4 cpu; capacity left: 3")
+    divided = placement(replicas={"mode": "Divided"})
+    assert Capacity().filter(c, ctx(divided, demand(40))) is None
+
+
+def test_tenant_quota_filter() -> None:
+    c = cluster("a")
+    quota = {"a": {"cpu": Decimal(1)}}
+    assert TenantQuota().filter(c, ctx(d=demand(2), quota=quota))[0] == "quota cpu"  # type: ignore[index]
+    assert TenantQuota().filter(c, ctx(d=demand(1), quota=quota)) is None
+    assert TenantQuota().filter(c, ctx(d=demand(5))) is None  # no tenant quota applies
+
+
+# -- scores --------------------------------------------------------------------------------
+
+
+def test_scores_are_between_0_and_100() -> None:
+    half = cluster(
+        "a",
+        cpu="8",
+        free_cpu="4",
+        memory="32",
+        free_memory="16",
+        layer="edge",
+        labels={"ssd": "yes"},
+    )
+    p = placement(
+        layers=["core", "edge"],
+        preferred=[
+            {"weight": 30, "selector": {"matchLabels": {"ssd": "yes"}}},
+            {"weight": 10, "selector": {"matchLabels": {"gpu": "yes"}}},
+        ],
+    )
+    c = ctx(p, demand(1, cpu="0", memory="0"))
+    assert LeastAllocated().score(half, c) == 50
+    assert BalancedAllocation().score(half, c) == 100
+    assert Preference().score(half, c) == 75
+    assert LayerOrder().score(half, c) == 50
+
+
+# -- the pipeline --------------------------------------------------------------------------
+
+
+def test_next_layer_only_when_the_first_cannot_serve() -> None:
+    not_ready = Taint(key=NOT_READY_TAINT, effect="NoSchedule")
+    clusters = [cluster("a", layer="fast", taints=(not_ready,)), cluster("b", layer="slow")]
+    decision = decide(clusters, placement(layers=["fast", "slow"]))
+    assert decision.schedulable
+    assert decision.layer == "slow"
+    assert decision.clusters == ["b"]
+    assert [(a.layer, a.outcome) for a in decision.attempts] == [
+        ("fast", "0 cluster(s) fit; minClusters is 1"),
+        ("slow", "selected"),
+    ]
+    served_first = decide(
+        [*clusters, cluster("c", layer="fast")], placement(layers=["fast", "slow"])
+    )
+    assert served_first.clusters == ["c"]
+
+
+def test_divided_falls_to_the_next_layer_without_room() -> None:
+    clusters = [cluster("a", layer="fast", free_cpu="2"), cluster("b", layer="slow")]
+    p = placement(layers=["fast", "slow"], replicas={"mode": "Divided"})
+    decision = decide(clusters, p, demand(5))
+    assert decision.layer == "slow"
+    assert decision.attempts[0].outcome == (
+        "5 replicas do not fit: room for 2 in the chosen clusters"
+    )
+
+
+def test_min_and_max_clusters() -> None:
+    clusters = [cluster(f"c{i}", free_cpu=str(8 - i)) for i in range(5)]
+    assert decide(clusters, placement(maxClusters=2)).clusters == ["c0", "c1"]
+    too_few = decide(clusters[:2], placement(minClusters=3))
+    assert not too_few.schedulable
+    assert too_few.summary == "2/2 clusters fit (2 cluster(s) fit; minClusters is 3)"
+
+
+def test_spread_covers_min_groups_and_stays_within_max_groups() -> None:
+    clusters = [
+        cluster("a1", region="a", free_cpu="8"),
+        cluster("a2", region="a", free_cpu="7"),
+        cluster("b1", region="b", free_cpu="2"),
+        cluster("c1", region="c", free_cpu="1"),
+    ]
+    p = placement(maxClusters=2, spread={"byField": "region", "minGroups": 2})
+    assert decide(clusters, p).clusters == ["a1", "b1"]
+    p = placement(spread={"byField": "region", "maxGroups": 1})
+    decision = decide(clusters, p)
+    assert decision.clusters == ["a1", "a2"]
+    assert decision.verdicts["b1"].detail == "beyond maxGroups 1"
+    impossible = decide(clusters, placement(spread={"byField": "region", "minGroups": 4}))
+    assert not impossible.schedulable
+
+
+def test_replica_division_weights_and_remainders() -> None:
+    assert divide(10, {"a": 2, "b": 1}, {"a": None, "b": None}) == {"a": 7, "b": 3}
+    assert divide(10, {"a": 1, "b": 1, "c": 1}, dict.fromkeys("abc")) == {"a": 4, "b": 3, "c": 3}
+    assert divide(10, {"a": 1, "b": 1}, {"a": 2, "b": None}) == {"a": 2, "b": 8}
+    assert divide(10, {"a": 1, "b": 1}, {"a": 2, "b": 3}) is None
+
+
+def test_divided_by_static_weight_and_available_capacity() -> None:
+    clusters = [
+        cluster("a", free_cpu="2"),
+        cluster("b", free_cpu="6"),
+        cluster("c", labels={"tier": "gold"}),
+    ]
+    static = placement(
+        replicas={
+            "mode": "Divided",
+            "weights": {
+                "static": [
+                    {"cluster": "a", "weight": 1},
+                    {"selector": {"matchLabels": {"tier": "gold"}}, "weight": 3},
+                ]
+            },
+        }
+    )
+    decision = decide(clusters, static, demand(8))
+    assert {p.cluster: p.replicas for p in decision.placed} == {"a": 2, "c": 6}
+    assert decision.verdicts["b"].reason == "no static weight"
+    dynamic = placement(replicas={"mode": "Divided", "weights": {"dynamic": "AvailableCapacity"}})
+    decision = decide(clusters[:2], dynamic, demand(4))
+    assert {p.cluster: p.replicas for p in decision.placed} == {"a": 1, "b": 3}
+
+
+def test_summary_counts_reasons() -> None:
+    not_ready = Taint(key=NOT_READY_TAINT, effect="NoSchedule")
+    clusters = [cluster(f"t{i}", taints=(not_ready,)) for i in range(7)] + [
+        cluster(f"s{i}", free_cpu="0") for i in range(5)
+    ]
+    decision = decide(clusters)
+    assert not decision.schedulable
+    assert decision.summary.startswith("0/12 clusters fit: 7 tainted not-ready, 5 insufficient cpu")
+    text = explain(decide(clusters, explain=True))
+    assert "filtered:TaintToleration" in text
+    assert "Unschedulable: 0/12 clusters fit" in text
+
+
+def test_stale_snapshot_scans_fresh_data_with_hysteresis() -> None:
+    snap = build_snapshot([cluster("a")], {"f": ["a"]}, generation=3)
+    fresh = [cluster("a", free_cpu="0")]  # the freshest data says it is full now
+    scheduler = Scheduler(PROFILE, stale_after_s=30, fresh_for_s=10)
+    stale = scheduler.schedule(
+        snap, "f", placement(), demand(), age_s=31, fresh_clusters=lambda: fresh, now=100
+    )
+    assert stale.full_scan
+    assert not stale.schedulable
+    assert "snapshot is 31.0s old" in (stale.full_scan_reason or "")
+    still = scheduler.schedule(
+        snap, "f", placement(), demand(), age_s=1, fresh_clusters=lambda: fresh, now=105
+    )
+    assert still.full_scan  # fresh for 0 s of the 10 s needed
+    later = scheduler.schedule(snap, "f", placement(), demand(), age_s=1, now=116)
+    assert later.full_scan is False
+    assert later.schedulable
+    assert scheduler.full_scans == 2
+
+
+def test_demand_of_manifests() -> None:
+    d = demand_of(
+        [
+            {"apiVersion": "v1", "kind": "Service"},
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "spec": {
+                    "replicas": 6,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {"resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}
+                            ]
+                        }
+                    },
+                },
+            },
+        ]
+    )
+    assert d.replicas == 6
+    assert d.per_replica == {"pods": 1, "cpu": Decimal("0.1"), "memory": Decimal(64 * 2**20)}
+    assert d.kinds == {("v1", "Service"), DEPLOYMENT}
+
+
+# -- plugins as entry points ---------------------------------------------------------------
+
+
+def test_builtins_are_entry_points() -> None:
+    assert {"TaintToleration", "Capacity", "LeastAllocated", "LayerOrder"} <= set(discover())
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("Capacity,Nope", "unknown scheduler plugin 'Nope'"),
+        ("Capacity,Capacity", "'Capacity' is listed twice"),
+        ("Capacity=3", "'Capacity' is a filter; only scores take =weight"),
+        ("LeastAllocated=0", "weight of 'LeastAllocated' is '0'"),
+        ("LeastAllocated=x", "it must be an integer from 1 to 100"),
+    ],
+)
+def test_bad_plugin_lists_are_refused(spec: str, says: str) -> None:
+    with pytest.raises(PluginError, match=says):
+        build_profile(spec)
+
+
+def test_a_third_party_plugin_runs_in_order() -> None:
+    class NoEdge:
+        name = "NoEdge"
+
+        def filter(self, c: ClusterInfo, _: SchedulingContext) -> tuple[str, str] | None:
+            return ("edge", "no edge clusters here") if c.layer == "edge" else None
+
+    factories = {**discover(), "NoEdge": NoEdge}
+    profile = build_profile("NoEdge,Capacity,LeastAllocated=2", factories)
+    assert profile.names == ["NoEdge", "Capacity", "LeastAllocated=2"]
+    snap = build_snapshot([cluster("a", layer="edge"), cluster("b")], {"f": ["a", "b"]}, 1)
+    decision = Scheduler(profile).schedule(snap, "f", placement(), demand(), age_s=0)
+    assert decision.clusters == ["b"]
+    assert decision.verdicts["a"].filtered_by == "NoEdge"
+
+
+# -- properties ----------------------------------------------------------------------------
+
+
+@st.composite
+def fleets(draw: st.DrawFn) -> list[ClusterInfo]:
+    count = draw(st.integers(1, 25))
+    out = []
+    for i in range(count):
+        tainted = draw(st.booleans()) and draw(st.booleans())
+        out.append(
+            cluster(
+                f"c{i:02d}",
+                layer=draw(st.sampled_from(["a", "b"])),
+                region=draw(st.sampled_from(["r1", "r2", "r3"])),
+                free_cpu=str(draw(st.integers(0, 8))),
+                labels={"env": draw(st.sampled_from(["prod", "dev"]))},
+                taints=(Taint(key=NOT_READY_TAINT, effect="NoSchedule"),) if tainted else (),
+            )
+        )
+    return out
+
+
+placements = st.fixed_dictionaries(
+    {},
+    optional={
+        "layers": st.sampled_from([["a"], ["a", "b"], ["b", "a"]]),
+        "maxClusters": st.integers(1, 6),
+        "spread": st.fixed_dictionaries(
+            {"byField": st.just("region")},
+            optional={"minGroups": st.integers(1, 3), "maxGroups": st.integers(3, 4)},
+        ),
+        "clusterSelector": st.just({"matchLabels": {"env": "prod"}}),
+        "replicas": st.sampled_from(
+            [
+                {"mode": "Divided"},
+                {"mode": "Duplicated"},
+                {"mode": "Divided", "weights": {"dynamic": "AvailableCapacity"}},
+            ]
+        ),
+    },
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(fleets(), placements, st.integers(1, 30), st.randoms(use_true_random=False))
+def test_properties(
+    clusters: list[ClusterInfo], spec: dict[str, Any], replicas: int, rng: random.Random
+) -> None:
+    p = placement(**spec)
+    d = demand(replicas)
+    decision = decide(clusters, p, d)
+    if decision.schedulable:
+        placed = {x.cluster: x.replicas for x in decision.placed}
+        if p.replicas.mode == "Divided":
+            assert sum(placed.values()) == replicas  # the whole request, never part of it
+        else:
+            assert set(placed.values()) == {replicas}
+        c = ctx(p, d)
+        by_name = {x.name: x for x in clusters}
+        for name in placed:  # no chosen cluster fails a filter
+            assert all(f.filter(by_name[name], c) is None for f in PROFILE.filters)
+        if p.spread:
+            groups = {by_name[n].region for n in placed}
+            assert len(groups) >= (p.spread.min_groups or 1)
+            assert p.spread.max_groups is None or len(groups) <= p.spread.max_groups
+        if p.max_clusters:
+            assert len(placed) <= p.max_clusters
+    shuffled = clusters[:]
+    rng.shuffle(shuffled)
+    again = decide(shuffled, p, d)
+    assert again.placed == decision.placed  # the cluster order changes nothing
+    assert again.summary == decision.summary
