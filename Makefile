@@ -40,6 +40,7 @@ test: lint typecheck unit e2e
 
 bench: install
 	$(PY) -m bench.snapshot
+	$(PY) -m bench.scheduler
 
 local-up: install testbin
 	$(VENV)/bin/propagator local up --state-dir $(STATE_DIR)

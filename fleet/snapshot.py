@@ -37,6 +37,23 @@ class ClusterInfo:
     """(apiVersion, kind) pairs the member serves."""
     available: Mapping[str, Decimal] = field(default_factory=lambda: MappingProxyType({}))
     allocatable: Mapping[str, Decimal] = field(default_factory=lambda: MappingProxyType({}))
+    free_cpu: float | None = field(init=False, default=None)
+    """available/allocatable cpu as a float (None: unknown); precomputed for scoring."""
+    free_memory: float | None = field(init=False, default=None)
+    """available/allocatable memory as a float (None: unknown)."""
+    total_cpu: float = field(init=False, default=0.0)
+    """allocatable cpu as a float (0: unknown)."""
+    total_memory: float = field(init=False, default=0.0)
+    """allocatable memory as a float (0: unknown)."""
+
+    def __post_init__(self) -> None:
+        for resource in ("cpu", "memory"):
+            total = self.allocatable.get(resource)
+            if total:
+                object.__setattr__(self, f"total_{resource}", float(total))
+                if resource in self.available:
+                    value = float(self.available[resource] / total)
+                    object.__setattr__(self, f"free_{resource}", value)
 
     def field_value(self, name: str) -> str | None:
         """``region``, ``zone`` or ``provider`` (for spread by field)."""
@@ -62,6 +79,8 @@ def cluster_info(member: Mapping[str, Any]) -> ClusterInfo:
         for c in status.get("conditions") or []
     )
     resources = status.get("resources") or {}
+    available = _quantities(resources.get("available"))
+    allocatable = _quantities(resources.get("allocatable"))
     enablements = frozenset(
         (e["groupVersion"], kind)
         for e in status.get("apiEnablements") or []
@@ -77,8 +96,8 @@ def cluster_info(member: Mapping[str, Any]) -> ClusterInfo:
         taints=tuple(Taint.model_validate(t) for t in spec.get("taints") or []),
         ready=ready,
         api_enablements=enablements,
-        available=_quantities(resources.get("available")),
-        allocatable=_quantities(resources.get("allocatable")),
+        available=available,
+        allocatable=allocatable,
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from api.placement import Placement, ReplicaWeights
 from fleet.snapshot import ClusterInfo, FleetSnapshot
@@ -132,13 +132,24 @@ class Scheduler:
         else:
             clusters = dict(snapshot.clusters)
         layers = placement.layers
+        indexed = full_scan_reason is None and not explain
+        selector = placement.cluster_selector
         ctx = SchedulingContext(
-            placement, demand, quota, {layer: i for i, layer in enumerate(layers)}
+            placement,
+            demand,
+            quota,
+            {layer: i for i, layer in enumerate(layers)},
+            # The indexes apply names, exclusions, matchLabels, In and Exists exactly.
+            affinity_indexed=indexed
+            and (
+                selector is None
+                or all(r.operator in ("In", "Exists") for r in selector.match_expressions)
+            ),
         )
         passes: list[_Pass] = []
         tries: list[str | None] = [*layers] if layers else [None]
         for layer in tries:
-            if full_scan_reason is not None or explain:
+            if not indexed:
                 candidates = frozenset(
                     n
                     for n in members
@@ -146,11 +157,7 @@ class Scheduler:
                 )
             else:
                 candidates = _indexed_candidates(snapshot, members, layer, placement)
-            passes.append(
-                self._pass(
-                    layer, candidates, clusters, ctx, total=len(members) if layer is None else None
-                )
-            )
+            passes.append(self._pass(layer, candidates, clusters, ctx))
             if passes[-1].placed:
                 break
         return self._decision(passes, snapshot, members, clusters, full_scan_reason, ctx)
@@ -161,18 +168,18 @@ class Scheduler:
         candidates: frozenset[str],
         clusters: Mapping[str, ClusterInfo],
         ctx: SchedulingContext,
-        total: int | None,
     ) -> _Pass:
         verdicts: dict[str, Verdict] = {}
         reasons: Counter[str] = Counter()
         feasible: list[ClusterInfo] = []
-        for name in sorted(candidates):
+        filters = [(f.name, f.filter) for f in self.profile.filters]
+        for name in candidates:  # order is irrelevant: ties are broken by name below
             cluster = clusters[name]
-            for plugin in self.profile.filters:
-                rejected = plugin.filter(cluster, ctx)
+            for plugin_name, check in filters:
+                rejected = check(cluster, ctx)
                 if rejected is not None:
                     reasons[rejected[0]] += 1
-                    verdicts[name] = Verdict(name, plugin.name, rejected[0], rejected[1])
+                    verdicts[name] = Verdict(name, plugin_name, rejected[0], rejected[1])
                     break
             else:
                 feasible.append(cluster)
@@ -189,11 +196,15 @@ class Scheduler:
                     "no weights.static entry names or selects it",
                 )
         scored: list[tuple[float, str, ClusterInfo, dict[str, float]]] = []
-        weight_sum = sum(w for _, w in self.profile.scores) or 1
+        scores = self.profile.scores
+        weight_sum = sum(w for _, w in scores) or 1
         for cluster in feasible:
-            parts = {p.name: p.score(cluster, ctx) for p, _ in self.profile.scores}
-            total_score = sum(parts[p.name] * w for p, w in self.profile.scores) / weight_sum
-            scored.append((-total_score, cluster.name, cluster, parts))
+            parts = {}
+            total_score = 0.0
+            for scorer, weight in scores:
+                parts[scorer.name] = value = scorer.score(cluster, ctx)
+                total_score += value * weight
+            scored.append((-total_score / weight_sum, cluster.name, cluster, parts))
         scored.sort(key=lambda s: (s[0], s[1]))
         score_of = {name: (round(-neg), parts) for neg, name, _, parts in scored}
         selection = select([c for _, _, c, _ in scored], ctx.placement)
@@ -268,19 +279,26 @@ class Scheduler:
         verdicts: dict[str, Verdict] = {}
         for p in passes:
             verdicts.update(p.verdicts)
-        for name in sorted(members - verdicts.keys()):
-            verdicts[name] = _prefiltered(name, clusters.get(name), ctx)
+        evaluated = frozenset(verdicts)
+
+        def explain_rest() -> dict[str, Verdict]:
+            return {
+                name: _prefiltered(name, clusters.get(name), ctx)
+                for name in sorted(members - evaluated)
+            }
+
         schedulable = bool(final.placed)
         return Decision(
             schedulable=schedulable,
             placed=final.placed,
             layer=final.attempt.layer if schedulable else None,
             summary=_summary(passes, len(members), schedulable),
-            verdicts=verdicts,
+            evaluated=verdicts,
             attempts=tuple(p.attempt for p in passes),
             full_scan=full_scan_reason is not None,
             full_scan_reason=full_scan_reason,
             snapshot_generation=snapshot.generation,
+            explain_rest=explain_rest,
         )
 
 
@@ -298,6 +316,7 @@ def static_weight(cluster: ClusterInfo, weights: ReplicaWeights) -> int:
 
 def _prefiltered(name: str, cluster: ClusterInfo | None, ctx: SchedulingContext) -> Verdict:
     """The verdict of a fleet member that never became a candidate."""
+    ctx = replace(ctx, affinity_indexed=False)
     layers = ctx.placement.layers
     if cluster is None:
         return Verdict(name, PREFILTER, "no data", "not in the cluster data scanned")

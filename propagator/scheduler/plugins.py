@@ -68,6 +68,8 @@ class ClusterAffinity:
     name = "ClusterAffinity"
 
     def filter(self, cluster: ClusterInfo, ctx: SchedulingContext) -> Rejection | None:
+        if ctx.affinity_indexed:
+            return None
         p = ctx.placement
         if cluster.name in p.exclude_clusters:
             return "excluded", "listed in placement.excludeClusters"
@@ -132,12 +134,10 @@ class LeastAllocated:
     name = "LeastAllocated"
 
     def score(self, cluster: ClusterInfo, ctx: SchedulingContext) -> float:
-        fractions = [
-            float(cluster.available[r] / cluster.allocatable[r])
-            for r in ("cpu", "memory")
-            if cluster.allocatable.get(r) and r in cluster.available
-        ]
-        return 100 * sum(fractions) / len(fractions) if fractions else 0.0
+        cpu, memory = cluster.free_cpu, cluster.free_memory
+        if cpu is None or memory is None:
+            return 0.0 if cpu is None and memory is None else 100 * (cpu or memory or 0.0)
+        return 50 * (cpu + memory)
 
 
 class BalancedAllocation:
@@ -146,15 +146,14 @@ class BalancedAllocation:
     name = "BalancedAllocation"
 
     def score(self, cluster: ClusterInfo, ctx: SchedulingContext) -> float:
-        used = []
-        per = ctx.demand.per_replica
-        for r in ("cpu", "memory"):
-            total = cluster.allocatable.get(r)
-            if not total:
-                return 0.0
-            after = total - cluster.available.get(r, total) + per.get(r, 0)
-            used.append(min(1.0, float(after / total)))
-        return 100 * (1 - abs(used[0] - used[1]))
+        cpu, memory = cluster.free_cpu, cluster.free_memory
+        if cpu is None or memory is None:
+            return 0.0
+        demand = ctx.demand
+        # Fractions used once one replica more runs there.
+        used_cpu = 1 - cpu + demand.cpu / cluster.total_cpu
+        used_memory = 1 - memory + demand.memory / cluster.total_memory
+        return 100 * (1 - abs(min(1.0, used_cpu) - min(1.0, used_memory)))
 
 
 class Preference:

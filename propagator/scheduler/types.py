@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -21,6 +21,13 @@ class Demand:
     """Requests of one replica, e.g. {"cpu": 0.5, "memory": 256Mi, "pods": 1}."""
     kinds: frozenset[tuple[str, str]] = frozenset()
     """(apiVersion, kind) of every object to propagate."""
+    cpu: float = field(init=False, default=0.0)
+    """per_replica cpu as a float, for scoring (capacity checks stay exact)."""
+    memory: float = field(init=False, default=0.0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cpu", float(self.per_replica.get("cpu", 0)))
+        object.__setattr__(self, "memory", float(self.per_replica.get("memory", 0)))
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,9 @@ class SchedulingContext:
     """Remaining tenant quota per cluster (None: no quota applies)."""
     layer_rank: Mapping[str, int] = field(default_factory=dict)
     """Position of each layer in placement.layers (for the layer-order score)."""
+    affinity_indexed: bool = False
+    """True when the candidates came from indexes that already applied the placement's
+    names, exclusions and selector exactly (so ClusterAffinity need not check again)."""
 
     def quota_for(self, cluster: str) -> Resources | None:
         return None if self.quota is None else self.quota.get(cluster, {})
@@ -104,11 +114,22 @@ class Decision:
     layer: str | None
     summary: str
     """Short form for the Scheduled condition, e.g. "0/12 clusters fit: 7 tainted ..."."""
-    verdicts: Mapping[str, Verdict]
+    evaluated: Mapping[str, Verdict]
+    """Verdicts of the clusters the plugins looked at (the candidates)."""
     attempts: tuple[LayerAttempt, ...]
     full_scan: bool
     full_scan_reason: str | None
     snapshot_generation: int
+    explain_rest: Callable[[], Mapping[str, Verdict]] = field(
+        default=lambda: {}, repr=False, compare=False
+    )
+    """Verdicts of the fleet members the indexes ruled out, computed only when asked:
+    explaining them costs a pass over the whole fleet, which the fast path avoids."""
+
+    @property
+    def verdicts(self) -> Mapping[str, Verdict]:
+        """A verdict for every member of the fleet."""
+        return {**self.explain_rest(), **self.evaluated}
 
     @property
     def clusters(self) -> list[str]:

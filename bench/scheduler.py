@@ -1,0 +1,145 @@
+"""Scheduler decisions per second and latency, against a naive full scan in the same run.
+
+Fleets of 10 to 10,000 synthetic clusters (3 layers, 5 regions, some taints, varied
+capacity); a Duplicated and a Divided placement, both layered, with a label selector and a
+spread. The naive baseline puts every cluster of the fleet through every plugin (no index,
+no early exit) and then selects the same way. One thread: one core.
+
+    python -m bench.scheduler [--quick] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from api.placement import Placement
+from bench.fleetgen import member_clusters
+from bench.report import emit, percentile
+from fleet.snapshot import ClusterInfoCache, FleetSnapshot, build_snapshot
+from propagator.scheduler import DEFAULT_PLUGINS, Scheduler, build_profile, demand_of
+from propagator.scheduler.registry import Profile
+from propagator.scheduler.select import select
+from propagator.scheduler.types import Demand, SchedulingContext
+
+SIZES = (10, 100, 1_000, 10_000)
+FLEET = "bench"
+WORKLOAD = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "web"},
+    "spec": {
+        "replicas": 12,
+        "template": {
+            "spec": {
+                "containers": [{"resources": {"requests": {"cpu": "250m", "memory": "256Mi"}}}]
+            }
+        },
+    },
+}
+BASE = {
+    "layers": ["high-performance", "edge"],
+    "clusterSelector": {"matchLabels": {"env": "prod"}},
+    "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+    "preferred": [{"weight": 50, "selector": {"matchLabels": {"tier": "gold"}}}],
+    "spread": {"byField": "region", "minGroups": 2},
+}
+PLACEMENTS = {
+    "Duplicated": Placement.model_validate({**BASE, "maxClusters": 10}),
+    "Divided": Placement.model_validate(
+        {**BASE, "replicas": {"mode": "Divided", "weights": {"dynamic": "AvailableCapacity"}}}
+    ),
+}
+
+
+def naive_decision(
+    snapshot: FleetSnapshot, profile: Profile, placement: Placement, demand: Demand
+) -> list[str]:
+    """Every cluster of the fleet through every plugin, then the same selection."""
+    ctx = SchedulingContext(
+        placement, demand, None, {layer: i for i, layer in enumerate(placement.layers)}
+    )
+    for layer in placement.layers:
+        feasible = []
+        for name in snapshot.fleet(FLEET):
+            c = snapshot.clusters[name]
+            rejected = [f.filter(c, ctx) for f in profile.filters]
+            in_layer = c.layer == layer
+            score = sum(p.score(c, ctx) * w for p, w in profile.scores)
+            if in_layer and not any(rejected):
+                feasible.append((-score, name, c))
+        feasible.sort(key=lambda f: (f[0], f[1]))
+        chosen = select([c for _, _, c in feasible], placement).chosen
+        if chosen:
+            return [c.name for c in chosen]
+    return []
+
+
+def _run(fn: Any, min_decisions: int, min_seconds: float) -> list[float]:
+    samples: list[float] = []
+    start = time.perf_counter()
+    while len(samples) < min_decisions or time.perf_counter() - start < min_seconds:
+        t = time.perf_counter_ns()
+        fn()
+        samples.append((time.perf_counter_ns() - t) / 1e6)
+    return samples
+
+
+def measure(count: int, name: str, placement: Placement, quick: bool) -> dict[str, Any]:
+    members = member_clusters(count)
+    snapshot = build_snapshot(
+        ClusterInfoCache().infos(members), {FLEET: [m["metadata"]["name"] for m in members]}, 1
+    )
+    profile = build_profile(DEFAULT_PLUGINS)
+    scheduler = Scheduler(profile)
+    demand = demand_of([WORKLOAD])
+    seconds = 0.4 if quick else 2.0
+
+    def decide() -> Any:
+        return scheduler.schedule(snapshot, FLEET, placement, demand, age_s=0.0)
+
+    decision = decide()
+    fast = _run(decide, 50, seconds)
+    naive = _run(lambda: naive_decision(snapshot, profile, placement, demand), 5, seconds / 2)
+    decisions_per_s = len(fast) / (sum(fast) / 1000)
+    naive_per_s = len(naive) / (sum(naive) / 1000)
+    return {
+        "clusters": count,
+        "placement": name,
+        "decisions_per_s": round(decisions_per_s, 1),
+        "p50_ms": round(percentile(fast, 50), 4),
+        "p99_ms": round(percentile(fast, 99), 4),
+        "naive_decisions_per_s": round(naive_per_s, 1),
+        "speedup": round(decisions_per_s / naive_per_s, 2),
+        "placed": len(decision.placed),
+    }
+
+
+COLUMNS = [
+    ("clusters", "clusters"),
+    ("placement", "placement"),
+    ("decisions_per_s", "decisions/s"),
+    ("p50_ms", "p50 ms"),
+    ("p99_ms", "p99 ms"),
+    ("naive_decisions_per_s", "naive decisions/s"),
+    ("speedup", "speed-up"),
+    ("placed", "placed"),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="shorter runs (under a minute)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per row")
+    args = parser.parse_args()
+    rows = [
+        measure(count, name, placement, args.quick)
+        for count in SIZES
+        for name, placement in PLACEMENTS.items()
+    ]
+    emit(rows, COLUMNS, args.json)
+
+
+if __name__ == "__main__":
+    main()
