@@ -29,11 +29,14 @@ class ProcessRecord(BaseModel):
     pid: int | None = None
     started_at: int | None = None
     """Start time of the process in clock ticks since boot: with the pid, its identity."""
+    log_offset: int = 0
+    """Size of the log when this run started: what it wrote comes after."""
 
 
 def start(record: ProcessRecord) -> ProcessRecord:
     """Start the component in a new session (own process group), appending to its log."""
     record.log.parent.mkdir(parents=True, exist_ok=True)
+    offset = record.log.stat().st_size if record.log.exists() else 0
     with record.log.open("ab") as log:
         proc = subprocess.Popen(
             record.argv,
@@ -42,7 +45,9 @@ def start(record: ProcessRecord) -> ProcessRecord:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    return record.model_copy(update={"pid": proc.pid, "started_at": _stat(proc.pid)[1]})
+    return record.model_copy(
+        update={"pid": proc.pid, "started_at": _stat(proc.pid)[1], "log_offset": offset}
+    )
 
 
 def _stat(pid: int) -> tuple[str, int | None]:
@@ -94,9 +99,20 @@ def rss_bytes(record: ProcessRecord) -> int:
 
 
 def log_tail(record: ProcessRecord, lines: int = 20) -> str:
-    """The last lines of the component's log, for error messages."""
+    """What the component's current run logged, for error messages: its first error lines
+    (klog "E" or "F" lines, "error" fields) and then its last lines."""
     try:
-        with record.log.open(errors="replace") as f:
-            return "".join(deque(f, maxlen=lines))
+        with record.log.open("rb") as f:
+            f.seek(record.log_offset)
+            text = f.read().decode(errors="replace")
     except OSError:
         return "(no log)"
+    all_lines = text.splitlines(keepends=True)
+    errors = [
+        line
+        for line in all_lines
+        if line[:1] in ("E", "F") or '"level":"error"' in line or '"level":"fatal"' in line
+    ][:5]
+    tail = list(deque(all_lines, maxlen=lines))
+    head = [line for line in errors if line not in tail]
+    return "".join(head + (["...\n"] if head else []) + tail)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import json
 import os
 import signal
 import subprocess
@@ -403,3 +404,91 @@ def test_dry_run_then_join_then_unjoin(fleet: Fleet, hub_crds: list[str]) -> Non
         "propagator.io", "v1alpha1", "fleets", "extras"
     )
     assert extras["spec"]["clusters"] == []
+
+
+def _app(cpu: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "propagator.io/v1alpha1",
+        "kind": "ApplicationPropagation",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "fleet": "local",
+            "resources": {
+                "manifests": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "Deployment",
+                        "metadata": {"name": "web"},
+                        "spec": {
+                            "replicas": 2,
+                            "template": {
+                                "spec": {
+                                    "containers": [
+                                        {
+                                            "name": "web",
+                                            "image": "nginx",
+                                            "resources": {
+                                                "requests": {"cpu": cpu, "memory": "64Mi"}
+                                            },
+                                        }
+                                    ]
+                                }
+                            },
+                        },
+                    }
+                ]
+            },
+            "placement": {
+                "layers": ["high-performance", "edge"],
+                "clusterSelector": {"matchLabels": {"env": "test"}},
+            },
+        },
+    }
+
+
+def test_schedule_explains_a_decision_on_the_live_fleet_and_on_a_file(
+    fleet: Fleet, controller: subprocess.Popen[bytes], tmp_path: Path
+) -> None:
+    for name in LAYERS:
+        wait_mc(fleet, name, "Ready", lambda m: ready(m) == "True" and not taint_keys(m))
+    hub = ["--hub-kubeconfig", str(fleet.kubeconfig(HUB))]
+    app = tmp_path / "app.yaml"
+    app.write_text(yaml.safe_dump(_app("500m")))
+
+    live = propagator("schedule", "-f", str(app), "--explain", *hub)
+    assert live.returncode == 0, live.stderr
+    rows = {line.split()[0]: line for line in live.stdout.splitlines() if line.startswith("member")}
+    assert rows["member-1"].split()[1:3] == ["selected", "2"]
+    assert rows["member-2"].split()[1:3] == ["selected", "2"]
+    assert "layer edge was not needed" in rows["member-3"]
+    assert "Scheduled: layer high-performance: 2/2 clusters fit; placed on 2" in live.stdout
+
+    dump = subprocess.run(
+        [
+            str(fleet.binaries / "kubectl"),
+            "--kubeconfig",
+            str(fleet.kubeconfig(HUB)),
+            "get",
+            "mc,fl",
+            "-o",
+            "yaml",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    (tmp_path / "fleet.yaml").write_text(dump)
+    offline = propagator(
+        "schedule", "-f", str(app), "--fleet-file", str(tmp_path / "fleet.yaml"), "--json"
+    )
+    assert offline.returncode == 0, offline.stderr
+    decision = json.loads(offline.stdout)
+    assert [p["cluster"] for p in decision["placement"]] == ["member-1", "member-2"]
+
+    app.write_text(yaml.safe_dump(_app("100")))  # 200 CPUs per member: nowhere
+    full = propagator("schedule", "-f", str(app), *hub)
+    assert full.returncode == 1
+    assert (
+        "Unschedulable: layer high-performance: 0/2 clusters fit: 2 insufficient cpu; "
+        "layer edge: 0/1 clusters fit: 1 insufficient cpu"
+    ) in full.stdout
