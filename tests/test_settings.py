@@ -59,3 +59,10 @@ def test_bad_environment_is_named_too(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_every_setting_has_help() -> None:
     assert all(info.description for info in Settings.model_fields.values())
+
+
+def test_run_refuses_an_unknown_scheduler_plugin(capsys: pytest.CaptureFixture[str]) -> None:
+    from propagator.cli.main import main
+
+    assert main(["run", "--scheduler-plugins", "Capacity,Teleport"]) == 2
+    assert "unknown scheduler plugin 'Teleport'" in capsys.readouterr().err

@@ -15,6 +15,7 @@ from fleet.kubeconfig import KubeconfigError
 from fleet.snapshot import SnapshotStore
 from propagator import logs
 from propagator.fleetmanager import FleetManager
+from propagator.scheduler import PluginError, build_profile
 from propagator.settings import Settings, SettingsError, add_setting_flags, load_settings
 
 log = logging.getLogger("propagator")
@@ -54,7 +55,14 @@ def _run(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         print(f"propagator run: {exc}", file=sys.stderr)
         return 2
+    try:
+        # Plugins are checked at start: an unknown or repeated name stops the controller.
+        profile = build_profile(settings.scheduler_plugins)
+    except PluginError as exc:
+        print(f"propagator run: {exc}", file=sys.stderr)
+        return 2
     logs.configure(settings.log_format, settings.log_level)
+    log.info("scheduler plugins: %s", ", ".join(profile.names))
     try:
         anyio.run(serve, settings)
     except KubeconfigError as exc:

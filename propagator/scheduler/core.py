@@ -236,8 +236,12 @@ class Scheduler:
                 score=score,
                 selected=chosen is not None,
                 replicas=chosen.replicas if chosen else None,
-                reason=None if chosen else "not selected",
-                detail=None if chosen else "lower score than the chosen",
+                reason=None if chosen else "not selected" if outcome is None else "layer failed",
+                detail=None
+                if chosen
+                else "lower score than the chosen"
+                if outcome is None
+                else f"layer {label} could not serve the placement: {outcome}",
             )
         attempt = LayerAttempt(label, len(candidates), len(feasible), outcome or "selected")
         return _Pass(attempt, placed, verdicts, reasons)
