@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from functools import partial
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from fleet.connection import ApiError
 from fleet.discovery import UnknownKind
 from fleet.hub import hub_connection
 from fleet.kubeconfig import KubeconfigError
+from fleet.retry import call_with_retries
 from fleet.snapshot import ClusterInfoCache, build_snapshot
 from propagator import fleetstatus, quota
 from propagator.scheduler import PluginError, Scheduler, build_profile, demand_of, explain
@@ -89,7 +91,8 @@ def _live_objects(args: argparse.Namespace) -> list[dict[str, Any]]:
     try:
         objects = []
         for kind in ("MemberCluster", "Fleet", "TenantQuota"):
-            objects += [{**o, "kind": kind} for o in hub.list(API_VERSION, kind)["items"]]
+            listing = call_with_retries(partial(hub.list, API_VERSION, kind))
+            objects += [{**o, "kind": kind} for o in listing["items"]]
         return objects
     finally:
         hub.close()
