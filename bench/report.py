@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 from collections.abc import Sequence
 from typing import Any
+
+
+def arguments(doc: str | None) -> argparse.Namespace:
+    """The options every benchmark takes: --quick and --json."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a shorter run (under a minute)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per row")
+    return parser.parse_args()
 
 
 def percentile(samples: Sequence[float], pct: float) -> float:

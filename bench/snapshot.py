@@ -11,7 +11,6 @@ of merely copying what the hub returned.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import gc
 import time
@@ -19,7 +18,7 @@ import tracemalloc
 from typing import Any
 
 from bench.fleetgen import member_clusters
-from bench.report import emit, percentile
+from bench.report import arguments, emit, percentile
 from fleet.snapshot import ClusterInfoCache, build_snapshot, cluster_info
 
 SIZES = (10, 100, 1_000, 10_000)
@@ -90,10 +89,7 @@ COLUMNS = [
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repeats (under a minute)")
-    parser.add_argument("--json", action="store_true", help="one JSON object per row")
-    args = parser.parse_args()
+    args = arguments(__doc__)
     rows = []
     for count in SIZES:
         repeats = max(3, (20 if args.quick else 100) * 100 // max(count, 100))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -113,11 +114,8 @@ def _join(args: argparse.Namespace) -> int:
         plan_join(args.name, loaded, "unknown", **plan_args)  # flags first, before any call
         version = verify_member(args.name, loaded, settings.member_connection())
         plan = plan_join(args.name, loaded, version, **plan_args)
-        hub = _hub(settings)
-        try:
+        with closing(_hub(settings)) as hub:
             join(hub, plan, dry_run=args.dry_run)
-        finally:
-            hub.close()
     except (SettingsError, KubeconfigError, JoinError) as exc:
         return _fail(str(exc))
     _print_plan(plan.describe(), args.dry_run)
@@ -126,12 +124,9 @@ def _join(args: argparse.Namespace) -> int:
 
 def _unjoin(args: argparse.Namespace) -> int:
     try:
-        hub = _hub(load_settings(args))
-        try:
+        with closing(_hub(load_settings(args))) as hub:
             plan = plan_unjoin(hub, args.name)
             unjoin(hub, plan, dry_run=args.dry_run)
-        finally:
-            hub.close()
     except (SettingsError, KubeconfigError, JoinError) as exc:
         return _fail(str(exc))
     _print_plan(plan.describe(), args.dry_run)

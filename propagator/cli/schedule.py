@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from functools import partial
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
