@@ -247,6 +247,37 @@ def test_a_stopped_member_goes_not_ready_tainted_then_recovers(
     eventually(lambda: taint_keys(get_mc(fleet, name)) == [], f"{name} untainted")
 
 
+def test_a_changed_secret_rebuilds_the_members_connection(
+    fleet: Fleet, controller: subprocess.Popen[bytes]
+) -> None:
+    name = "member-2"
+    wait_mc(fleet, name, "Ready", lambda m: ready(m) == "True")
+    core = fleet.core(HUB)
+    secret_name = f"{name}-kubeconfig"
+    good = core.read_namespaced_secret(secret_name, NAMESPACE).data["kubeconfig"]
+    config = yaml.safe_load(base64.b64decode(good))
+    config["users"][0]["user"] = {"exec": {"command": "steal-credentials"}}
+    bad = base64.b64encode(yaml.safe_dump(config).encode()).decode()
+    core.patch_namespaced_secret(secret_name, NAMESPACE, {"data": {"kubeconfig": bad}})
+    try:
+        mc = wait_mc(
+            fleet,
+            name,
+            "refusing the new kubeconfig",
+            lambda m: m["status"]["conditions"][0]["reason"] == "InvalidKubeconfig",
+        )
+        assert "uses exec (command 'steal-credentials')" in mc["status"]["conditions"][0]["message"]
+        wait_mc(fleet, name, "tainted not-ready", lambda m: NOT_READY_TAINT in taint_keys(m))
+    finally:
+        core.patch_namespaced_secret(secret_name, NAMESPACE, {"data": {"kubeconfig": good}})
+    wait_mc(
+        fleet,
+        name,
+        "Ready again",
+        lambda m: ready(m) == "True" and NOT_READY_TAINT not in taint_keys(m),
+    )
+
+
 # -- refusals: nothing is written ---------------------------------------------------------
 
 
