@@ -1,0 +1,166 @@
+"""Per-cluster rendering: sandboxed strict templates, overrides, replicas, clear errors."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from api.application import Override
+from fleet.snapshot import ClusterInfo
+from propagator.render import ApplicationRef, RenderError, render_for_cluster
+
+APP = ApplicationRef("web", "shop")
+EDGE = ClusterInfo(
+    name="edge-1",
+    labels=MappingProxyType({"tier": "edge"}),
+    layer="edge",
+    region="eu-west",
+    zone="eu-west-a",
+)
+
+
+def deployment(**env: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {
+            "replicas": 6,
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "web",
+                            "image": "nginx:1.27",
+                            "env": [{"name": k, "value": v} for k, v in env.items()],
+                        }
+                    ]
+                }
+            },
+        },
+    }
+
+
+def override(**spec: Any) -> Override:
+    return Override.model_validate(spec)
+
+
+def env_of(obj: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e["value"] for e in obj["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+
+def test_templates_see_the_cluster_the_app_and_values() -> None:
+    manifest = deployment(
+        REGION="{{ cluster.region }}",
+        WHO="{{ app.namespace }}/{{ app.name }}",
+        GREETING="{{ values.greeting | default('hello') }}",
+        TIER="{{ cluster.labels.tier }}",
+    )
+    [out] = render_for_cluster([manifest], [], EDGE, APP)
+    assert env_of(out) == {
+        "REGION": "eu-west",
+        "WHO": "shop/web",
+        "GREETING": "hello",
+        "TIER": "edge",
+    }
+    values = override(clusterNames=["edge-1"], values={"greeting": "howdy"})
+    [out] = render_for_cluster([manifest], [values], EDGE, APP)
+    assert env_of(out)["GREETING"] == "howdy"
+    assert manifest["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] == (
+        "{{ cluster.region }}"
+    )  # the input is left as it was
+
+
+def test_a_whole_expression_keeps_its_type() -> None:
+    manifest = deployment()
+    manifest["spec"]["replicas"] = "{{ values.replicas }}"
+    [out] = render_for_cluster(
+        [manifest],
+        [override(clusterSelector={"matchLabels": {"tier": "edge"}}, values={"replicas": 3})],
+        EDGE,
+        APP,
+    )
+    assert out["spec"]["replicas"] == 3
+
+
+def test_an_undefined_name_names_cluster_manifest_and_line() -> None:
+    manifest = deployment(REGION="{{ cluster.regoin }}")
+    with pytest.raises(RenderError) as failed:
+        render_for_cluster(
+            [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}, manifest],
+            [],
+            EDGE,
+            APP,
+        )
+    message = str(failed.value)
+    assert message.startswith("cluster edge-1: manifest 2 (Deployment web), line 15: ")
+    assert "UndefinedError" in message
+    assert "regoin" in message
+
+
+def test_syntax_errors_are_reported_too() -> None:
+    with pytest.raises(
+        RenderError,
+        match=r"manifest 1 \(Deployment web\), line \d+: "
+        "TemplateSyntaxError",
+    ):
+        render_for_cluster([deployment(X="{{ cluster.name ")], [], EDGE, APP)
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+        "{{ cluster.__class__.__init__.__globals__ }}",
+        "{{ self._TemplateReference__context.environ }}",
+    ],
+)
+def test_the_sandbox_refuses_to_reach_the_process(template: str) -> None:
+    with pytest.raises(RenderError):
+        render_for_cluster([deployment(X=template)], [], EDGE, APP)
+
+
+def test_nothing_of_the_controllers_environment_is_visible() -> None:
+    for name in ("environ", "os", "config", "request"):
+        with pytest.raises(RenderError, match="UndefinedError"):
+            render_for_cluster([deployment(X="{{ " + name + " }}")], [], EDGE, APP)
+
+
+def test_patches_apply_to_targeted_manifests_of_matching_clusters() -> None:
+    patch = override(
+        clusterNames=["edge-1"],
+        target={"kind": "Deployment"},
+        patches=[
+            {
+                "op": "replace",
+                "path": "/spec/template/spec/containers/0/image",
+                "value": "nginx:1.27-alpine",
+            },
+            {"op": "add", "path": "/metadata/labels", "value": {"edge": "yes"}},
+        ],
+    )
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+    out = render_for_cluster([deployment(), config], [patch], EDGE, APP)
+    assert out[0]["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27-alpine"
+    assert out[0]["metadata"]["labels"] == {"edge": "yes"}
+    assert out[1] == config
+    other = ClusterInfo(name="core-1", labels=MappingProxyType({}), layer="core")
+    assert render_for_cluster([deployment()], [patch], other, APP)[0] == deployment()
+
+
+def test_a_patch_that_does_not_apply_is_a_clear_error() -> None:
+    patch = override(clusterNames=["edge-1"], patches=[{"op": "remove", "path": "/spec/nothing"}])
+    with pytest.raises(
+        RenderError,
+        match="cluster edge-1: manifest 1 \\(Deployment web\\): override 1 does not apply",
+    ):
+        render_for_cluster([deployment()], [patch], EDGE, APP)
+
+
+def test_assigned_replicas_go_into_workloads_only() -> None:
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+    out = render_for_cluster([deployment(), config], [], EDGE, APP, replicas=2)
+    assert out[0]["spec"]["replicas"] == 2
+    assert "spec" not in out[1]
