@@ -1,0 +1,1 @@
+"""The controller runtime: work queue, workers, leader election."""

@@ -1,0 +1,106 @@
+"""The work queue between watches and reconcile workers.
+
+A key is queued at most once however often it is added; a key being processed is never
+handed to a second worker, and if it is added meanwhile it comes back once the first
+worker is done. A key whose reconcile failed comes back after an exponential, capped
+backoff of its own; success resets it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections import deque
+
+import anyio
+
+
+class WorkQueue:
+    """Deduplicating, per-key rate-limited queue of reconcile keys (anyio)."""
+
+    def __init__(self, base_delay_s: float = 0.5, max_delay_s: float = 300.0) -> None:
+        self.base_delay_s = base_delay_s
+        self.max_delay_s = max_delay_s
+        self._ready: deque[str] = deque()
+        self._queued: set[str] = set()
+        self._processing: set[str] = set()
+        self._dirty: set[str] = set()
+        self._delayed: list[tuple[float, str]] = []
+        self._failures: dict[str, int] = {}
+        self._wake: anyio.Event | None = None  # made in the event loop, on first wait
+        self._closed = False
+
+    def __len__(self) -> int:
+        """Depth: keys waiting now or later (not those being processed)."""
+        return len(self._queued) + len({k for _, k in self._delayed} - self._queued)
+
+    def _notify(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def add(self, key: str) -> None:
+        """Queue ``key`` now (no-op when already queued; deferred while it is processed)."""
+        if key in self._processing:
+            self._dirty.add(key)
+        elif key not in self._queued:
+            self._queued.add(key)
+            self._ready.append(key)
+            self._notify()
+
+    def add_after(self, key: str, delay_s: float, now: float | None = None) -> None:
+        """Queue ``key`` once ``delay_s`` has passed."""
+        due = (time.monotonic() if now is None else now) + delay_s
+        heapq.heappush(self._delayed, (due, key))
+        self._notify()
+
+    def retry(self, key: str) -> float:
+        """Queue ``key`` again after its backoff (doubling per failure); returns the delay."""
+        failures = self._failures.get(key, 0)
+        self._failures[key] = failures + 1
+        delay = min(self.max_delay_s, self.base_delay_s * math.pow(2, failures))
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: str) -> None:
+        """Reset ``key``'s backoff (after a successful reconcile)."""
+        self._failures.pop(key, None)
+
+    def failures(self, key: str) -> int:
+        return self._failures.get(key, 0)
+
+    def _promote_due(self, now: float) -> float | None:
+        """Move due delayed keys to ready; returns seconds until the next one, if any."""
+        while self._delayed and self._delayed[0][0] <= now:
+            _, key = heapq.heappop(self._delayed)
+            self.add(key)
+        return self._delayed[0][0] - now if self._delayed else None
+
+    async def get(self) -> str | None:
+        """The next key to process (marked as processing), or None once the queue is shut
+        down."""
+        while True:
+            if self._closed:
+                return None
+            wait = self._promote_due(time.monotonic())
+            if self._ready:
+                key = self._ready.popleft()
+                self._queued.discard(key)
+                self._processing.add(key)
+                return key
+            if self._wake is None or self._wake.is_set():
+                self._wake = anyio.Event()  # one fresh event, shared by every waiting worker
+            with anyio.move_on_after(wait if wait is not None else math.inf):
+                await self._wake.wait()
+
+    def done(self, key: str) -> None:
+        """``key`` is processed; if it was added meanwhile, it is queued again now."""
+        self._processing.discard(key)
+        if key in self._dirty:
+            self._dirty.discard(key)
+            self.add(key)
+
+    def shut_down(self) -> None:
+        """Make every ``get`` return None (workers stop)."""
+        self._closed = True
+        self._notify()

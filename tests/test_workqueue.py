@@ -1,0 +1,76 @@
+"""The work queue: deduplication, one worker per key, per-key backoff."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from propagator.runtime.workqueue import WorkQueue
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def test_a_key_added_many_times_is_queued_once() -> None:
+    q = WorkQueue()
+    for _ in range(5):
+        q.add("shop/web")
+    q.add("shop/api")
+    assert len(q) == 2
+    assert [await q.get(), await q.get()] == ["shop/web", "shop/api"]
+    assert len(q) == 0
+
+
+async def test_a_key_being_processed_is_not_handed_out_twice() -> None:
+    q = WorkQueue()
+    q.add("k")
+    assert await q.get() == "k"
+    q.add("k")  # changed while a worker reconciles it
+    assert len(q) == 0
+    with anyio.move_on_after(0.05):
+        await q.get()
+        pytest.fail("handed out while still processing")
+    q.done("k")
+    assert await q.get() == "k"  # comes back once, after the first worker is done
+
+
+async def test_failures_back_off_per_key_and_success_resets() -> None:
+    q = WorkQueue(base_delay_s=1, max_delay_s=5)
+    assert [q.retry("k") for _ in range(5)] == [1, 2, 4, 5, 5]
+    assert q.failures("k") == 5
+    q.forget("k")
+    assert q.retry("k") == 1
+    assert q.retry("other") == 1
+
+
+async def test_delayed_keys_come_back_when_due() -> None:
+    q = WorkQueue()
+    q.add_after("later", 0.05)
+    q.add("now")
+    assert await q.get() == "now"
+    assert await q.get() == "later"
+
+
+async def test_shut_down_releases_waiting_workers() -> None:
+    q = WorkQueue()
+    results: list[str | None] = []
+
+    async def worker() -> None:
+        results.append(await q.get())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker)
+        tg.start_soon(worker)
+        await anyio.sleep(0.01)
+        q.shut_down()
+    assert results == [None, None]
+
+
+def test_can_be_made_outside_the_event_loop() -> None:
+    q = WorkQueue()
+    q.add("k")
+    assert len(q) == 1
