@@ -64,6 +64,22 @@ class LabelSelector(KubeModel):
         )
 
 
+def to_query(selector: LabelSelector) -> str:
+    """The selector as the ``labelSelector`` query parameter of a list call."""
+    parts = [f"{k}={v}" for k, v in sorted(selector.match_labels.items())]
+    for r in selector.match_expressions:
+        values = ",".join(sorted(r.values))
+        parts.append(
+            {
+                "In": f"{r.key} in ({values})",
+                "NotIn": f"{r.key} notin ({values})",
+                "Exists": r.key,
+                "DoesNotExist": f"!{r.key}",
+            }[r.operator]
+        )
+    return ",".join(parts)
+
+
 def selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
     """A missing selector selects nothing; an empty one selects everything (as Kubernetes)."""
     return selector is not None and selector.matches(labels)

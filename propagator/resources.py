@@ -1,0 +1,138 @@
+"""What an application propagates, and how propagated objects are owned and revised.
+
+Objects come inline (``spec.resources.manifests``) or from the hub (``selectors``, in the
+application's namespace) with server-populated fields stripped. Every propagated object
+carries a label and annotations naming its application and the revision it was rendered
+from, so that what is no longer desired can be found and deleted on each member, and an
+unchanged revision needs no write.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from api.application import ApplicationPropagation
+from api.selectors import to_query
+from fleet.connection import KubeConnection
+
+APP_LABEL = "propagator.io/application"
+"""Label with a hash of namespace/name (label values are short); for list calls."""
+APP_ANNOTATION = "propagator.io/application"
+"""Annotation with the owning application as namespace/name."""
+REVISION_ANNOTATION = "propagator.io/revision"
+"""Annotation with the revision (content hash) the object was rendered from."""
+
+_SERVER_METADATA = (
+    "uid",
+    "resourceVersion",
+    "managedFields",
+    "creationTimestamp",
+    "generation",
+    "selfLink",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "ownerReferences",
+)
+_CLIENT_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
+
+ObjectKey = tuple[str, str, str, str]
+"""(apiVersion, kind, namespace or "", name)."""
+
+
+def app_label_value(namespace: str, name: str) -> str:
+    """A label value naming the application (a hash: namespace/name may exceed 63 chars)."""
+    return hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:40]
+
+
+def strip_server_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A hub object as a manifest: status and server-populated metadata removed."""
+    clean = copy.deepcopy(dict(obj))
+    clean.pop("status", None)
+    meta = clean.get("metadata") or {}
+    for key in _SERVER_METADATA:
+        meta.pop(key, None)
+    annotations = meta.get("annotations") or {}
+    for key in _CLIENT_ANNOTATIONS:
+        annotations.pop(key, None)
+    if "annotations" in meta and not annotations:
+        del meta["annotations"]
+    return clean
+
+
+def resolve(app: ApplicationPropagation, hub: KubeConnection) -> list[dict[str, Any]]:
+    """Inline manifests, then the hub objects its selectors pick (sorted by name)."""
+    namespace = app.metadata.get("namespace", "default")
+    objects = [copy.deepcopy(m) for m in app.spec.resources.manifests]
+    for selector in app.spec.resources.selectors:
+        if selector.name:
+            found = [hub.get(selector.api_version, selector.kind, selector.name, namespace)]
+        else:
+            assert selector.label_selector is not None
+            found = hub.list(
+                selector.api_version,
+                selector.kind,
+                namespace,
+                labelSelector=to_query(selector.label_selector),
+            )["items"]
+            for item in found:  # list items carry no apiVersion/kind
+                item.setdefault("apiVersion", selector.api_version)
+                item.setdefault("kind", selector.kind)
+        objects += sorted(
+            (strip_server_fields(o) for o in found), key=lambda o: o["metadata"]["name"]
+        )
+    return objects
+
+
+def key_of(obj: Mapping[str, Any]) -> ObjectKey:
+    meta = obj.get("metadata") or {}
+    return (
+        str(obj.get("apiVersion")),
+        str(obj.get("kind")),
+        str(meta.get("namespace") or ""),
+        str(meta.get("name")),
+    )
+
+
+def revision_of(objects: Iterable[Mapping[str, Any]]) -> str:
+    """A content hash of rendered objects: equal objects, equal revision (key order
+    ignored)."""
+    canonical = json.dumps(
+        sorted((dict(o) for o in objects), key=key_of), sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def stamp(obj: Mapping[str, Any], namespace: str, name: str, revision: str) -> dict[str, Any]:
+    """The object with its owner label and annotations (a copy)."""
+    out = copy.deepcopy(dict(obj))
+    meta = out.setdefault("metadata", {})
+    meta.setdefault("labels", {})[APP_LABEL] = app_label_value(namespace, name)
+    annotations = meta.setdefault("annotations", {})
+    annotations[APP_ANNOTATION] = f"{namespace}/{name}"
+    annotations[REVISION_ANNOTATION] = revision
+    return out
+
+
+def owned_by(obj: Mapping[str, Any], namespace: str, name: str) -> bool:
+    """Whether ``obj`` was propagated by this application (label and annotation agree)."""
+    meta = obj.get("metadata") or {}
+    return (meta.get("labels") or {}).get(APP_LABEL) == app_label_value(namespace, name) and (
+        meta.get("annotations") or {}
+    ).get(APP_ANNOTATION) == f"{namespace}/{name}"
+
+
+def to_prune(
+    present: Iterable[Mapping[str, Any]],
+    desired: Iterable[Mapping[str, Any]],
+    namespace: str,
+    name: str,
+) -> list[ObjectKey]:
+    """Keys of objects this application owns on a member but no longer wants there."""
+    wanted = {key_of(o) for o in desired}
+    return sorted(
+        key_of(o) for o in present if owned_by(o, namespace, name) and key_of(o) not in wanted
+    )

@@ -1,0 +1,65 @@
+"""Resolving an application's resources from the real hub."""
+
+from __future__ import annotations
+
+from api.application import ApplicationPropagation
+from fleet.connection import ConnectionOptions
+from fleet.hub import hub_connection
+from fleet.local import HUB
+from propagator.resources import resolve
+from tests.e2e.conftest import Fleet
+
+
+def test_selectors_pick_hub_objects_without_server_fields(fleet: Fleet) -> None:
+    core = fleet.core(HUB)
+    core.create_namespace({"metadata": {"name": "resolve"}})
+    for name, labels in (
+        ("b-config", {"app": "web"}),
+        ("a-config", {"app": "web"}),
+        ("other", {"app": "api"}),
+    ):
+        core.create_namespaced_config_map(
+            "resolve", {"metadata": {"name": name, "labels": labels}, "data": {"k": name}}
+        )
+    core.create_namespaced_secret(
+        "resolve", {"metadata": {"name": "creds"}, "stringData": {"password": "x"}}
+    )
+    app = ApplicationPropagation.model_validate(
+        {
+            "metadata": {"name": "web", "namespace": "resolve"},
+            "spec": {
+                "fleet": "f",
+                "resources": {
+                    "manifests": [
+                        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}}
+                    ],
+                    "selectors": [
+                        {
+                            "apiVersion": "v1",
+                            "kind": "ConfigMap",
+                            "labelSelector": {"matchLabels": {"app": "web"}},
+                        },
+                        {"apiVersion": "v1", "kind": "Secret", "name": "creds"},
+                    ],
+                },
+            },
+        }
+    )
+    hub = hub_connection(fleet.kubeconfig(HUB), options=ConnectionOptions())
+    try:
+        objects = resolve(app, hub)
+    finally:
+        hub.close()
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
+        ("Service", "web"),
+        ("ConfigMap", "a-config"),
+        ("ConfigMap", "b-config"),
+        ("Secret", "creds"),
+    ]
+    for obj in objects[1:]:
+        assert obj["apiVersion"] == "v1"
+        assert "status" not in obj
+        assert not {"uid", "resourceVersion", "managedFields", "creationTimestamp"} & set(
+            obj["metadata"]
+        )
+    assert objects[1]["data"] == {"k": "a-config"}
