@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from api.common import Condition, ObjectName, conditions_field
-from api.model import KubeModel, Rule
+from api.model import KubeModel, Rule, exactly_one
 from api.placement import Placement
 from api.resource import AGE, CrdInfo, PrinterColumn, Resource
 from api.rollout import Canary, Rollout
@@ -26,13 +26,7 @@ class ResourceSelector(KubeModel):
     label_selector: LabelSelector | None = None
     """Every object of that kind with these labels."""
 
-    rules = (
-        Rule(
-            cel="has(self.name) != has(self.labelSelector)",
-            message="give exactly one of name or labelSelector",
-            check=lambda s: (s.name is None) != (s.label_selector is None),
-        ),
-    )
+    rules = (exactly_one("name", "label_selector"),)
 
 
 class Resources(KubeModel):

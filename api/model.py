@@ -33,6 +33,16 @@ class Rule:
         return rule
 
 
+def exactly_one(first: str, second: str, message: str | None = None) -> Rule:
+    """A rule that exactly one of two optional fields (Python names) is set."""
+    a, b = to_camel(first), to_camel(second)
+    return Rule(
+        cel=f"has(self.{a}) != has(self.{b})",
+        message=message or f"give exactly one of {a} or {b}",
+        check=lambda m: (getattr(m, first) is None) != (getattr(m, second) is None),
+    )
+
+
 def _add_rules(schema: dict[str, Any], cls: type) -> None:
     rules: tuple[Rule, ...] = cls.__dict__.get("rules", ())
     if rules:

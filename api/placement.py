@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from api.common import DnsLabel, ObjectName
-from api.model import KubeModel, Rule
+from api.model import KubeModel, Rule, exactly_one
 from api.selectors import LabelSelector
 from api.taints import Toleration
 
@@ -25,11 +25,7 @@ class StaticWeight(KubeModel):
     """Relative share, 1 or more."""
 
     rules = (
-        Rule(
-            cel="has(self.cluster) != has(self.selector)",
-            message="each weight names exactly one of cluster or selector",
-            check=lambda w: (w.cluster is None) != (w.selector is None),
-        ),
+        exactly_one("cluster", "selector", "each weight names exactly one of cluster or selector"),
     )
 
 
@@ -90,11 +86,7 @@ class Spread(KubeModel):
     """At most this many groups."""
 
     rules = (
-        Rule(
-            cel="has(self.byLabel) != has(self.byField)",
-            message="give exactly one of byLabel or byField",
-            check=lambda s: (s.by_label is None) != (s.by_field is None),
-        ),
+        exactly_one("by_label", "by_field"),
         Rule(
             cel="!has(self.minGroups) || !has(self.maxGroups) || self.minGroups <= self.maxGroups",
             message="minGroups must not exceed maxGroups",
