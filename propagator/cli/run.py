@@ -28,7 +28,8 @@ def register(commands: Any) -> None:
         description="Run the Propagator controller against the hub. Settings come from "
         "PROPAGATOR_* environment variables; flags override them.",
     )
-    add_setting_flags(parser)
+    # The snapshot staleness bounds serve the propagation controller, which run lacks yet.
+    add_setting_flags(parser, [n for n in Settings.model_fields if not n.startswith("snapshot_")])
     parser.set_defaults(run=_run)
 
 

@@ -25,6 +25,8 @@ from propagator.scheduler import PluginError, Scheduler, build_profile, demand_o
 from propagator.settings import SettingsError, add_setting_flags, load_settings
 
 _SETTINGS = ["hub_kubeconfig", "hub_context", "scheduler_plugins"]
+# A snapshot built here from what was just read is fresh (age 0); the staleness bounds
+# matter where one snapshot serves many decisions over time.
 
 
 def register(commands: Any) -> None:
@@ -158,7 +160,12 @@ def _run(args: argparse.Namespace) -> int:
         labels = {n: (m["metadata"].get("labels") or {}) for n, m in members.items()}
         remaining = quota.remaining(tenant, labels)
     kinds = [(s.api_version, s.kind) for s in app.spec.resources.selectors]
-    decision = Scheduler(profile).schedule(
+    scheduler = Scheduler(
+        profile,
+        stale_after_s=settings.snapshot_stale_after_s,
+        fresh_for_s=settings.snapshot_fresh_for_s,
+    )
+    decision = scheduler.schedule(
         snapshot,
         app.spec.fleet,
         app.spec.placement,
