@@ -27,6 +27,7 @@ from fleet.informer import Informer, wait_synced
 from fleet.member import MemberMonitor
 from fleet.snapshot import ClusterInfoCache, SnapshotStore
 from propagator import fleetstatus
+from propagator.observability.metrics import Metrics
 from propagator.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -39,8 +40,15 @@ _DEBOUNCE_S = 0.2
 class FleetManager:
     """Runs until cancelled; ``store`` always holds the latest fleet snapshot."""
 
-    def __init__(self, hub: KubeConnection, settings: Settings, store: SnapshotStore) -> None:
+    def __init__(
+        self,
+        hub: KubeConnection,
+        settings: Settings,
+        store: SnapshotStore,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.hub = hub
+        self.metrics = metrics or Metrics()
         self.settings = settings
         self.store = store
         self.policy = HealthPolicy(
@@ -59,6 +67,10 @@ class FleetManager:
         self.secrets = Informer(
             hub, "v1", "Secret", self._on_hub_change, namespace=settings.namespace
         )
+
+    def ready(self) -> bool:
+        """True once the hub watches have listed (the controller's /readyz)."""
+        return all(i.synced.is_set() for i in (self.members, self.fleets, self.secrets))
 
     # -- waking the status pass from informer threads ------------------------------------
 
@@ -100,6 +112,7 @@ class FleetManager:
         for name in list(self.monitors):
             if name not in wanted:
                 self.monitors.pop(name).stop()
+                self.metrics.forget_cluster(name)
         for name, member in wanted.items():
             kubeconfig, version = self._kubeconfig_of(member)
             current = self.monitors.get(name)
@@ -140,9 +153,10 @@ class FleetManager:
             await anyio.sleep(self.settings.probe_interval_s)
 
     async def _probe(self, monitor: MemberMonitor, limiter: anyio.CapacityLimiter) -> None:
-        await anyio.to_thread.run_sync(
+        result = await anyio.to_thread.run_sync(
             monitor.probe, self.settings.probe_timeout_s, limiter=limiter
         )
+        self.metrics.member_probes.labels(monitor.name, "ok" if result.ok else "failed").inc()
 
     async def _status_loop(self) -> None:
         while True:
@@ -168,11 +182,13 @@ class FleetManager:
         for name, member in members.items():
             monitor = self.monitors.get(name)
             status = fleetstatus.member_status(member, monitor, now_iso)
+            self.metrics.cluster_ready.labels(name).set(fleetstatus.is_ready({"status": status}))
             if fleetstatus.status_changed(member.get("status"), status):
                 self._patch_status("MemberCluster", name, status)
                 members[name] = {**member, "status": status}
             taints = fleetstatus.desired_taints(monitor, now)
             if taints != fleetstatus.controller_taints(member):
+                self.metrics.status_writes.labels("MemberCluster taints").inc()
                 self.hub.apply(
                     {
                         "apiVersion": API_VERSION,
@@ -201,6 +217,7 @@ class FleetManager:
         self._publish(self.members.snapshot(), fleets)
 
     def _patch_status(self, kind: str, name: str, status: dict[str, Any]) -> None:
+        self.metrics.status_writes.labels(f"{kind} status").inc()
         path = self.hub.resource(API_VERSION, kind).path(None, name) + "/status"
         try:
             self.hub.request("PATCH", path, body={"status": status}, content_type=_MERGE_PATCH)
@@ -216,6 +233,8 @@ class FleetManager:
             self.store.confirm()
             return
         snapshot = self.store.publish(infos.values(), fleets)
+        self.metrics.snapshot_generation.set(snapshot.generation)
+        self.metrics.snapshot_clusters.set(len(infos))
         log.info(
             "fleet snapshot %d: %d clusters, %d ready",
             snapshot.generation,

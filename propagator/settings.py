@@ -62,6 +62,12 @@ class Settings(BaseSettings):
     """A fleet snapshot older than this makes the scheduler scan every cluster."""
     snapshot_fresh_for_s: float = Field(10.0, ge=0, le=3600)
     """Seconds of fresh snapshots before the scheduler trusts its indexes again."""
+    bind_address: str = "0.0.0.0"
+    """Address the metrics and health servers listen on."""
+    metrics_port: int = Field(8080, ge=0, le=65535)
+    """Port of /metrics (0: off)."""
+    health_port: int = Field(8081, ge=0, le=65535)
+    """Port of /healthz and /readyz (0: off)."""
     log_format: Literal["json", "text"] = "text"
     """Log format: json or text."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"

@@ -15,6 +15,8 @@ from fleet.kubeconfig import KubeconfigError
 from fleet.snapshot import SnapshotStore
 from propagator import logs
 from propagator.fleetmanager import FleetManager
+from propagator.observability.metrics import Metrics
+from propagator.observability.server import health_routes, metrics_routes, serve
 from propagator.scheduler import PluginError, build_profile
 from propagator.settings import Settings, SettingsError, add_setting_flags, load_settings
 
@@ -33,21 +35,35 @@ def register(commands: Any) -> None:
     parser.set_defaults(run=_run)
 
 
-async def serve(settings: Settings) -> None:
-    """Run the controller until SIGTERM or SIGINT."""
+async def run_controller(settings: Settings) -> None:
+    """Run the controller, with its metrics and health servers, until SIGTERM or SIGINT."""
     hub = hub_connection(
         settings.hub_kubeconfig, settings.hub_context, settings.member_connection()
     )
-    manager = FleetManager(hub, settings, SnapshotStore())
-    async with anyio.create_task_group() as tg:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            await tg.start(manager.run)
-            log.info("controller started against %s", hub.server)
-            async for signum in signals:
-                log.info("received %s, shutting down", signal.Signals(signum).name)
-                tg.cancel_scope.cancel()
-                break
-    hub.close()  # aborts the hub watches, so their threads end now, not at their timeout
+    metrics = Metrics()
+    manager = FleetManager(hub, settings, SnapshotStore(), metrics)
+    servers = []
+    if settings.metrics_port:
+        servers.append(
+            serve(settings.bind_address, settings.metrics_port, metrics_routes(metrics.registry))
+        )
+    if settings.health_port:
+        servers.append(
+            serve(settings.bind_address, settings.health_port, health_routes(manager.ready))
+        )
+    try:
+        async with anyio.create_task_group() as tg:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                await tg.start(manager.run)
+                log.info("controller started against %s", hub.server)
+                async for signum in signals:
+                    log.info("received %s, shutting down", signal.Signals(signum).name)
+                    tg.cancel_scope.cancel()
+                    break
+    finally:
+        for server in servers:
+            server.shutdown()
+        hub.close()  # aborts the hub watches, so their threads end now, not at their timeout
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -65,8 +81,8 @@ def _run(args: argparse.Namespace) -> int:
     logs.configure(settings.log_format, settings.log_level)
     log.info("scheduler plugins: %s", ", ".join(profile.names))
     try:
-        anyio.run(serve, settings)
-    except KubeconfigError as exc:
+        anyio.run(run_controller, settings)
+    except (KubeconfigError, OSError) as exc:
         print(f"propagator run: {exc}", file=sys.stderr)
         return 2
     return 0

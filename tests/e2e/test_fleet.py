@@ -10,9 +10,12 @@ import datetime as dt
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -115,6 +118,15 @@ def joined(fleet: Fleet, hub_crds: list[str]) -> list[str]:
     return list(LAYERS)
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+PORTS = {"PROPAGATOR_METRICS_PORT": _free_port(), "PROPAGATOR_HEALTH_PORT": _free_port()}
+
+
 @pytest.fixture(scope="module")
 def controller(
     fleet: Fleet, joined: list[str], tmp_path_factory: pytest.TempPathFactory
@@ -132,7 +144,12 @@ def controller(
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **CONTROLLER_ENV},
+            env={
+                **os.environ,
+                **CONTROLLER_ENV,
+                "PROPAGATOR_BIND_ADDRESS": "127.0.0.1",
+                **{k: str(v) for k, v in PORTS.items()},
+            },
         )
     try:
         yield proc
@@ -276,6 +293,39 @@ def test_a_changed_secret_rebuilds_the_members_connection(
         "Ready again",
         lambda m: ready(m) == "True" and NOT_READY_TAINT not in taint_keys(m),
     )
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_metrics_and_health_endpoints(fleet: Fleet, controller: subprocess.Popen[bytes]) -> None:
+    for name in LAYERS:
+        wait_mc(fleet, name, "Ready", lambda m: ready(m) == "True")
+    health = PORTS["PROPAGATOR_HEALTH_PORT"]
+    assert _get(health, "/healthz") == (200, "ok\n")
+    assert _get(health, "/readyz") == (200, "ok\n")
+    assert _get(health, "/nothing")[0] == 404
+
+    def scrape() -> dict[str, float]:
+        status, text = _get(PORTS["PROPAGATOR_METRICS_PORT"], "/metrics")
+        assert status == 200
+        return {
+            line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line and not line.startswith("#")
+        }
+
+    first = scrape()
+    for name in LAYERS:
+        assert first[f'propagator_cluster_ready{{cluster="{name}"}}'] == 1.0
+    assert first["propagator_fleet_snapshot_clusters"] >= 3
+    probes = 'propagator_member_probes_total{cluster="member-1",result="ok"}'
+    eventually(lambda: scrape()[probes] > first[probes], "probes counted")
 
 
 # -- refusals: nothing is written ---------------------------------------------------------

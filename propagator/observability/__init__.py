@@ -1,0 +1,1 @@
+"""Metrics, health endpoints and logs of the controller."""
