@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from api.rollout import MAX_CONCURRENCY_CEILING
@@ -62,6 +62,14 @@ class Settings(BaseSettings):
     """A fleet snapshot older than this makes the scheduler scan every cluster."""
     snapshot_fresh_for_s: float = Field(10.0, ge=0, le=3600)
     """Seconds of fresh snapshots before the scheduler trusts its indexes again."""
+    leader_elect: bool = True
+    """Elect one active controller through a Lease in the controller namespace."""
+    leader_lease_duration_s: float = Field(15.0, gt=0, le=600)
+    """How long a leader's Lease holds without renewal before another may take it."""
+    leader_renew_deadline_s: float = Field(10.0, gt=0, le=600)
+    """A leader that cannot renew for this long stops (less than the lease duration)."""
+    leader_retry_period_s: float = Field(2.0, gt=0, le=60)
+    """Seconds between two attempts to take or renew the Lease."""
     bind_address: str = "0.0.0.0"
     """Address the metrics and health servers listen on."""
     metrics_port: int = Field(8080, ge=0, le=65535)
@@ -72,6 +80,21 @@ class Settings(BaseSettings):
     """Log format: json or text."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """Log level."""
+
+    @model_validator(mode="after")
+    def _leader_timing(self) -> Settings:
+        if (
+            not self.leader_retry_period_s
+            < self.leader_renew_deadline_s
+            < (self.leader_lease_duration_s)
+        ):
+            raise ValueError(
+                "leader election needs PROPAGATOR_LEADER_RETRY_PERIOD_S "
+                f"({self.leader_retry_period_s:g}) < PROPAGATOR_LEADER_RENEW_DEADLINE_S "
+                f"({self.leader_renew_deadline_s:g}) < PROPAGATOR_LEADER_LEASE_DURATION_S "
+                f"({self.leader_lease_duration_s:g})"
+            )
+        return self
 
     def member_connection(self) -> ConnectionOptions:
         return ConnectionOptions(
@@ -124,7 +147,10 @@ def load_settings(args: argparse.Namespace | None = None) -> Settings:
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
-            name = str(error["loc"][0]) if error["loc"] else "?"
+            if not error["loc"]:  # a rule across settings: its message names them
+                problems.append(str(error["msg"]).removeprefix("Value error, "))
+                continue
+            name = str(error["loc"][0])
             problems.append(
                 f"{ENV_PREFIX}{name.upper()} / {_flag(name)} = {error['input']!r}: {error['msg']}"
             )

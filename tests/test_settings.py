@@ -66,3 +66,12 @@ def test_run_refuses_an_unknown_scheduler_plugin(capsys: pytest.CaptureFixture[s
 
     assert main(["run", "--scheduler-plugins", "Capacity,Teleport"]) == 2
     assert "unknown scheduler plugin 'Teleport'" in capsys.readouterr().err
+
+
+def test_leader_timings_must_nest() -> None:
+    with pytest.raises(SettingsError) as bad:
+        load_settings(parse("--leader-renew-deadline-s", "20"))
+    assert str(bad.value) == (
+        "invalid settings: leader election needs PROPAGATOR_LEADER_RETRY_PERIOD_S (2) < "
+        "PROPAGATOR_LEADER_RENEW_DEADLINE_S (20) < PROPAGATOR_LEADER_LEASE_DURATION_S (15)"
+    )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
+import socket
 import sys
 from typing import Any
 
@@ -17,10 +19,12 @@ from propagator import logs
 from propagator.fleetmanager import FleetManager
 from propagator.observability.metrics import Metrics
 from propagator.observability.server import health_routes, metrics_routes, serve
+from propagator.runtime.leader import LeaderElector, LeadershipLost, LeaseConfig
 from propagator.scheduler import PluginError, build_profile
 from propagator.settings import Settings, SettingsError, add_setting_flags, load_settings
 
 log = logging.getLogger("propagator")
+LEASE_NAME = "propagator-controller"
 
 
 def register(commands: Any) -> None:
@@ -51,19 +55,43 @@ async def run_controller(settings: Settings) -> None:
         servers.append(
             serve(settings.bind_address, settings.health_port, health_routes(manager.ready))
         )
+    elector = None
+    if settings.leader_elect:
+        identity = f"{socket.gethostname()}_{os.getpid()}"
+        elector = LeaderElector(
+            hub,
+            LeaseConfig(
+                namespace=settings.namespace,
+                name=LEASE_NAME,
+                identity=identity,
+                lease_duration_s=settings.leader_lease_duration_s,
+                renew_deadline_s=settings.leader_renew_deadline_s,
+                retry_period_s=settings.leader_retry_period_s,
+            ),
+        )
     try:
-        async with anyio.create_task_group() as tg:
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_stop_on_signal, signals, tg.cancel_scope)
+                if elector is not None:
+                    log.info("waiting to lead (lease %s/%s)", settings.namespace, LEASE_NAME)
+                    await elector.acquire()
+                    tg.start_soon(elector.keep)
                 await tg.start(manager.run)
                 log.info("controller started against %s", hub.server)
-                async for signum in signals:
-                    log.info("received %s, shutting down", signal.Signals(signum).name)
-                    tg.cancel_scope.cancel()
-                    break
     finally:
+        if elector is not None:
+            elector.release()  # the next candidate takes over at once
         for server in servers:
             server.shutdown()
         hub.close()  # aborts the hub watches, so their threads end now, not at their timeout
+
+
+async def _stop_on_signal(signals: Any, scope: anyio.CancelScope) -> None:
+    async for signum in signals:
+        log.info("received %s, shutting down", signal.Signals(signum).name)
+        scope.cancel()
+        return
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -85,4 +113,10 @@ def _run(args: argparse.Namespace) -> int:
     except (KubeconfigError, OSError) as exc:
         print(f"propagator run: {exc}", file=sys.stderr)
         return 2
+    except BaseExceptionGroup as group:
+        lost = group.subgroup(LeadershipLost)
+        if lost is None:
+            raise
+        print(f"propagator run: {lost.exceptions[0]}; stopping", file=sys.stderr)
+        return 1
     return 0

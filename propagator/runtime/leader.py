@@ -1,0 +1,170 @@
+"""Leader election on a ``coordination.k8s.io`` Lease, so that one controller acts at a time.
+
+Like client-go's: a candidate takes the Lease when it does not exist, when it holds it
+already, or when the holder's record has not changed for a whole lease duration as
+observed on the candidate's own clock (so clocks need not agree across machines). Every
+write carries the resourceVersion it read, so two candidates cannot both win. The leader
+renews every retry period and gives up leadership when it could not renew within the renew
+deadline; on a clean shutdown it releases the Lease so that another candidate takes over
+at once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from fleet.connection import ApiError, KubeConnection
+
+log = logging.getLogger(__name__)
+
+LEASE_API = "coordination.k8s.io/v1"
+
+
+class LeadershipLost(RuntimeError):
+    """The leader could not renew its Lease within the renew deadline."""
+
+
+@dataclass(frozen=True)
+class LeaseConfig:
+    namespace: str
+    name: str
+    identity: str
+    lease_duration_s: float = 15.0
+    renew_deadline_s: float = 10.0
+    retry_period_s: float = 2.0
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaderElector:
+    """One candidate. Blocking methods; ``lead`` wraps them for anyio."""
+
+    def __init__(self, hub: KubeConnection, config: LeaseConfig) -> None:
+        self.hub = hub
+        self.config = config
+        self._observed: tuple[str, str] | None = None  # (holder, renewTime)
+        self._observed_at = 0.0
+        self.is_leader = False
+
+    def _path(self, name: str | None = None) -> str:
+        return self.hub.resource(LEASE_API, "Lease").path(self.config.namespace, name)
+
+    def _spec(self, lease: dict[str, Any] | None) -> dict[str, Any]:
+        now = _now()
+        spec = dict((lease or {}).get("spec") or {})
+        changed_hands = spec.get("holderIdentity") != self.config.identity
+        spec.update(
+            holderIdentity=self.config.identity,
+            renewTime=now,
+            leaseDurationSeconds=int(self.config.lease_duration_s),
+        )
+        if changed_hands:
+            spec["acquireTime"] = now
+            spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (1 if lease else 0)
+        return spec
+
+    def try_acquire_or_renew(self) -> bool:
+        """One attempt; True when this candidate holds the Lease afterwards."""
+        c = self.config
+        try:
+            lease = self.hub.request("GET", self._path(c.name))
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            body = {
+                "apiVersion": LEASE_API,
+                "kind": "Lease",
+                "metadata": {"name": c.name, "namespace": c.namespace},
+                "spec": self._spec(None),
+            }
+            try:
+                self.hub.request("POST", self._path(), body=body)
+            except ApiError as create_exc:
+                if create_exc.status == 409:  # another candidate created it first
+                    return False
+                raise
+            self.is_leader = True
+            return True
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        record = (holder, str(spec.get("renewTime")))
+        now = time.monotonic()
+        if record != self._observed:
+            self._observed, self._observed_at = record, now
+        duration = float(spec.get("leaseDurationSeconds") or c.lease_duration_s)
+        expired = now - self._observed_at >= duration
+        if holder and holder != c.identity and not expired:
+            self.is_leader = False
+            return False
+        lease["spec"] = self._spec(lease)
+        try:
+            updated = self.hub.request("PUT", self._path(c.name), body=lease)
+        except ApiError as exc:
+            if exc.status == 409:  # someone else wrote it since we read it
+                self.is_leader = False
+                return False
+            raise
+        new_spec = updated.get("spec") or {}
+        self._observed = (c.identity, str(new_spec.get("renewTime")))
+        self._observed_at = time.monotonic()
+        self.is_leader = True
+        return True
+
+    def release(self) -> None:
+        """Give the Lease up (clean shutdown), if this candidate holds it."""
+        if not self.is_leader:
+            return
+        try:
+            lease = self.hub.request("GET", self._path(self.config.name))
+            if (lease.get("spec") or {}).get("holderIdentity") == self.config.identity:
+                lease["spec"]["holderIdentity"] = ""
+                lease["spec"]["leaseDurationSeconds"] = 1
+                self.hub.request("PUT", self._path(self.config.name), body=lease)
+        except ApiError as exc:
+            log.warning("could not release lease %s: %s", self.config.name, exc)
+        self.is_leader = False
+
+    # -- anyio -----------------------------------------------------------------------------
+
+    async def _attempt(self) -> bool:
+        try:
+            return await anyio.to_thread.run_sync(self.try_acquire_or_renew)
+        except ApiError as exc:
+            log.warning("lease %s/%s: %s", self.config.namespace, self.config.name, exc)
+            return False
+
+    async def acquire(self) -> None:
+        """Wait until this candidate is the leader."""
+        while True:
+            if await self._attempt():
+                break
+            await anyio.sleep(self.config.retry_period_s)
+        log.info(
+            "leader: %s holds lease %s/%s",
+            self.config.identity,
+            self.config.namespace,
+            self.config.name,
+        )
+
+    async def keep(self) -> None:
+        """Renew until cancelled; raise LeadershipLost when renewing fails for longer than
+        the renew deadline."""
+        last_renewed = time.monotonic()
+        while True:
+            await anyio.sleep(self.config.retry_period_s)
+            if await self._attempt():
+                last_renewed = time.monotonic()
+            elif time.monotonic() - last_renewed > self.config.renew_deadline_s:
+                raise LeadershipLost(
+                    f"{self.config.identity} could not renew lease {self.config.name} for "
+                    f"{self.config.renew_deadline_s:g}s"
+                )
