@@ -1,0 +1,95 @@
+"""Workload health on a member, from an object's status, as Kubernetes tools judge it.
+
+Deployments, StatefulSets, DaemonSets and Jobs are judged by their conditions and ready
+counts; anything else is Healthy once it exists (there is nothing to wait for).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+Health = Literal["Healthy", "Progressing", "Degraded", "Unknown"]
+_ORDER: dict[Health, int] = {"Healthy": 0, "Unknown": 1, "Progressing": 2, "Degraded": 3}
+
+
+def _condition(status: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == type_), None)
+
+
+def _observed(obj: Mapping[str, Any]) -> bool:
+    generation = (obj.get("metadata") or {}).get("generation")
+    observed = (obj.get("status") or {}).get("observedGeneration")
+    return generation is None or observed is None or observed >= generation
+
+
+def _deployment(obj: Mapping[str, Any]) -> Health:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    progressing = _condition(status, "Progressing")
+    if progressing and progressing.get("reason") == "ProgressDeadlineExceeded":
+        return "Degraded"
+    want = spec.get("replicas", 1)
+    if (
+        _observed(obj)
+        and status.get("updatedReplicas", 0) >= want
+        and status.get("availableReplicas", 0) >= want
+        and status.get("replicas", 0) <= want
+    ):
+        return "Healthy"
+    return "Progressing"
+
+
+def _statefulset(obj: Mapping[str, Any]) -> Health:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    want = spec.get("replicas", 1)
+    if (
+        _observed(obj)
+        and status.get("readyReplicas", 0) >= want
+        and status.get("updatedReplicas", want) >= want
+    ):
+        return "Healthy"
+    return "Progressing"
+
+
+def _daemonset(obj: Mapping[str, Any]) -> Health:
+    status = obj.get("status") or {}
+    want = status.get("desiredNumberScheduled", 0)
+    if (
+        _observed(obj)
+        and status.get("numberReady", 0) >= want
+        and status.get("updatedNumberScheduled", want) >= want
+    ):
+        return "Healthy"
+    return "Progressing"
+
+
+def _job(obj: Mapping[str, Any]) -> Health:
+    status = obj.get("status") or {}
+    failed = _condition(status, "Failed")
+    if failed and failed.get("status") == "True":
+        return "Degraded"
+    complete = _condition(status, "Complete")
+    if complete and complete.get("status") == "True":
+        return "Healthy"
+    return "Progressing"
+
+
+_JUDGES = {
+    ("apps/v1", "Deployment"): _deployment,
+    ("apps/v1", "StatefulSet"): _statefulset,
+    ("apps/v1", "DaemonSet"): _daemonset,
+    ("batch/v1", "Job"): _job,
+}
+
+
+def health_of(obj: Mapping[str, Any] | None) -> Health:
+    """The health of one live object (None: it is not there yet)."""
+    if obj is None:
+        return "Progressing"
+    judge = _JUDGES.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
+    return judge(obj) if judge else "Healthy"
+
+
+def worst(healths: Iterable[Health]) -> Health:
+    """A cluster's health: its least healthy object (Healthy when there is none)."""
+    return max(healths, key=_ORDER.__getitem__, default="Healthy")

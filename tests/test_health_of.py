@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from propagator.health import health_of, worst
+
+
+def deployment(replicas: int = 3, generation: int = 2, **status: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "generation": generation},
+        "spec": {"replicas": replicas},
+        "status": {"observedGeneration": 2, **status},
+    }
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        (deployment(want=3, updatedReplicas=3, availableReplicas=3, replicas=3), "Healthy"),
+        (deployment(updatedReplicas=3, availableReplicas=2, replicas=3), "Progressing"),
+        (deployment(updatedReplicas=2, availableReplicas=3, replicas=4), "Progressing"),
+        (
+            deployment(generation=3, updatedReplicas=3, availableReplicas=3, replicas=3),
+            "Progressing",
+        ),  # the controller has not seen the new spec yet
+        (
+            deployment(
+                conditions=[
+                    {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}
+                ]
+            ),
+            "Degraded",
+        ),
+        (
+            {
+                "apiVersion": "apps/v1",
+                "kind": "StatefulSet",
+                "spec": {"replicas": 2},
+                "status": {"readyReplicas": 2, "updatedReplicas": 2},
+            },
+            "Healthy",
+        ),
+        (
+            {
+                "apiVersion": "apps/v1",
+                "kind": "DaemonSet",
+                "status": {"desiredNumberScheduled": 4, "numberReady": 3},
+            },
+            "Progressing",
+        ),
+        (
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "status": {"conditions": [{"type": "Complete", "status": "True"}]},
+            },
+            "Healthy",
+        ),
+        (
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "status": {"conditions": [{"type": "Failed", "status": "True"}]},
+            },
+            "Degraded",
+        ),
+        ({"apiVersion": "v1", "kind": "ConfigMap"}, "Healthy"),
+        (None, "Progressing"),
+    ],
+)
+def test_health_of(obj: dict[str, Any] | None, expected: str) -> None:
+    assert health_of(obj) == expected
+
+
+def test_worst_wins() -> None:
+    assert worst(["Healthy", "Progressing", "Healthy"]) == "Progressing"
+    assert worst(["Healthy", "Degraded", "Progressing"]) == "Degraded"
+    assert worst([]) == "Healthy"
