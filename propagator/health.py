@@ -39,28 +39,21 @@ def _deployment(obj: Mapping[str, Any]) -> Health:
     return "Progressing"
 
 
-def _statefulset(obj: Mapping[str, Any]) -> Health:
-    spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    want = spec.get("replicas", 1)
-    if (
-        _observed(obj)
-        and status.get("readyReplicas", 0) >= want
-        and status.get("updatedReplicas", want) >= want
-    ):
+def _rolled_out(obj: Mapping[str, Any], want: int, ready: str, updated: str) -> Health:
+    status = obj.get("status") or {}
+    if _observed(obj) and status.get(ready, 0) >= want and status.get(updated, want) >= want:
         return "Healthy"
     return "Progressing"
+
+
+def _statefulset(obj: Mapping[str, Any]) -> Health:
+    want = (obj.get("spec") or {}).get("replicas", 1)
+    return _rolled_out(obj, want, "readyReplicas", "updatedReplicas")
 
 
 def _daemonset(obj: Mapping[str, Any]) -> Health:
-    status = obj.get("status") or {}
-    want = status.get("desiredNumberScheduled", 0)
-    if (
-        _observed(obj)
-        and status.get("numberReady", 0) >= want
-        and status.get("updatedNumberScheduled", want) >= want
-    ):
-        return "Healthy"
-    return "Progressing"
+    want = (obj.get("status") or {}).get("desiredNumberScheduled", 0)
+    return _rolled_out(obj, want, "numberReady", "updatedNumberScheduled")
 
 
 def _job(obj: Mapping[str, Any]) -> Health:
