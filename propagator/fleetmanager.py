@@ -198,13 +198,6 @@ class FleetManager:
                     },
                     field_manager=HEALTH_MANAGER,
                 )
-                spec = dict(member.get("spec") or {})
-                others = [
-                    t
-                    for t in spec.get("taints") or []
-                    if t.get("key") not in fleetstatus.CONTROLLER_TAINTS
-                ]
-                members[name] = {**members[name], "spec": {**spec, "taints": others + taints}}
         fleets: dict[str, list[str]] = {}
         for fleet in self.fleets.snapshot():
             name = fleet["metadata"]["name"]

@@ -23,6 +23,13 @@ def _merge(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _spec(base: dict[str, Any], spec: dict[str, Any], drop: tuple[str, ...]) -> dict[str, Any]:
+    merged = _merge(base, spec)
+    for key in drop:
+        merged.pop(key)
+    return merged
+
+
 def ap(spec: dict[str, Any], *, drop: tuple[str, ...] = ()) -> dict[str, Any]:
     base_spec = {
         "fleet": "prod",
@@ -32,27 +39,21 @@ def ap(spec: dict[str, Any], *, drop: tuple[str, ...] = ()) -> dict[str, Any]:
             ]
         },
     }
-    merged = _merge(base_spec, spec)
-    for key in drop:
-        merged.pop(key)
     return {
         "apiVersion": "propagator.io/v1alpha1",
         "kind": "ApplicationPropagation",
         "metadata": {"name": "bad", "namespace": NAMESPACE},
-        "spec": merged,
+        "spec": _spec(base_spec, spec, drop),
     }
 
 
 def mc(spec: dict[str, Any], *, drop: tuple[str, ...] = ()) -> dict[str, Any]:
     base = {"secretRef": {"namespace": "propagator-system", "name": "s"}}
-    merged = _merge(base, spec)
-    for key in drop:
-        merged.pop(key)
     return {
         "apiVersion": "propagator.io/v1alpha1",
         "kind": "MemberCluster",
         "metadata": {"name": "bad"},
-        "spec": merged,
+        "spec": _spec(base, spec, drop),
     }
 
 
