@@ -197,6 +197,14 @@ class ApplicationPropagationStatus(KubeModel):
     """readyClusters/totalClusters, e.g. 18/20 (for kubectl get)."""
     canary: CanaryStatus | None = None
     """Canary progress."""
+    propagated_kinds: list[str] = Field(default_factory=list, max_length=500)
+    """apiVersion/kind of everything propagated that may still exist on a member, e.g.
+    apps/v1/Deployment (what pruning and clean-up look for)."""
+
+
+ORPHAN_ANNOTATION = "propagator.io/orphan-unreachable"
+"""Set to "true" on an application being deleted: clusters that cannot be cleaned up are
+left as they are, and the application goes away."""
 
 
 class ApplicationPropagation(Resource):

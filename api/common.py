@@ -74,6 +74,19 @@ Duration = Annotated[
 ]
 """A Go-style duration: 30s, 5m, 1h30m, 500ms."""
 
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration_seconds(text: str) -> float:
+    """Seconds in a Duration such as ``1h30m`` (raises ValueError when it is not one)."""
+    if not re.fullmatch(DURATION_PATTERN, text):
+        raise ValueError(f"{text!r} is not a duration such as 30s, 5m, 1h30m or 500ms")
+    return sum(
+        float(number) * _DURATION_UNITS[unit]
+        for number, unit in re.findall(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)", text)
+    )
+
+
 _QUANTITY_CEL = (
     "type(self) == int ? self >= 0 : "
     "(isQuantity(string(self)) && !quantity(string(self)).isLessThan(quantity('0')))"

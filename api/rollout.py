@@ -18,12 +18,15 @@ MAX_RETRY_ATTEMPTS = 20
 class Retry(KubeModel):
     """Retries of retryable failures (timeouts, connection errors, 429, 5xx)."""
 
-    attempts: int = Field(default=3, ge=0, le=MAX_RETRY_ATTEMPTS)
-    """Retries after the first try; 0 disables retrying."""
-    backoff: Duration = "1s"
-    """Wait before the first retry; doubles each time, with jitter."""
-    max_backoff: Duration = "30s"
-    """Upper bound of the wait between retries."""
+    attempts: int | None = Field(default=None, ge=0, le=MAX_RETRY_ATTEMPTS)
+    """Retries after the first try; 0 disables retrying (unset: the controller's
+    PROPAGATOR_RETRY_ATTEMPTS, default 3)."""
+    backoff: Duration | None = None
+    """Wait before the first retry; doubles each time, with jitter (unset: the controller's
+    PROPAGATOR_RETRY_BACKOFF_S, default 1s)."""
+    max_backoff: Duration | None = None
+    """Upper bound of the wait between retries (unset: PROPAGATOR_RETRY_MAX_BACKOFF_S,
+    default 30s)."""
 
 
 class Rollout(KubeModel):
@@ -33,10 +36,12 @@ class Rollout(KubeModel):
     """Member clusters written at once (1 to 500; never above the controller's cap)."""
     retry: Retry = Field(default_factory=Retry)
     """Retries of retryable failures."""
-    timeout_seconds: int = Field(default=30, ge=1, le=3600)
-    """Time allowed for one cluster's apply, per attempt."""
+    timeout_seconds: int | None = Field(default=None, ge=1, le=3600)
+    """Time allowed for one cluster's apply, per attempt (unset: the controller's
+    PROPAGATOR_CLUSTER_TIMEOUT_S, default 30)."""
     max_failures: int | None = Field(default=None, ge=0)
-    """Stop the rollout after this many failed clusters (unset: never stop early)."""
+    """Failed clusters tolerated in one pass; once more have failed, clusters not yet
+    started are not tried (unset: never stop early)."""
 
 
 class CanaryStep(KubeModel):

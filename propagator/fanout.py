@@ -23,7 +23,7 @@ import anyio.to_thread
 from fleet.circuit import CircuitBreaker, CircuitOpen
 from fleet.connection import ApiError
 
-ApplyFn = Callable[[str, Sequence[dict[str, Any]]], None]
+ApplyFn = Callable[[str, Sequence[dict[str, Any]]], object]
 """Blocking: apply every object to the named cluster; raises ApiError on failure."""
 
 
@@ -56,7 +56,9 @@ class ClusterFailed(Exception):
 
     def __init__(self, cluster: str, attempts: int, reason: str) -> None:
         noun = "attempt" if attempts == 1 else "attempts"
-        super().__init__(f"{cluster}: {reason} after {attempts} {noun}")
+        super().__init__(
+            f"{cluster}: {reason} after {attempts} {noun}" if attempts else f"{cluster}: {reason}"
+        )
         self.cluster = cluster
         self.attempts = attempts
         self.reason = reason
@@ -71,6 +73,7 @@ async def _apply_with_retries(
     breaker: CircuitBreaker,
     timeout_s: float,
     global_limiter: anyio.CapacityLimiter,
+    on_retry: Callable[[str], None] | None,
 ) -> ClusterResult:
     attempts = 0
     while True:
@@ -95,6 +98,8 @@ async def _apply_with_retries(
         breaker.record(False)
         if not retryable or attempts > retry.attempts:
             return ClusterResult(cluster, False, attempts, reason)
+        if on_retry is not None:
+            on_retry(cluster)
         await anyio.sleep(retry.delay(attempts, retry_after))
 
 
@@ -107,13 +112,27 @@ async def fan_out(
     retry: RetryPolicy,
     breaker_for: Callable[[str], CircuitBreaker],
     timeout_s: float,
+    max_failures: int | None = None,
+    on_retry: Callable[[str], None] | None = None,
 ) -> list[ClusterResult]:
-    """Apply ``targets[cluster]`` to each cluster; one result per cluster, sorted by name."""
+    """Apply ``targets[cluster]`` to each cluster; one result per cluster, sorted by name.
+    Once more than ``max_failures`` clusters have failed, clusters not yet started are not
+    tried (their result says so)."""
     results: dict[str, ClusterResult] = {}
     per_app = anyio.CapacityLimiter(per_app_limit)
 
     async def one(cluster: str) -> None:
         async with per_app:
+            failed = sum(not r.applied for r in results.values())
+            if max_failures is not None and failed > max_failures:
+                results[cluster] = ClusterResult(
+                    cluster,
+                    False,
+                    0,
+                    f"not tried: rollout stopped after {failed} failed clusters "
+                    f"(maxFailures {max_failures})",
+                )
+                return
             results[cluster] = await _apply_with_retries(
                 cluster,
                 targets[cluster],
@@ -122,6 +141,7 @@ async def fan_out(
                 breaker=breaker_for(cluster),
                 timeout_s=timeout_s,
                 global_limiter=global_limiter,
+                on_retry=on_retry,
             )
 
     async with anyio.create_task_group() as tg:

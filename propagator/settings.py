@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from api.rollout import MAX_CONCURRENCY_CEILING
+from api.rollout import MAX_CONCURRENCY_CEILING, MAX_RETRY_ATTEMPTS
 from fleet.connection import ConnectionOptions
 from propagator.scheduler.registry import DEFAULT_PLUGINS
 
@@ -55,6 +55,30 @@ class Settings(BaseSettings):
     """Seconds NotReady before a member is also tainted unreachable."""
     max_concurrency: int = Field(10, ge=1, le=MAX_CONCURRENCY_CEILING)
     """Member clusters contacted at once, across everything the controller does."""
+    workers: int = Field(4, ge=1, le=64)
+    """Applications reconciled at once."""
+    retry_attempts: int = Field(3, ge=0, le=MAX_RETRY_ATTEMPTS)
+    """Retries of a retryable failure on one cluster, for applications that leave
+    spec.rollout.retry.attempts unset."""
+    retry_backoff_s: float = Field(1.0, gt=0, le=600)
+    """Seconds before the first retry (doubling, with jitter), where the application leaves
+    spec.rollout.retry.backoff unset."""
+    retry_max_backoff_s: float = Field(30.0, gt=0, le=3600)
+    """Longest wait between two retries, where spec.rollout.retry.maxBackoff is unset."""
+    cluster_timeout_s: float = Field(30.0, gt=0, le=3600)
+    """Seconds one cluster's apply may take per attempt, where spec.rollout.timeoutSeconds
+    is unset."""
+    circuit_failure_threshold: int = Field(5, ge=1, le=100)
+    """Consecutive failed calls to a member before its circuit opens (calls stop)."""
+    circuit_cool_down_s: float = Field(30.0, gt=0, le=3600)
+    """Seconds an open circuit waits before one trial call."""
+    resync_period_s: float = Field(300.0, ge=10, le=86400)
+    """Every application is reconciled at least this often, and what is applied on the
+    members is read back and compared (drift is corrected)."""
+    requeue_max_delay_s: float = Field(300.0, ge=1, le=3600)
+    """Longest wait before a failed reconcile is retried (it doubles from 0.5s)."""
+    trace_exporter: Literal["none", "console"] = "none"
+    """OpenTelemetry span exporter: none, or console (spans as JSON on stderr)."""
     scheduler_plugins: str = Field(DEFAULT_PLUGINS, min_length=1)
     """Scheduler plugins: filters in order, then scores as Name=weight (entry point group
     propagator.scheduler.plugins)."""
@@ -80,6 +104,15 @@ class Settings(BaseSettings):
     """Log format: json or text."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """Log level."""
+
+    @model_validator(mode="after")
+    def _retry_backoff(self) -> Settings:
+        if self.retry_backoff_s > self.retry_max_backoff_s:
+            raise ValueError(
+                f"PROPAGATOR_RETRY_BACKOFF_S ({self.retry_backoff_s:g}) must not exceed "
+                f"PROPAGATOR_RETRY_MAX_BACKOFF_S ({self.retry_max_backoff_s:g})"
+            )
+        return self
 
     @model_validator(mode="after")
     def _leader_timing(self) -> Settings:

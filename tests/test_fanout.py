@@ -150,3 +150,27 @@ def test_backoff_doubles_with_jitter_and_honours_retry_after() -> None:
         assert step / 2 <= policy.delay(retry, None) <= step
     assert policy.delay(1, 3.0) == 3.0
     assert policy.delay(1, 60.0) == 4
+
+
+async def test_max_failures_stops_starting_new_clusters_and_retries_are_counted() -> None:
+    down = [ApiError("x", "connection refused", retryable=True)] * 10
+    members = FakeMembers({"a": list(down), "b": list(down)})
+    retried: Counter[str] = Counter()
+    results = await fan_out(
+        {c: [{"kind": "ConfigMap"}] for c in ["a", "b", "c", "d"]},
+        members.apply,
+        per_app_limit=1,
+        global_limiter=anyio.CapacityLimiter(10),
+        retry=NO_WAIT,
+        breaker_for=breakers(),
+        timeout_s=30,
+        max_failures=1,
+        on_retry=lambda c: retried.update([c]),
+    )
+    by = {r.cluster: r for r in results}
+    assert (by["a"].applied, by["b"].applied) == (False, False)
+    assert retried == Counter({"a": 2, "b": 2})
+    # Two failures exceed maxFailures 1: c and d are not tried at all.
+    assert members.calls["c"] == members.calls["d"] == 0
+    assert by["c"].error == "not tried: rollout stopped after 2 failed clusters (maxFailures 1)"
+    assert "d: not tried: rollout stopped" in applied_summary(results)

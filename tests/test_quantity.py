@@ -53,3 +53,13 @@ def test_rejects_what_kubernetes_rejects(text: str) -> None:
     assert not is_quantity(text)
     with pytest.raises(QuantityError, match="expected a number with an optional suffix"):
         parse_quantity(text)
+
+
+def test_durations_in_seconds() -> None:
+    from api.common import duration_seconds
+
+    assert duration_seconds("1h30m") == 5400
+    assert duration_seconds("500ms") == 0.5
+    assert duration_seconds("1.5s") == 1.5
+    with pytest.raises(ValueError, match="'soon' is not a duration such as 30s"):
+        duration_seconds("soon")

@@ -71,3 +71,10 @@ def test_selector_query() -> None:
         }
     )
     assert to_query(selector) == "app=web,tier in (a,b),env notin (dev),team,!legacy"
+
+
+def test_kinds_name_api_version_and_kind() -> None:
+    from propagator.prune import kind_of, kinds_of
+
+    assert kind_of({"apiVersion": "apps/v1", "kind": "Deployment"}) == "apps/v1/Deployment"
+    assert kinds_of([{"apiVersion": "v1", "kind": "ConfigMap"}] * 2) == {"v1/ConfigMap"}

@@ -41,6 +41,16 @@ def test_flags_override_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             "'soon': Input should be a valid number",
         ),
         (["--log-format", "xml"], "Input should be 'json' or 'text'"),
+        (
+            ["--workers", "0"],
+            "PROPAGATOR_WORKERS / --workers = '0': Input should be greater than or equal to 1",
+        ),
+        (
+            ["--retry-backoff-s", "60", "--retry-max-backoff-s", "5"],
+            "PROPAGATOR_RETRY_BACKOFF_S (60) must not exceed PROPAGATOR_RETRY_MAX_BACKOFF_S (5)",
+        ),
+        (["--resync-period-s", "1"], "greater than or equal to 10"),
+        (["--trace-exporter", "jaeger"], "Input should be 'none' or 'console'"),
     ],
 )
 def test_bad_values_name_the_setting_value_and_bounds(argv: list[str], says: str) -> None:

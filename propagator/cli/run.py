@@ -16,36 +16,40 @@ from fleet.hub import hub_connection
 from fleet.kubeconfig import KubeconfigError
 from fleet.snapshot import SnapshotStore
 from propagator import logs
+from propagator.controller import PropagationController
 from propagator.fleetmanager import FleetManager
 from propagator.observability.metrics import Metrics
 from propagator.observability.server import health_routes, metrics_routes, serve
 from propagator.runtime.leader import LeaderElector, LeadershipLost, LeaseConfig
-from propagator.scheduler import PluginError, build_profile
+from propagator.scheduler import PluginError, Profile, build_profile
 from propagator.settings import Settings, SettingsError, add_setting_flags, load_settings
 
 log = logging.getLogger("propagator")
 LEASE_NAME = "propagator-controller"
+SHUTDOWN_GRACE_S = 10.0
+"""On SIGTERM, reconciles in flight get this long to finish and write their status."""
 
 
 def register(commands: Any) -> None:
     parser = commands.add_parser(
         "run",
-        help="run the hub controller (fleet manager: member probes, status, taints)",
+        help="run the hub controller: fleet manager and propagation controller",
         description="Run the Propagator controller against the hub. Settings come from "
         "PROPAGATOR_* environment variables; flags override them.",
     )
-    # The snapshot staleness bounds serve the propagation controller, which run lacks yet.
-    add_setting_flags(parser, [n for n in Settings.model_fields if not n.startswith("snapshot_")])
+    add_setting_flags(parser)
     parser.set_defaults(run=_run)
 
 
-async def run_controller(settings: Settings) -> None:
+async def run_controller(settings: Settings, profile: Profile) -> None:
     """Run the controller, with its metrics and health servers, until SIGTERM or SIGINT."""
     hub = hub_connection(
         settings.hub_kubeconfig, settings.hub_context, settings.member_connection()
     )
     metrics = Metrics()
-    manager = FleetManager(hub, settings, SnapshotStore(), metrics)
+    store = SnapshotStore()
+    manager = FleetManager(hub, settings, store, metrics)
+    controller = PropagationController(hub, settings, store, manager, profile, metrics)
     servers = []
     if settings.metrics_port:
         servers.append(
@@ -53,7 +57,11 @@ async def run_controller(settings: Settings) -> None:
         )
     if settings.health_port:
         servers.append(
-            serve(settings.bind_address, settings.health_port, health_routes(manager.ready))
+            serve(
+                settings.bind_address,
+                settings.health_port,
+                health_routes(lambda: manager.ready() and controller.ready()),
+            )
         )
     elector = None
     if settings.leader_elect:
@@ -72,12 +80,13 @@ async def run_controller(settings: Settings) -> None:
     try:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(_stop_on_signal, signals, tg.cancel_scope)
+                tg.start_soon(_stop_on_signal, signals, tg.cancel_scope, controller)
                 if elector is not None:
                     log.info("waiting to lead (lease %s/%s)", settings.namespace, LEASE_NAME)
                     await elector.acquire()
                     tg.start_soon(elector.keep)
                 await tg.start(manager.run)
+                await tg.start(controller.run)
                 log.info("controller started against %s", hub.server)
     finally:
         if elector is not None:
@@ -87,9 +96,12 @@ async def run_controller(settings: Settings) -> None:
         hub.close()  # aborts the hub watches, so their threads end now, not at their timeout
 
 
-async def _stop_on_signal(signals: Any, scope: anyio.CancelScope) -> None:
+async def _stop_on_signal(
+    signals: Any, scope: anyio.CancelScope, controller: PropagationController
+) -> None:
     async for signum in signals:
         log.info("received %s, shutting down", signal.Signals(signum).name)
+        await controller.drain(SHUTDOWN_GRACE_S)
         scope.cancel()
         return
 
@@ -109,7 +121,7 @@ def _run(args: argparse.Namespace) -> int:
     logs.configure(settings.log_format, settings.log_level)
     log.info("scheduler plugins: %s", ", ".join(profile.names))
     try:
-        anyio.run(run_controller, settings)
+        anyio.run(run_controller, settings, profile)
     except (KubeconfigError, OSError) as exc:
         print(f"propagator run: {exc}", file=sys.stderr)
         return 2

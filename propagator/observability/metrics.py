@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
 class Metrics:
@@ -42,7 +42,74 @@ class Metrics:
             registry=r,
         )
 
+        # -- propagation ---------------------------------------------------------------
+        self.propagation_duration = Histogram(
+            "propagator_propagation_duration_seconds",
+            "Duration of propagation operations (reconcile, schedule, render, apply, prune, "
+            "cleanup) by status (success, failure)",
+            ["operation", "status"],
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+            registry=r,
+        )
+        self.operations_in_flight = Gauge(
+            "propagator_propagation_operations_in_flight",
+            "Member cluster operations running now (bounded by PROPAGATOR_MAX_CONCURRENCY)",
+            registry=r,
+        )
+        self.applies = Counter(
+            "propagator_applies_total",
+            "Applications applied to a member cluster, by result (applied, failed)",
+            ["cluster", "result"],
+            registry=r,
+        )
+        self.member_writes = Counter(
+            "propagator_member_writes_total",
+            "Objects written to member clusters, by operation (apply, delete)",
+            ["cluster", "operation"],
+            registry=r,
+        )
+        self.retries = Counter(
+            "propagator_apply_retries_total",
+            "Retries of a retryable failure on a member cluster",
+            ["cluster"],
+            registry=r,
+        )
+        self.circuit_state = Gauge(
+            "propagator_circuit_state",
+            "Circuit breaker of a member cluster: 0 closed, 1 half-open, 2 open",
+            ["cluster"],
+            registry=r,
+        )
+        self.queue_depth = Gauge(
+            "propagator_workqueue_depth", "Applications waiting to be reconciled", registry=r
+        )
+        self.reconciles = Counter(
+            "propagator_reconciles_total",
+            "Reconciles of an ApplicationPropagation, by result (success, error)",
+            ["result"],
+            registry=r,
+        )
+        self.reconcile_errors = Counter(
+            "propagator_reconcile_errors_total",
+            "Reconciles that ended in an error, by reason",
+            ["reason"],
+            registry=r,
+        )
+        self.scheduling_duration = Histogram(
+            "propagator_scheduling_duration_seconds",
+            "Duration of one scheduling decision",
+            buckets=(0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 0.5),
+            registry=r,
+        )
+        self.scheduling_results = Counter(
+            "propagator_scheduling_results_total",
+            "Scheduling decisions by result (scheduled, unschedulable, fleet-not-found)",
+            ["result"],
+            registry=r,
+        )
+
     def forget_cluster(self, cluster: str) -> None:
         """Drop a removed member's series."""
-        with contextlib.suppress(KeyError):
-            self.cluster_ready.remove(cluster)
+        for gauge in (self.cluster_ready, self.circuit_state):
+            with contextlib.suppress(KeyError):
+                gauge.remove(cluster)

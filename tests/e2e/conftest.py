@@ -102,3 +102,37 @@ def hub_crds(fleet: Fleet) -> list[str]:
     for name in names:
         eventually(partial(_established, ext, name), f"CRD {name} established")
     return names
+
+
+MEMBER_LAYERS = {"member-1": "high-performance", "member-2": "high-performance", "member-3": "edge"}
+FLEET_NAME = "local"
+
+
+@pytest.fixture(scope="session")
+def joined(fleet: Fleet, hub_crds: list[str]) -> list[str]:
+    """The three members joined into Fleet ``local`` with the real ``propagator fleet join``
+    (layers as in MEMBER_LAYERS, their kwok region, label env=test)."""
+    from tests.e2e.controller import propagator  # imports this module
+
+    hub = str(fleet.kubeconfig(local.HUB))
+    for name, layer in MEMBER_LAYERS.items():
+        result = propagator(
+            "fleet",
+            "join",
+            name,
+            "--kubeconfig",
+            str(fleet.kubeconfig(name)),
+            "--fleet",
+            FLEET_NAME,
+            "--layer",
+            layer,
+            "--region",
+            fleet.state.cluster(name).nodes.region,
+            "--label",
+            "env=test",
+            "--hub-kubeconfig",
+            hub,
+        )
+        assert result.returncode == 0, result.stderr
+        assert f"MemberCluster {name}: layer {layer}" in result.stdout
+    return list(MEMBER_LAYERS)

@@ -8,14 +8,8 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-import os
-import signal
-import socket
 import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,30 +26,12 @@ from kubernetes import client as k8s
 from api.taints import NOT_READY_TAINT, UNREACHABLE_TAINT
 from fleet.local import HUB
 from fleet.local import cluster as local_cluster
-from tests.e2e.conftest import Fleet
+from tests.e2e.conftest import MEMBER_LAYERS, Fleet
+from tests.e2e.controller import Controller, http_get, propagator
 from tests.e2e.waiting import HANG_GUARD_S, eventually
 
 NAMESPACE = "propagator-system"
-LAYERS = {"member-1": "high-performance", "member-2": "high-performance", "member-3": "edge"}
-# Frequent probes so the test waits little (the README documents the defaults); a generous
-# timeout so a loaded CI machine does not flap the members.
-CONTROLLER_ENV = {
-    "PROPAGATOR_PROBE_INTERVAL_S": "1",
-    "PROPAGATOR_PROBE_TIMEOUT_S": "3",
-    "PROPAGATOR_PROBE_FAILURE_THRESHOLD": "3",
-    "PROPAGATOR_PROBE_SUCCESS_THRESHOLD": "2",
-    "PROPAGATOR_UNREACHABLE_AFTER_S": "3",
-}
-
-
-def propagator(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "propagator.cli.main", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
+LAYERS = MEMBER_LAYERS
 
 
 def custom(fleet: Fleet) -> Any:
@@ -93,74 +69,19 @@ def taint_keys(mc: dict[str, Any]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def joined(fleet: Fleet, hub_crds: list[str]) -> list[str]:
-    hub = str(fleet.kubeconfig(HUB))
-    for name, layer in LAYERS.items():
-        result = propagator(
-            "fleet",
-            "join",
-            name,
-            "--kubeconfig",
-            str(fleet.kubeconfig(name)),
-            "--fleet",
-            "local",
-            "--layer",
-            layer,
-            "--region",
-            fleet.state.cluster(name).nodes.region,
-            "--label",
-            "env=test",
-            "--hub-kubeconfig",
-            hub,
-        )
-        assert result.returncode == 0, result.stderr
-        assert f"MemberCluster {name}: layer {layer}" in result.stdout
-    return list(LAYERS)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-PORTS = {"PROPAGATOR_METRICS_PORT": _free_port(), "PROPAGATOR_HEALTH_PORT": _free_port()}
-
-
-@pytest.fixture(scope="module")
 def controller(
     fleet: Fleet, joined: list[str], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[subprocess.Popen[bytes]]:
-    log = tmp_path_factory.mktemp("controller") / "controller.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "propagator.cli.main",
-                "run",
-                "--hub-kubeconfig",
-                str(fleet.kubeconfig(HUB)),
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={
-                **os.environ,
-                **CONTROLLER_ENV,
-                "PROPAGATOR_BIND_ADDRESS": "127.0.0.1",
-                **{k: str(v) for k, v in PORTS.items()},
-            },
-        )
+) -> Iterator[Controller]:
+    running = Controller(fleet, tmp_path_factory.mktemp("controller"))
+    running.start()
     try:
-        yield proc
+        yield running
     finally:
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=HANG_GUARD_S)
-        assert code == 0, f"controller exited {code}:\n{log.read_text()[-3000:]}"
+        running.stop()
 
 
 def test_joined_members_become_ready_with_their_kwok_capacity(
-    fleet: Fleet, controller: subprocess.Popen[bytes]
+    fleet: Fleet, controller: Controller
 ) -> None:
     for name, layer in LAYERS.items():
         mc = wait_mc(
@@ -193,7 +114,7 @@ def test_joined_members_become_ready_with_their_kwok_capacity(
 
 
 def test_allocated_follows_a_deployment_scaled_on_a_member(
-    fleet: Fleet, controller: subprocess.Popen[bytes]
+    fleet: Fleet, controller: Controller
 ) -> None:
     member = "member-1"
     eventually(lambda: ready(get_mc(fleet, member)) == "True", f"{member} Ready")
@@ -241,7 +162,7 @@ def test_allocated_follows_a_deployment_scaled_on_a_member(
 
 
 def test_a_stopped_member_goes_not_ready_tainted_then_recovers(
-    fleet: Fleet, controller: subprocess.Popen[bytes]
+    fleet: Fleet, controller: Controller
 ) -> None:
     name = "member-3"
     victim = fleet.state.cluster(name)
@@ -265,7 +186,7 @@ def test_a_stopped_member_goes_not_ready_tainted_then_recovers(
 
 
 def test_a_changed_secret_rebuilds_the_members_connection(
-    fleet: Fleet, controller: subprocess.Popen[bytes]
+    fleet: Fleet, controller: Controller
 ) -> None:
     name = "member-2"
     wait_mc(fleet, name, "Ready", lambda m: ready(m) == "True")
@@ -295,37 +216,20 @@ def test_a_changed_secret_rebuilds_the_members_connection(
     )
 
 
-def _get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
-def test_metrics_and_health_endpoints(fleet: Fleet, controller: subprocess.Popen[bytes]) -> None:
+def test_metrics_and_health_endpoints(fleet: Fleet, controller: Controller) -> None:
     for name in LAYERS:
         wait_mc(fleet, name, "Ready", lambda m: ready(m) == "True")
-    health = PORTS["PROPAGATOR_HEALTH_PORT"]
-    assert _get(health, "/healthz") == (200, "ok\n")
-    assert _get(health, "/readyz") == (200, "ok\n")
-    assert _get(health, "/nothing")[0] == 404
+    health = controller.health_port
+    assert http_get(health, "/healthz") == (200, "ok\n")
+    assert http_get(health, "/readyz") == (200, "ok\n")
+    assert http_get(health, "/nothing")[0] == 404
 
-    def scrape() -> dict[str, float]:
-        status, text = _get(PORTS["PROPAGATOR_METRICS_PORT"], "/metrics")
-        assert status == 200
-        return {
-            line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines()
-            if line and not line.startswith("#")
-        }
-
-    first = scrape()
+    first = controller.scrape()
     for name in LAYERS:
         assert first[f'propagator_cluster_ready{{cluster="{name}"}}'] == 1.0
     assert first["propagator_fleet_snapshot_clusters"] >= 3
     probes = 'propagator_member_probes_total{cluster="member-1",result="ok"}'
-    eventually(lambda: scrape()[probes] > first[probes], "probes counted")
+    eventually(lambda: controller.scrape()[probes] > first[probes], "probes counted")
 
 
 # -- refusals: nothing is written ---------------------------------------------------------
@@ -528,7 +432,7 @@ def _app(cpu: str) -> dict[str, Any]:
 
 
 def test_schedule_explains_a_decision_on_the_live_fleet_and_on_a_file(
-    fleet: Fleet, controller: subprocess.Popen[bytes], tmp_path: Path
+    fleet: Fleet, controller: Controller, tmp_path: Path
 ) -> None:
     for name in LAYERS:
         wait_mc(fleet, name, "Ready", lambda m: ready(m) == "True" and not taint_keys(m))

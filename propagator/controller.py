@@ -1,0 +1,295 @@
+"""The propagation controller's runtime: watches, work queue, workers, resync.
+
+ApplicationPropagations are queued when their spec (or deletion, finalizers, annotations)
+changes, when a hub object one of them selects changes, when a cluster of their Fleet
+changes in the fleet snapshot (readiness, taints, capacity, membership), when a
+TenantQuota changes, when a workload they propagated changes on a member (health), and
+every resync period. Workers take keys from the queue; a key is never reconciled twice at
+once, and a failed reconcile comes back after a per-key backoff.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+
+from api.common import API_VERSION
+from api.selectors import LabelSelector
+from fleet.connection import KubeConnection
+from fleet.informer import Informer, wait_synced
+from fleet.snapshot import FleetSnapshot, SnapshotStore
+from propagator.fleetmanager import FleetManager
+from propagator.observability.metrics import Metrics
+from propagator.reconciler import Reconciler
+from propagator.runtime.workqueue import WorkQueue
+from propagator.scheduler import Profile, Scheduler
+from propagator.settings import Settings
+from propagator.workloads import WorkloadWatches
+
+log = logging.getLogger(__name__)
+
+_CIRCUIT_VALUES = {"closed": 0, "half-open": 1, "open": 2}
+_HOUSEKEEPING_S = 1.0
+
+
+def _spec_changed(old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
+    """Whether an update matters to the controller (its own status writes do not)."""
+    if old is None or new is None:
+        return True
+    before, after = old.get("metadata") or {}, new.get("metadata") or {}
+    return any(
+        before.get(k) != after.get(k)
+        for k in ("generation", "deletionTimestamp", "finalizers", "annotations", "labels")
+    )
+
+
+class PropagationController:
+    """Keeps every ApplicationPropagation applied; runs until cancelled or drained."""
+
+    def __init__(
+        self,
+        hub: KubeConnection,
+        settings: Settings,
+        store: SnapshotStore,
+        manager: FleetManager,
+        profile: Profile,
+        metrics: Metrics,
+    ) -> None:
+        self.hub = hub
+        self.settings = settings
+        self.store = store
+        self.manager = manager
+        self.metrics = metrics
+        self.queue = WorkQueue(max_delay_s=settings.requeue_max_delay_s)
+        self.limiter = anyio.CapacityLimiter(settings.max_concurrency)
+        self.apps = Informer(hub, API_VERSION, "ApplicationPropagation", self._on_app)
+        self.quotas = Informer(hub, API_VERSION, "TenantQuota", self._on_quota)
+        self.selected: dict[tuple[str, str], Informer] = {}
+        self.workloads = WorkloadWatches(self._on_workload)
+        self.reconciler = Reconciler(
+            hub,
+            settings,
+            store,
+            Scheduler(
+                profile,
+                stale_after_s=settings.snapshot_stale_after_s,
+                fresh_for_s=settings.snapshot_fresh_for_s,
+            ),
+            manager.monitors.get,
+            self.quotas.snapshot,
+            self.workloads,
+            metrics,
+            self.limiter,
+        )
+        metrics.queue_depth.set_function(lambda: len(self.queue))
+        metrics.operations_in_flight.set_function(lambda: self.limiter.borrowed_tokens)
+        self._token: Any = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._watch_limiter = anyio.CapacityLimiter(1000)
+        self._workers_done = anyio.Event()
+
+    def ready(self) -> bool:
+        return self.apps.synced.is_set() and self.quotas.synced.is_set()
+
+    # -- events (from watch threads) ------------------------------------------------------
+
+    def _enqueue(self, *keys: str) -> None:
+        def add() -> None:
+            for key in keys:
+                self.queue.add(key)
+
+        with contextlib.suppress(RuntimeError):  # the event loop is gone: shutting down
+            anyio.from_thread.run_sync(add, token=self._token)
+
+    def _keys(self, predicate: Callable[[dict[str, Any]], bool] = lambda _: True) -> list[str]:
+        return [
+            f"{a['metadata'].get('namespace')}/{a['metadata']['name']}"
+            for a in self.apps.snapshot()
+            if predicate(a)
+        ]
+
+    def _on_app(self, event: str, old: Any, new: Any) -> None:
+        obj = new or old
+        key = f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
+        if event == "DELETED":
+            self.reconciler.forget(key)
+        elif _spec_changed(old, new):
+            self._enqueue(key)
+
+    def _on_quota(self, _event: str, _old: Any, _new: Any) -> None:
+        self._enqueue(*self._keys())
+
+    def _on_workload(self, cluster: str, key: str, event: str) -> None:
+        if event == "DELETED":  # something removed it: read the member back
+            self.reconciler.forget(key, cluster)
+        self._enqueue(key)
+
+    def _on_selected(self, event: str, old: Any, new: Any) -> None:
+        obj = new or old
+        meta = obj.get("metadata") or {}
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+
+        def selects(app: dict[str, Any]) -> bool:
+            if app["metadata"].get("namespace") != meta.get("namespace"):
+                return False
+            for sel in ((app.get("spec") or {}).get("resources") or {}).get("selectors") or []:
+                if sel.get("apiVersion") != api_version or sel.get("kind") != kind:
+                    continue
+                if sel.get("name") == meta.get("name"):
+                    return True
+                labels = sel.get("labelSelector")
+                if labels is not None and LabelSelector.model_validate(labels).matches(
+                    meta.get("labels") or {}
+                ):
+                    return True
+            return False
+
+        self._enqueue(*self._keys(selects))
+
+    # -- watches started on demand --------------------------------------------------------
+
+    def _start(self, informer: Informer) -> None:
+        assert self._task_group is not None
+        self._task_group.start_soon(self._run_informer, informer)
+
+    async def _run_informer(self, informer: Informer) -> None:
+        await anyio.to_thread.run_sync(
+            informer.run, abandon_on_cancel=True, limiter=self._watch_limiter
+        )
+
+    def _watch_selected_kinds(self) -> None:
+        """One hub watch per kind the applications select (so edits re-trigger them)."""
+        for app in self.apps.snapshot():
+            for sel in ((app.get("spec") or {}).get("resources") or {}).get("selectors") or []:
+                kind = (str(sel.get("apiVersion")), str(sel.get("kind")))
+                if kind not in self.selected:
+                    self.selected[kind] = Informer(self.hub, *kind, self._on_selected)
+                    self._start(self.selected[kind])
+
+    def _housekeeping(self) -> None:
+        """Follow member connections with workload watches, publish circuit states."""
+        connections = {n: m.connection for n, m in self.manager.monitors.items()}
+        for informer in self.workloads.sync(connections):
+            self._start(informer)
+        self._watch_selected_kinds()
+        for name, breaker in list(self.reconciler.breakers.items()):
+            if name in connections:
+                self.metrics.circuit_state.labels(name).set(_CIRCUIT_VALUES[breaker.state()])
+
+    # -- loops ----------------------------------------------------------------------------
+
+    async def _housekeeping_loop(self) -> None:
+        while True:
+            self._housekeeping()
+            await anyio.sleep(_HOUSEKEEPING_S)
+
+    async def _resync_loop(self) -> None:
+        while True:
+            await anyio.sleep(self.settings.resync_period_s)
+            for key in self._keys():
+                self.queue.add(key)
+
+    async def _snapshot_loop(self) -> None:
+        """Queue the applications of every Fleet whose clusters changed."""
+        before = self.store.current()
+        while True:
+            after: FleetSnapshot = await anyio.to_thread.run_sync(
+                self.store.wait_for, before.generation, 5.0, abandon_on_cancel=True
+            )
+            if after.generation == before.generation:
+                continue
+            changed = {
+                n
+                for n in set(before.clusters) | set(after.clusters)
+                if before.clusters.get(n) != after.clusters.get(n)
+            }
+            fleets = {
+                f
+                for f in set(before.fleets) | set(after.fleets)
+                if before.fleets.get(f) != after.fleets.get(f)
+                or changed & after.fleets.get(f, frozenset())
+            }
+            before = after
+            for app in self.apps.snapshot():
+                if (app.get("spec") or {}).get("fleet") in fleets:
+                    self.queue.add(f"{app['metadata'].get('namespace')}/{app['metadata']['name']}")
+
+    async def _worker(self) -> None:
+        while (key := await self.queue.get()) is not None:
+            try:
+                obj = self.apps.get(key)
+                if obj is None:
+                    self.reconciler.forget(key)
+                    continue
+                try:
+                    outcome = await self.reconciler.reconcile(obj)
+                except Exception as exc:
+                    log.exception("%s: reconcile failed", key)
+                    self.metrics.reconciles.labels("error").inc()
+                    self.metrics.reconcile_errors.labels(type(exc).__name__).inc()
+                    self.queue.retry(key)
+                    continue
+                if outcome.error is not None:
+                    log.warning("%s: %s", key, outcome.error)
+                if outcome.retry:
+                    self.metrics.reconciles.labels("error").inc()
+                    self.metrics.reconcile_errors.labels(type(outcome.error).__name__).inc()
+                    self.queue.retry(key)
+                else:
+                    self.metrics.reconciles.labels("success").inc()
+                    self.queue.forget(key)
+            finally:
+                self.queue.done(key)
+
+    async def _workers(self) -> None:
+        try:
+            async with anyio.create_task_group() as tg:
+                for _ in range(self.settings.workers):
+                    tg.start_soon(self._worker)
+        finally:
+            self._workers_done.set()
+
+    async def drain(self, grace_s: float) -> None:
+        """Take no new work; give reconciles in flight ``grace_s`` to finish (and write
+        their status)."""
+        self.queue.shut_down()
+        with anyio.move_on_after(grace_s):
+            await self._workers_done.wait()
+
+    async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Watch and reconcile until cancelled."""
+        self._token = anyio.lowlevel.current_token()
+        try:
+            async with anyio.create_task_group() as tg:
+                self._task_group = tg
+                for informer in (self.apps, self.quotas):
+                    self._start(informer)
+                await anyio.to_thread.run_sync(
+                    wait_synced, [self.apps, self.quotas], None, abandon_on_cancel=True
+                )
+                # Decisions need the fleet: wait for the fleet manager's first snapshot.
+                while self.store.current().generation == 0:
+                    await anyio.to_thread.run_sync(
+                        self.store.wait_for, 0, 1.0, abandon_on_cancel=True
+                    )
+                self._housekeeping()
+                for key in self._keys():
+                    self.queue.add(key)
+                task_status.started()
+                tg.start_soon(self._workers)
+                tg.start_soon(self._housekeeping_loop)
+                tg.start_soon(self._resync_loop)
+                tg.start_soon(self._snapshot_loop)
+        finally:
+            self.queue.shut_down()
+            for informer in (self.apps, self.quotas, *self.selected.values()):
+                informer.stop()
+            self.workloads.stop()

@@ -1,0 +1,485 @@
+"""One reconcile of one ApplicationPropagation: resolve, schedule, render, fan out (apply
+and prune), health, status — or, once it is being deleted, clean up and let it go.
+
+A cluster whose objects were applied (or read back and found equal) at a revision is not
+contacted again for that revision until the resync period has passed, so a reconcile with
+nothing to change sends nothing to the members. After a restart every cluster is read back
+once: what is already there is not written again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from opentelemetry import trace
+from pydantic import ValidationError
+
+from api.application import ORPHAN_ANNOTATION, ApplicationPropagation
+from api.common import API_VERSION, duration_seconds
+from api.rollout import Rollout
+from fleet.circuit import CircuitBreaker
+from fleet.connection import ApiError, KubeConnection
+from fleet.discovery import UnknownKind
+from fleet.member import MemberMonitor
+from fleet.snapshot import SnapshotStore
+from propagator import fanout, quota
+from propagator.apply import apply_objects
+from propagator.appstatus import ClusterState, StatusBuilder, availability, status_changed
+from propagator.fleetstatus import now_iso
+from propagator.observability.metrics import Metrics
+from propagator.prune import kinds_of, prune
+from propagator.render import ApplicationRef, RenderError, render_for_cluster
+from propagator.resources import resolve, revision_of
+from propagator.scheduler import Scheduler, demand_of
+from propagator.settings import Settings
+from propagator.targets import Target, targets_of
+from propagator.workloads import WorkloadWatches
+
+log = logging.getLogger(__name__)
+tracer = trace.get_tracer("propagator")
+
+FINALIZER = "propagator.io/cleanup"
+"""Holds a deleted application until what it propagated is removed from the members."""
+_MERGE_PATCH = "application/merge-patch+json"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the worker does next with the key: retry with backoff, or not."""
+
+    retry: bool
+    error: BaseException | None = None
+
+
+def _bound(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
+class Reconciler:
+    """Holds what outlives one reconcile: circuit breakers and what is known applied."""
+
+    def __init__(
+        self,
+        hub: KubeConnection,
+        settings: Settings,
+        store: SnapshotStore,
+        scheduler: Scheduler,
+        member: Callable[[str], MemberMonitor | None],
+        quotas: Callable[[], list[dict[str, Any]]],
+        workloads: WorkloadWatches,
+        metrics: Metrics,
+        limiter: anyio.CapacityLimiter,
+    ) -> None:
+        self.hub = hub
+        self.settings = settings
+        self.store = store
+        self.scheduler = scheduler
+        self.member = member
+        self.quotas = quotas
+        self.workloads = workloads
+        self.metrics = metrics
+        self.limiter = limiter
+        self.breakers: dict[str, CircuitBreaker] = {}
+        self._verified: dict[tuple[str, str], tuple[str, float]] = {}
+
+    # -- what is known applied ------------------------------------------------------------
+
+    def forget(self, key: str, cluster: str | None = None) -> None:
+        """Drop what is known applied for ``key`` (on ``cluster``, or everywhere): the next
+        reconcile reads it back from the member."""
+        for known in [k for k in self._verified if k[0] == key]:
+            if cluster is None or known[1] == cluster:
+                del self._verified[known]
+
+    def _is_verified(self, key: str, cluster: str, revision: str, now: float) -> bool:
+        known = self._verified.get((key, cluster))
+        return (
+            known is not None
+            and known[0] == revision
+            and now - known[1] < self.settings.resync_period_s
+        )
+
+    def breaker(self, cluster: str) -> CircuitBreaker:
+        if cluster not in self.breakers:
+            self.breakers[cluster] = CircuitBreaker(
+                cluster,
+                failure_threshold=self.settings.circuit_failure_threshold,
+                cool_down_s=self.settings.circuit_cool_down_s,
+            )
+        return self.breakers[cluster]
+
+    # -- calls to the members (blocking, in worker threads) -------------------------------
+
+    def _member_fn(
+        self, namespace: str, name: str, kinds: set[str]
+    ) -> Callable[[str, Sequence[dict[str, Any]]], None]:
+        """Apply the objects to a cluster, then delete this application's other objects
+        there (an empty list removes everything)."""
+
+        def sync(cluster: str, objects: Sequence[dict[str, Any]]) -> None:
+            monitor = self.member(cluster)
+            if monitor is None or monitor.connection is None:
+                why = monitor.config_error if monitor else "no such MemberCluster"
+                raise ApiError(cluster, f"cannot connect: {why}")
+            conn = monitor.connection
+            started = time.perf_counter()
+            operation = "apply" if objects else "cleanup"
+            status = "failure"
+            with tracer.start_as_current_span(operation, attributes={"cluster": cluster}):
+                try:
+                    writes = apply_objects(conn, objects, app_namespace=namespace, app_name=name)
+                    deleted = prune(conn, kinds, objects, namespace, name)
+                    status = "success"
+                except UnknownKind as exc:
+                    raise ApiError(cluster, str(exc)) from exc
+                finally:
+                    self.metrics.propagation_duration.labels(operation, status).observe(
+                        time.perf_counter() - started
+                    )
+            self.metrics.member_writes.labels(cluster, "apply").inc(writes)
+            self.metrics.member_writes.labels(cluster, "delete").inc(len(deleted))
+            if deleted:
+                log.info("%s/%s: deleted %d objects on %s", namespace, name, len(deleted), cluster)
+
+        return sync
+
+    async def _fan_out(
+        self,
+        key: str,
+        rollout: Rollout | None,
+        targets: Mapping[str, Sequence[dict[str, Any]]],
+        kinds: set[str],
+    ) -> list[fanout.ClusterResult]:
+        namespace, name = key.split("/", 1)
+        retry = rollout.retry if rollout else None
+        s = self.settings
+        per_app = min(
+            (rollout.max_concurrency if rollout else None) or s.max_concurrency, s.max_concurrency
+        )
+        results = await fanout.fan_out(
+            targets,
+            self._member_fn(namespace, name, kinds),
+            per_app_limit=per_app,
+            global_limiter=self.limiter,
+            retry=fanout.RetryPolicy(
+                attempts=int(_bound(retry.attempts if retry else None, s.retry_attempts)),
+                backoff_s=duration_seconds(retry.backoff)
+                if retry and retry.backoff
+                else s.retry_backoff_s,
+                max_backoff_s=duration_seconds(retry.max_backoff)
+                if retry and retry.max_backoff
+                else s.retry_max_backoff_s,
+            ),
+            breaker_for=self.breaker,
+            timeout_s=_bound(rollout.timeout_seconds if rollout else None, s.cluster_timeout_s),
+            max_failures=rollout.max_failures if rollout else None,
+            on_retry=lambda c: self.metrics.retries.labels(c).inc(),
+        )
+        for r in results:
+            self.metrics.applies.labels(r.cluster, "applied" if r.applied else "failed").inc()
+        return results
+
+    # -- hub writes -----------------------------------------------------------------------
+
+    def _path(self, obj: Mapping[str, Any]) -> str:
+        meta = obj["metadata"]
+        info = self.hub.resource(API_VERSION, "ApplicationPropagation")
+        return info.path(meta.get("namespace"), meta["name"])
+
+    def _write_status(self, obj: Mapping[str, Any], status: dict[str, Any]) -> None:
+        if not status_changed(obj.get("status"), status):
+            return
+        self.metrics.status_writes.labels("ApplicationPropagation status").inc()
+        try:
+            self.hub.request(
+                "PATCH",
+                self._path(obj) + "/status",
+                body={"status": status},
+                content_type=_MERGE_PATCH,
+            )
+        except ApiError as exc:
+            if not exc.not_found:  # deleted meanwhile: nothing to report
+                raise
+
+    def _set_finalizers(self, obj: Mapping[str, Any], finalizers: list[str]) -> None:
+        """Replace the finalizers, only if the object is unchanged since it was read."""
+        meta = obj["metadata"]
+        self.hub.request(
+            "PATCH",
+            self._path(obj),
+            body={
+                "metadata": {
+                    "finalizers": finalizers,
+                    "resourceVersion": meta.get("resourceVersion"),
+                }
+            },
+            content_type=_MERGE_PATCH,
+        )
+
+    # -- the reconcile --------------------------------------------------------------------
+
+    async def reconcile(self, obj: dict[str, Any]) -> Outcome:
+        """Bring the members in line with ``obj`` (the cached ApplicationPropagation) and
+        write its status once."""
+        meta = obj["metadata"]
+        key = f"{meta.get('namespace')}/{meta['name']}"
+        started = time.perf_counter()
+        with tracer.start_as_current_span("reconcile", attributes={"application": key}):
+            try:
+                if meta.get("deletionTimestamp"):
+                    outcome = await self._finalize(obj, key)
+                else:
+                    outcome = await self._reconcile(obj, key)
+            except BaseException:
+                self.metrics.propagation_duration.labels("reconcile", "failure").observe(
+                    time.perf_counter() - started
+                )
+                raise
+        status = "failure" if outcome.retry else "success"
+        self.metrics.propagation_duration.labels("reconcile", status).observe(
+            time.perf_counter() - started
+        )
+        return outcome
+
+    async def _reconcile(self, obj: dict[str, Any], key: str) -> Outcome:
+        meta = obj["metadata"]
+        namespace, name = meta.get("namespace", "default"), meta["name"]
+        builder = StatusBuilder(obj, now_iso())
+        try:
+            app = ApplicationPropagation.model_validate(obj)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+            )
+            builder.condition("Scheduled", False, "InvalidSpec", problems)
+            await anyio.to_thread.run_sync(self._write_status, obj, builder.build())
+            return Outcome(False, ValueError(problems))
+        if FINALIZER not in (meta.get("finalizers") or []):
+            await anyio.to_thread.run_sync(
+                self._set_finalizers, obj, [*(meta.get("finalizers") or []), FINALIZER]
+            )
+
+        # 1. resolve
+        try:
+            objects = await anyio.to_thread.run_sync(resolve, app, self.hub)
+        except (ApiError, UnknownKind) as exc:
+            builder.condition("Applied", False, "ResolveFailed", f"resources: {exc}")
+            await anyio.to_thread.run_sync(self._write_status, obj, builder.build())
+            return Outcome(True, exc)
+
+        # 2. schedule
+        snapshot = self.store.current()
+        if app.spec.fleet not in snapshot.fleets:
+            known = ", ".join(sorted(snapshot.fleets)) or "none"
+            self.metrics.scheduling_results.labels("fleet-not-found").inc()
+            builder.condition(
+                "Scheduled",
+                False,
+                "FleetNotFound",
+                f"spec.fleet {app.spec.fleet!r} is not a Fleet (fleets: {known})",
+            )
+            await anyio.to_thread.run_sync(self._write_status, obj, builder.build())
+            return Outcome(False)
+        tenant = quota.tenant_of(self.quotas(), namespace)
+        remaining = (
+            quota.remaining(tenant, {n: c.labels for n, c in snapshot.clusters.items()})
+            if tenant
+            else None
+        )
+        with tracer.start_as_current_span("schedule"):
+            t0 = time.perf_counter()
+            decision = self.scheduler.schedule(
+                snapshot,
+                app.spec.fleet,
+                app.spec.placement,
+                demand_of(objects),
+                remaining,
+                age_s=self.store.age_s(),
+            )
+            self.metrics.scheduling_duration.observe(time.perf_counter() - t0)
+        previous = builder.previous
+        targets = targets_of(
+            decision, previous.get("placement") or [], snapshot, app.spec.placement.tolerations
+        )
+        self.metrics.scheduling_results.labels(
+            "scheduled" if decision.schedulable else "unschedulable"
+        ).inc()
+        kept = [f"{t.cluster} ({t.kept})" for t in targets if t.kept]
+        summary = decision.summary + (
+            f"; kept where already placed: {', '.join(kept)}" if kept else ""
+        )
+        builder.condition(
+            "Scheduled",
+            decision.schedulable,
+            "Scheduled" if decision.schedulable else "Unschedulable",
+            summary,
+        )
+        if not targets:
+            # Nothing fits: what runs stays where it is (no apply, no prune).
+            await anyio.to_thread.run_sync(self._write_status, obj, builder.build())
+            return Outcome(False)
+        builder.status["placement"] = [_placed(t) for t in targets]
+
+        # 3. render
+        divided = app.spec.placement.replicas.mode == "Divided"
+        ref = ApplicationRef(name, namespace)
+        rendered: dict[str, list[dict[str, Any]]] = {}
+        with tracer.start_as_current_span("render"):
+            t0 = time.perf_counter()
+            try:
+                for t in targets:
+                    rendered[t.cluster] = render_for_cluster(
+                        objects,
+                        app.spec.overrides,
+                        snapshot.clusters[t.cluster],
+                        ref,
+                        t.replicas if divided else None,
+                    )
+            except RenderError as exc:
+                self.metrics.propagation_duration.labels("render", "failure").observe(
+                    time.perf_counter() - t0
+                )
+                builder.condition("Applied", False, "RenderFailed", f"{exc}; nothing was applied")
+                await anyio.to_thread.run_sync(self._write_status, obj, builder.build())
+                return Outcome(False, exc)
+            self.metrics.propagation_duration.labels("render", "success").observe(
+                time.perf_counter() - t0
+            )
+
+        # 4. fan out: apply + prune where something may differ, remove where deselected
+        now = time.monotonic()
+        revisions = {c: revision_of(objs) for c, objs in rendered.items()}
+        desired_kinds = set().union(*(kinds_of(o) for o in rendered.values()))
+        kinds = desired_kinds | set(previous.get("propagatedKinds") or [])
+        previous_clusters = {c["name"]: c for c in previous.get("clusters") or []}
+        removed = sorted(set(previous_clusters) - set(rendered))
+        work: dict[str, Sequence[dict[str, Any]]] = {
+            c: objs
+            for c, objs in rendered.items()
+            if not self._is_verified(key, c, revisions[c], now)
+        }
+        work.update({c: [] for c in removed})
+        results = {r.cluster: r for r in await self._fan_out(key, app.spec.rollout, work, kinds)}
+        for cluster, result in results.items():
+            if not result.applied:
+                continue
+            if cluster in rendered:
+                self._verified[(key, cluster)] = (revisions[cluster], now)
+            else:
+                self.forget(key, cluster)
+
+        # 5. status
+        states = []
+        applied_results = []
+        for t in targets:
+            before = previous_clusters.get(t.cluster) or {}
+            # Not in the results: known applied at this revision.
+            result = results.get(t.cluster) or fanout.ClusterResult(
+                t.cluster, True, int(before.get("attempts", 1))
+            )
+            applied_results.append(result)
+            states.append(
+                ClusterState(
+                    t.cluster,
+                    result.applied,
+                    self.workloads.health(t.cluster, rendered[t.cluster]),
+                    result.attempts,
+                    result.error,
+                    revisions[t.cluster] if result.applied else before.get("revision"),
+                )
+            )
+        removal_failures = [results[c] for c in removed if not results[c].applied]
+        for r in removal_failures:
+            before = previous_clusters[r.cluster]
+            states.append(
+                ClusterState(
+                    r.cluster,
+                    False,
+                    "Unknown",
+                    r.attempts,
+                    f"removing: {r.error}",
+                    before.get("revision"),
+                )
+            )
+        builder.clusters(states, len(targets))
+        everything_done = all(r.applied for r in results.values())
+        builder.status["propagatedKinds"] = sorted(desired_kinds if everything_done else kinds)
+        message = fanout.applied_summary(applied_results)
+        if removal_failures:
+            message += "; not yet removed from " + "; ".join(
+                str(e)
+                for e in fanout.failures(removal_failures).exceptions  # type: ignore[union-attr]
+            )
+        all_applied = all(r.applied for r in applied_results) and not removal_failures
+        builder.condition(
+            "Applied", all_applied, "Applied" if all_applied else "ApplyFailed", message
+        )
+        available, reason, text = availability(states, rendered)
+        builder.condition("Available", available, reason, text)
+        await anyio.to_thread.run_sync(self._write_status, obj, builder.build())
+        group = fanout.failures(list(results.values()))
+        return Outcome(group is not None, group)
+
+    async def _finalize(self, obj: dict[str, Any], key: str) -> Outcome:
+        """Remove what the application propagated from every cluster, then its finalizer."""
+        meta = obj["metadata"]
+        if FINALIZER not in (meta.get("finalizers") or []):
+            return Outcome(False)
+        status = obj.get("status") or {}
+        clusters = {c["name"] for c in status.get("clusters") or []} | {
+            p["cluster"] for p in status.get("placement") or []
+        }
+        manifests = ((obj.get("spec") or {}).get("resources") or {}).get("manifests") or []
+        kinds = set(status.get("propagatedKinds") or []) | kinds_of(manifests)
+        gone = sorted(c for c in clusters if self.member(c) is None)
+        if gone:
+            log.warning("%s: %s are no longer MemberClusters; left as they are", key, gone)
+        try:
+            rollout: Rollout | None = ApplicationPropagation.model_validate(obj).spec.rollout
+        except ValidationError:
+            rollout = None  # the controller's defaults
+        results = await self._fan_out(
+            key, rollout, {c: [] for c in sorted(clusters - set(gone))}, kinds
+        )
+        failed = [r for r in results if not r.applied]
+        orphan = (meta.get("annotations") or {}).get(ORPHAN_ANNOTATION) == "true"
+        if failed and not orphan:
+            builder = StatusBuilder(obj, now_iso())
+            builder.condition(
+                "Applied",
+                False,
+                "CleanupFailed",
+                "deleting: "
+                + fanout.applied_summary(results).split("; ", 1)[-1]
+                + f" (annotate {ORPHAN_ANNOTATION}=true to leave them)",
+            )
+            await anyio.to_thread.run_sync(self._write_status, obj, builder.build())
+            return Outcome(True, fanout.failures(results))
+        if failed:
+            log.warning("%s: orphaned on %s", key, ", ".join(r.cluster for r in failed))
+        rest = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
+        try:
+            await anyio.to_thread.run_sync(self._set_finalizers, obj, rest)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+        self.forget(key)
+        log.info("%s: removed from %d clusters", key, len(results))
+        return Outcome(False)
+
+
+def _placed(target: Target) -> dict[str, Any]:
+    out: dict[str, Any] = {"cluster": target.cluster}
+    if target.layer:
+        out["layer"] = target.layer
+    if target.replicas is not None:
+        out["replicas"] = target.replicas
+    if target.score is not None:
+        out["score"] = target.score
+    return out

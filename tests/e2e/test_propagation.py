@@ -1,0 +1,467 @@
+"""The propagation controller end to end: ``propagator run`` against the hub and three real
+members, driven only through ApplicationPropagations on the hub."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+from kubernetes import client as k8s
+
+from fleet.local import HUB
+from fleet.local import cluster as local_cluster
+from propagator.reconciler import FINALIZER
+from propagator.resources import APP_LABEL, app_label_value
+from tests.e2e.conftest import FLEET_NAME, Fleet
+from tests.e2e.controller import Controller
+from tests.e2e.waiting import HANG_GUARD_S, eventually
+
+GROUP, VERSION, PLURAL = "propagator.io", "v1alpha1", "applicationpropagations"
+MEMBERS = ["member-1", "member-2", "member-3"]
+# Short backoffs and a quick circuit so failures and recoveries show within seconds.
+ENV = {
+    "PROPAGATOR_RETRY_ATTEMPTS": "1",
+    "PROPAGATOR_RETRY_BACKOFF_S": "0.2",
+    "PROPAGATOR_RETRY_MAX_BACKOFF_S": "1",
+    "PROPAGATOR_CLUSTER_TIMEOUT_S": "10",
+    "PROPAGATOR_MEMBER_CONNECT_TIMEOUT_S": "2",
+    "PROPAGATOR_CIRCUIT_FAILURE_THRESHOLD": "2",
+    "PROPAGATOR_CIRCUIT_COOL_DOWN_S": "2",
+    "PROPAGATOR_REQUEUE_MAX_DELAY_S": "2",
+}
+
+
+@pytest.fixture(scope="module")
+def controller(
+    fleet: Fleet, joined: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Controller]:
+    running = Controller(fleet, tmp_path_factory.mktemp("propagation"), ENV)
+    running.start()
+    try:
+        yield running
+    finally:
+        if running.proc is not None:
+            running.stop()
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def custom(fleet: Fleet) -> Any:
+    return k8s.CustomObjectsApi(fleet.api(HUB))
+
+
+def ensure_namespace(fleet: Fleet, name: str) -> None:
+    try:
+        fleet.core(HUB).create_namespace({"metadata": {"name": name}})
+    except k8s.ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
+def deployment(name: str, namespace: str, image: str, replicas: Any = 2) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "main", "image": image}]},
+            },
+        },
+    }
+
+
+def service(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"selector": {"app": name}, "ports": [{"port": 80, "targetPort": 8080}]},
+    }
+
+
+def config_map(name: str, namespace: str, **data: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": data,
+    }
+
+
+def application(
+    name: str, namespace: str, manifests: list[dict[str, Any]], **spec: Any
+) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ApplicationPropagation",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"fleet": FLEET_NAME, "resources": {"manifests": manifests}, **spec},
+    }
+
+
+def create(fleet: Fleet, app: dict[str, Any]) -> None:
+    ensure_namespace(fleet, app["metadata"]["namespace"])
+    custom(fleet).create_namespaced_custom_object(
+        GROUP, VERSION, app["metadata"]["namespace"], PLURAL, app
+    )
+
+
+def get_ap(fleet: Fleet, namespace: str, name: str) -> dict[str, Any]:
+    result: dict[str, Any] = custom(fleet).get_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name
+    )
+    return result
+
+
+def update_spec(fleet: Fleet, namespace: str, name: str, change: Any) -> None:
+    """Read, change the spec with ``change(spec)``, replace (retried on conflicts)."""
+
+    def attempt() -> bool:
+        app = get_ap(fleet, namespace, name)
+        change(app["spec"])
+        custom(fleet).replace_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, app)
+        return True
+
+    eventually(attempt, f"update of {namespace}/{name}")
+
+
+def delete_ap(fleet: Fleet, namespace: str, name: str) -> None:
+    custom(fleet).delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+
+
+def condition(app: dict[str, Any], type_: str) -> dict[str, Any]:
+    for c in (app.get("status") or {}).get("conditions") or []:
+        if c["type"] == type_:
+            return dict(c)
+    return {}
+
+
+def cluster_entry(app: dict[str, Any], cluster: str) -> dict[str, Any]:
+    for c in (app.get("status") or {}).get("clusters") or []:
+        if c["name"] == cluster:
+            return dict(c)
+    return {}
+
+
+def wait_ap(fleet: Fleet, namespace: str, name: str, what: str, predicate: Any) -> dict[str, Any]:
+    def probe() -> dict[str, Any] | None:
+        app = get_ap(fleet, namespace, name)
+        current = app.get("metadata", {}).get("generation")
+        observed = (app.get("status") or {}).get("observedGeneration")
+        return app if observed == current and predicate(app) else None
+
+    return eventually(probe, f"{namespace}/{name}: {what}")
+
+
+def ready_everywhere(app: dict[str, Any], total: int = 3) -> bool:
+    status = app.get("status") or {}
+    return (
+        status.get("ready") == f"{total}/{total}"
+        and condition(app, "Applied").get("status") == "True"
+        and condition(app, "Available").get("status") == "True"
+    )
+
+
+def member_object(fleet: Fleet, cluster: str, kind: str, namespace: str, name: str) -> Any:
+    """The object on the member, or None when it is not there."""
+    readers = {
+        "Deployment": fleet.apps(cluster).read_namespaced_deployment,
+        "Service": fleet.core(cluster).read_namespaced_service,
+        "ConfigMap": fleet.core(cluster).read_namespaced_config_map,
+    }
+    try:
+        return readers[kind](name, namespace)
+    except k8s.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def owned_config_maps(fleet: Fleet, cluster: str, namespace: str, app: str) -> list[Any]:
+    selector = f"{APP_LABEL}={app_label_value(namespace, app)}"
+    return list(
+        fleet.core(cluster).list_config_map_for_all_namespaces(label_selector=selector).items
+    )
+
+
+def kubectl(fleet: Fleet, *args: str) -> str:
+    result = subprocess.run(
+        [str(fleet.binaries / "kubectl"), "--kubeconfig", str(fleet.kubeconfig(HUB)), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+# -- tests --------------------------------------------------------------------------------
+
+
+def test_propagates_updates_prunes_and_deselects(fleet: Fleet, controller: Controller) -> None:
+    ns, name = "shop", "web"
+    manifests = [
+        deployment(name, ns, "nginx:1.27"),
+        service(name, ns),
+        config_map("web-config", ns, mode="a"),
+    ]
+    create(fleet, application(name, ns, manifests))
+
+    app = wait_ap(fleet, ns, name, "3/3 ready", ready_everywhere)
+    assert app["metadata"]["finalizers"] == [FINALIZER]
+    assert condition(app, "Applied")["message"] == "3/3 clusters applied"
+    assert condition(app, "Scheduled")["status"] == "True"
+    assert sorted(p["cluster"] for p in app["status"]["placement"]) == MEMBERS
+    for cluster in MEMBERS:
+        entry = cluster_entry(app, cluster)
+        assert entry["applied"] is True
+        assert entry["health"] == "Healthy"
+        assert entry["revision"]
+        live = member_object(fleet, cluster, "Deployment", ns, name)
+        assert live.status.ready_replicas == 2  # kwok pods really run
+        assert member_object(fleet, cluster, "Service", ns, name) is not None
+        assert member_object(fleet, cluster, "ConfigMap", ns, "web-config").data == {"mode": "a"}
+    header, row = kubectl(fleet, "get", "ap", "-n", ns, name).splitlines()
+    assert header.split()[:4] == ["NAME", "FLEET", "CLUSTERS", "READY"]
+    assert row.split()[:4] == [name, FLEET_NAME, "3", "3/3"]
+
+    # A new image on the hub reaches every member.
+    update_spec(
+        fleet,
+        ns,
+        name,
+        lambda spec: spec["resources"]["manifests"][0]["spec"]["template"]["spec"]["containers"][
+            0
+        ].update(image="nginx:1.28"),
+    )
+    wait_ap(fleet, ns, name, "3/3 ready with the new image", ready_everywhere)
+    for cluster in MEMBERS:
+        live = member_object(fleet, cluster, "Deployment", ns, name)
+        assert live.spec.template.spec.containers[0].image == "nginx:1.28"
+
+    # The ConfigMap leaves the application: it leaves every member.
+    update_spec(fleet, ns, name, lambda spec: spec["resources"]["manifests"].pop(2))
+    wait_ap(fleet, ns, name, "3/3 without the ConfigMap", ready_everywhere)
+    for cluster in MEMBERS:
+        assert member_object(fleet, cluster, "ConfigMap", ns, "web-config") is None
+        assert member_object(fleet, cluster, "Deployment", ns, name) is not None
+
+    # member-3 is excluded: its objects go, the others stay.
+    update_spec(
+        fleet, ns, name, lambda spec: spec.update(placement={"excludeClusters": ["member-3"]})
+    )
+    app = wait_ap(fleet, ns, name, "2/2 after excluding member-3", lambda a: ready_everywhere(a, 2))
+    assert sorted(c["name"] for c in app["status"]["clusters"]) == ["member-1", "member-2"]
+    eventually(
+        lambda: member_object(fleet, "member-3", "Deployment", ns, name) is None,
+        "Deployment gone from member-3",
+    )
+    assert member_object(fleet, "member-3", "Service", ns, name) is None
+    for cluster in ("member-1", "member-2"):
+        assert member_object(fleet, cluster, "Deployment", ns, name) is not None
+
+    # Deleting the application removes everything from every member.
+    delete_ap(fleet, ns, name)
+
+    def gone() -> bool:
+        try:
+            get_ap(fleet, ns, name)
+        except k8s.ApiException as exc:
+            return bool(exc.status == 404)
+        return False
+
+    eventually(gone, "application deleted once cleaned up")
+    for cluster in MEMBERS:
+        assert member_object(fleet, cluster, "Deployment", ns, name) is None
+        assert member_object(fleet, cluster, "Service", ns, name) is None
+
+
+def test_a_stopped_member_fails_alone_then_converges(fleet: Fleet, controller: Controller) -> None:
+    ns, name = "outage", "api"
+    create(fleet, application(name, ns, [deployment(name, ns, "api:1"), service(name, ns)]))
+    wait_ap(fleet, ns, name, "3/3 ready", ready_everywhere)
+
+    victim = fleet.state.cluster("member-2")
+    local_cluster.stop_component(victim, "kube-apiserver")
+    try:
+        update_spec(
+            fleet,
+            ns,
+            name,
+            lambda spec: spec["resources"]["manifests"][0]["spec"]["template"]["spec"][
+                "containers"
+            ][0].update(image="api:2"),
+        )
+
+        def failed_on_member_2(app: dict[str, Any]) -> bool:
+            entry = cluster_entry(app, "member-2")
+            return (
+                condition(app, "Applied").get("status") == "False"
+                and entry.get("applied") is False
+                and bool(entry.get("lastError"))
+            )
+
+        app = wait_ap(fleet, ns, name, "failed on member-2 only", failed_on_member_2)
+        message = condition(app, "Applied")["message"]
+        assert message.startswith("2/3 clusters applied; 1 failed: member-2: ")
+        for cluster in ("member-1", "member-3"):
+            assert cluster_entry(app, cluster)["applied"] is True
+            live = member_object(fleet, cluster, "Deployment", ns, name)
+            assert live.spec.template.spec.containers[0].image == "api:2"
+        circuit = 'propagator_circuit_state{cluster="member-2"}'
+        eventually(lambda: controller.scrape().get(circuit) == 2.0, "member-2 circuit open")
+        assert controller.scrape()['propagator_apply_retries_total{cluster="member-2"}'] >= 1
+        # NotReady (tainted NoSchedule) keeps its place: nothing is lost while it is away.
+        assert "member-2" in [p["cluster"] for p in get_ap(fleet, ns, name)["status"]["placement"]]
+    finally:
+        local_cluster.start_component(victim, "kube-apiserver")
+        anyio.run(local_cluster.wait_api_ready, victim, time.monotonic() + HANG_GUARD_S)
+
+    wait_ap(fleet, ns, name, "3/3 again with no manual step", ready_everywhere)
+    live = member_object(fleet, "member-2", "Deployment", ns, name)
+    assert live.spec.template.spec.containers[0].image == "api:2"
+    assert controller.scrape()['propagator_circuit_state{cluster="member-2"}'] == 0.0
+    delete_ap(fleet, ns, name)
+
+
+def test_a_template_error_applies_nothing_and_says_where(
+    fleet: Fleet, controller: Controller
+) -> None:
+    ns, name = "templates", "broken"
+    good = config_map("settings", ns, region="{{ cluster.region }}")
+    create(fleet, application(name, ns, [good]))
+    wait_ap(fleet, ns, name, "3/3 ready", ready_everywhere)
+    for cluster in MEMBERS:
+        data = member_object(fleet, cluster, "ConfigMap", ns, "settings").data
+        assert data["region"] == fleet.state.cluster(cluster).nodes.region
+
+    broken = config_map("other", ns, zone="{{ cluster.zon }}")
+    update_spec(fleet, ns, name, lambda spec: spec["resources"]["manifests"].append(broken))
+    app = wait_ap(
+        fleet,
+        ns,
+        name,
+        "RenderFailed",
+        lambda a: condition(a, "Applied").get("reason") == "RenderFailed",
+    )
+    message = condition(app, "Applied")["message"]
+    assert "manifest 2 (ConfigMap other)" in message
+    assert "line " in message
+    assert "cluster member-" in message
+    assert "'dict object' has no attribute 'zon'" in message
+    assert message.endswith("nothing was applied")
+    for cluster in MEMBERS:  # nothing new, nothing lost
+        assert member_object(fleet, cluster, "ConfigMap", ns, "other") is None
+        assert member_object(fleet, cluster, "ConfigMap", ns, "settings") is not None
+    delete_ap(fleet, ns, name)
+
+
+def test_an_object_a_member_rejects_fails_that_cluster_alone(
+    fleet: Fleet, controller: Controller
+) -> None:
+    ns, name = "rejects", "svc"
+    manifests = [deployment(name, ns, "svc:1"), config_map("svc-config", ns, a="1")]
+    # member-1 gets a negative replica count, which its API server refuses.
+    overrides = [
+        {
+            "clusterNames": ["member-1"],
+            "patches": [{"op": "replace", "path": "/spec/replicas", "value": -1}],
+            "target": {"kind": "Deployment"},
+        }
+    ]
+    create(fleet, application(name, ns, manifests, overrides=overrides))
+    app = wait_ap(
+        fleet,
+        ns,
+        name,
+        "member-1 failed, others applied",
+        lambda a: (
+            cluster_entry(a, "member-1").get("applied") is False
+            and all(cluster_entry(a, c).get("applied") for c in ("member-2", "member-3"))
+        ),
+    )
+    entry = cluster_entry(app, "member-1")
+    assert entry["attempts"] == 1  # a 422 is not retried
+    assert "422" in entry["lastError"]
+    assert "spec.replicas" in entry["lastError"]
+    assert "must be greater than or equal to 0" in entry["lastError"]
+    message = condition(app, "Applied")["message"]
+    assert message.startswith("2/3 clusters applied; 1 failed: member-1: ")
+    for cluster in ("member-2", "member-3"):
+        assert member_object(fleet, cluster, "Deployment", ns, name) is not None
+    delete_ap(fleet, ns, name)
+
+
+def test_a_controller_killed_mid_fan_out_converges_without_duplicates(
+    fleet: Fleet, controller: Controller
+) -> None:
+    ns, name = "restarts", "many"
+    count = 40
+    manifests = [config_map(f"cm-{i:02d}", ns, index=str(i)) for i in range(count)]
+    create(fleet, application(name, ns, manifests, rollout={"maxConcurrency": 1}))
+
+    def started_not_finished() -> bool:
+        applied = sum(len(owned_config_maps(fleet, c, ns, name)) for c in MEMBERS)
+        return 0 < applied < count * len(MEMBERS)
+
+    eventually(started_not_finished, "fan-out in progress")
+    controller.kill()
+    controller.start()
+
+    wait_ap(fleet, ns, name, "3/3 after the restart", ready_everywhere)
+    for cluster in MEMBERS:
+        owned = owned_config_maps(fleet, cluster, ns, name)
+        assert sorted(cm.metadata.name for cm in owned) == [f"cm-{i:02d}" for i in range(count)]
+        for cm in owned:
+            managers = [f.manager for f in cm.metadata.managed_fields or []]
+            assert managers == ["propagator"], managers
+    delete_ap(fleet, ns, name)
+
+
+def test_propagation_metrics_move(fleet: Fleet, controller: Controller) -> None:
+    before = controller.scrape()
+    ns, name = "metrics", "counted"
+    create(fleet, application(name, ns, [config_map("counted", ns, a="1")]))
+    wait_ap(fleet, ns, name, "3/3 ready", ready_everywhere)
+
+    after = controller.scrape()
+
+    def grew(series: str) -> bool:
+        return after.get(series, 0.0) > before.get(series, 0.0)
+
+    for cluster in MEMBERS:
+        assert grew(f'propagator_applies_total{{cluster="{cluster}",result="applied"}}')
+        assert grew(f'propagator_member_writes_total{{cluster="{cluster}",operation="apply"}}')
+    assert grew(
+        'propagator_propagation_duration_seconds_count{operation="reconcile",status="success"}'
+    )
+    assert grew('propagator_propagation_duration_seconds_count{operation="apply",status="success"}')
+    assert grew('propagator_reconciles_total{result="success"}')
+    assert grew("propagator_scheduling_duration_seconds_count")
+    assert "propagator_workqueue_depth" in after
+    assert "propagator_propagation_operations_in_flight" in after
+
+    # Nothing changed: a resync-like re-trigger writes nothing to the members.
+    writes = {
+        c: after[f'propagator_member_writes_total{{cluster="{c}",operation="apply"}}']
+        for c in MEMBERS
+    }
+    update_spec(fleet, ns, name, lambda spec: spec.update(rollout={"maxConcurrency": 2}))
+    wait_ap(fleet, ns, name, "reconciled again", ready_everywhere)
+    final = controller.scrape()
+    for cluster in MEMBERS:
+        assert (
+            final[f'propagator_member_writes_total{{cluster="{cluster}",operation="apply"}}']
+            == writes[cluster]
+        )
+    delete_ap(fleet, ns, name)

@@ -1,0 +1,55 @@
+"""The ApplicationPropagation status: counts, conditions, no change when nothing changed."""
+
+from __future__ import annotations
+
+from propagator.appstatus import ClusterState, StatusBuilder, availability, status_changed
+
+
+def _state(name: str, applied: bool = True, health: str = "Healthy") -> ClusterState:
+    return ClusterState(name, applied, health, 1, None if applied else "boom", "r1")  # type: ignore[arg-type]
+
+
+def test_ready_counts_only_applied_and_healthy_clusters() -> None:
+    b = StatusBuilder({"metadata": {"generation": 4}}, "2026-11-30T00:00:00Z")
+    states = [_state("a"), _state("b", health="Progressing"), _state("c", applied=False)]
+    b.clusters(states, 3)
+    status = b.build()
+    assert (status["readyClusters"], status["totalClusters"], status["ready"]) == (1, 3, "1/3")
+    assert status["observedGeneration"] == 4
+    assert status["clusters"][2] == {
+        "name": "c",
+        "applied": False,
+        "health": "Healthy",
+        "attempts": 1,
+        "lastError": "boom",
+        "revision": "r1",
+    }
+
+
+def test_available_names_what_is_not_ready() -> None:
+    states = [_state("a"), _state("b", health="Degraded"), _state("c", applied=False)]
+    ok, reason, message = availability(states, ["a", "b", "c"])
+    assert (ok, reason) == (False, "Degraded")
+    assert message == "1/3 clusters healthy; b: Degraded; c: not applied"
+    assert availability([_state("a")], ["a"]) == (True, "Healthy", "1/1 clusters healthy")
+    assert availability([], [])[0] is False
+
+
+def test_an_unchanged_status_is_not_rewritten() -> None:
+    first = StatusBuilder({"metadata": {"generation": 1}}, "2026-11-30T00:00:00Z")
+    first.condition("Applied", True, "Applied", "3/3 clusters applied")
+    first.clusters([_state("a")], 1)
+    written = first.build()
+    again = StatusBuilder(
+        {"metadata": {"generation": 1}, "status": written}, "2026-11-30T01:00:00Z"
+    )
+    again.condition("Applied", True, "Applied", "3/3 clusters applied")
+    again.clusters([_state("a")], 1)
+    assert not status_changed(written, again.build())  # lastTransitionTime kept
+    changed = StatusBuilder(
+        {"metadata": {"generation": 1}, "status": written}, "2026-11-30T01:00:00Z"
+    )
+    changed.condition("Applied", False, "ApplyFailed", "0/1 clusters applied")
+    result = changed.build()
+    assert status_changed(written, result)
+    assert result["conditions"][0]["lastTransitionTime"] == "2026-11-30T01:00:00Z"
