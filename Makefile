@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STATE_DIR ?= $(HOME)/.local/state/propagator/local
 
-.PHONY: install crds testbin lint typecheck unit e2e test bench local-up local-down clean
+.PHONY: install crds testbin lint typecheck unit e2e test bench local-up local-down demo demo-down clean
 
 install: $(VENV)/.installed
 
@@ -44,6 +44,14 @@ bench: install
 
 local-up: install testbin
 	$(VENV)/bin/propagator local up --state-dir $(STATE_DIR)
+
+# A hub, three members, the CRDs, a fleet, the controller and docs/examples propagated;
+# stays in the foreground (Ctrl-C or `make demo-down` stops everything).
+demo: install testbin
+	bash hack/demo.sh up
+
+demo-down: install
+	bash hack/demo.sh down
 
 local-down: install
 	$(VENV)/bin/propagator local down --state-dir $(STATE_DIR)

@@ -237,8 +237,6 @@ class PropagationController:
                     self.metrics.reconcile_errors.labels(type(exc).__name__).inc()
                     self.queue.retry(key)
                     continue
-                if outcome.error is not None:
-                    log.warning("%s: %s", key, outcome.error)
                 if outcome.retry:
                     self.metrics.reconciles.labels("error").inc()
                     self.metrics.reconcile_errors.labels(type(outcome.error).__name__).inc()

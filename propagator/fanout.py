@@ -92,10 +92,12 @@ async def _apply_with_retries(
             breaker.record(True)
             return ClusterResult(cluster, True, attempts)
         except TimeoutError:
-            reason, retryable = f"timeout ({timeout_s:g}s)", True
+            reason, retryable, answered = f"timeout ({timeout_s:g}s)", True, False
         except ApiError as exc:
             reason, retryable, retry_after = exc.message, exc.retryable, exc.retry_after_s
-        breaker.record(False)
+            # A refusal (4xx) comes from a member that works: it must not open the circuit.
+            answered = exc.status is not None and not exc.retryable
+        breaker.record(answered)
         if not retryable or attempts > retry.attempts:
             return ClusterResult(cluster, False, attempts, reason)
         if on_retry is not None:

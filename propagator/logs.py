@@ -8,6 +8,17 @@ import logging
 import sys
 from typing import Literal
 
+from propagator.observability.tracing import current_trace_id
+
+
+class TraceIdFilter(logging.Filter):
+    """Adds ``trace_id`` to every record: the current span's, or empty outside spans."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        trace_id = current_trace_id()
+        record.trace_id = f" trace_id={trace_id}" if trace_id else ""
+        return True
+
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message (and exception)."""
@@ -19,6 +30,8 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        if trace_id := current_trace_id():
+            entry["trace_id"] = trace_id
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry)
@@ -30,7 +43,10 @@ def configure(fmt: Literal["json", "text"], level: str) -> None:
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.addFilter(TraceIdFilter())
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s %(name)s%(trace_id)s: %(message)s")
+        )
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -236,6 +236,8 @@ class Reconciler:
                     outcome = await self._finalize(obj, key)
                 else:
                     outcome = await self._reconcile(obj, key)
+                if outcome.error is not None:
+                    log.warning("%s: %s", key, outcome.error)
             except BaseException:
                 self.metrics.propagation_duration.labels("reconcile", "failure").observe(
                     time.perf_counter() - started
@@ -320,6 +322,14 @@ class Reconciler:
             "Scheduled" if decision.schedulable else "Unschedulable",
             summary,
         )
+        if app.spec.canary is not None:
+            builder.condition(
+                "CanaryProgressing",
+                False,
+                "NotSupportedYet",
+                "this controller version does not run canary steps: the manifests are "
+                "applied to every placed cluster as they are",
+            )
         if not targets:
             # Nothing fits: what runs stays where it is (no apply, no prune).
             await anyio.to_thread.run_sync(self._write_status, obj, builder.build())

@@ -174,3 +174,14 @@ async def test_max_failures_stops_starting_new_clusters_and_retries_are_counted(
     assert members.calls["c"] == members.calls["d"] == 0
     assert by["c"].error == "not tried: rollout stopped after 2 failed clusters (maxFailures 1)"
     assert "d: not tried: rollout stopped" in applied_summary(results)
+
+
+async def test_refusals_do_not_open_the_circuit() -> None:
+    invalid = [ApiError("m", "422 Invalid", status=422)] * 5
+    members = FakeMembers({"m": invalid})
+    breaker_for = breakers(threshold=2)
+    for _ in range(3):
+        (result,) = await run(members, ["m"], breaker_for=breaker_for)
+        assert result.error == "422 Invalid"  # tried every time: the member answers
+    assert members.calls["m"] == 3
+    assert breaker_for("m").state() == "closed"

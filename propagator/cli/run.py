@@ -20,6 +20,7 @@ from propagator.controller import PropagationController
 from propagator.fleetmanager import FleetManager
 from propagator.observability.metrics import Metrics
 from propagator.observability.server import health_routes, metrics_routes, serve
+from propagator.observability.tracing import configure_tracing
 from propagator.runtime.leader import LeaderElector, LeadershipLost, LeaseConfig
 from propagator.scheduler import PluginError, Profile, build_profile
 from propagator.settings import Settings, SettingsError, add_setting_flags, load_settings
@@ -119,6 +120,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"propagator run: {exc}", file=sys.stderr)
         return 2
     logs.configure(settings.log_format, settings.log_level)
+    configure_tracing(settings.trace_exporter)
     log.info("scheduler plugins: %s", ", ".join(profile.names))
     try:
         anyio.run(run_controller, settings, profile)
