@@ -24,7 +24,7 @@ import anyio.to_thread
 from api.common import API_VERSION
 from api.selectors import LabelSelector
 from fleet.connection import KubeConnection
-from fleet.informer import Informer, wait_synced
+from fleet.informer import Informer, key_of, wait_synced
 from fleet.snapshot import FleetSnapshot, SnapshotStore
 from propagator.fleetmanager import FleetManager
 from propagator.observability.metrics import Metrics
@@ -110,15 +110,10 @@ class PropagationController:
             anyio.from_thread.run_sync(add, token=self._token)
 
     def _keys(self, predicate: Callable[[dict[str, Any]], bool] = lambda _: True) -> list[str]:
-        return [
-            f"{a['metadata'].get('namespace')}/{a['metadata']['name']}"
-            for a in self.apps.snapshot()
-            if predicate(a)
-        ]
+        return [key_of(a) for a in self.apps.snapshot() if predicate(a)]
 
     def _on_app(self, event: str, old: Any, new: Any) -> None:
-        obj = new or old
-        key = f"{obj['metadata'].get('namespace')}/{obj['metadata']['name']}"
+        key = key_of(new or old)
         if event == "DELETED":
             self.reconciler.forget(key)
         elif _spec_changed(old, new):
@@ -220,7 +215,7 @@ class PropagationController:
             before = after
             for app in self.apps.snapshot():
                 if (app.get("spec") or {}).get("fleet") in fleets:
-                    self.queue.add(f"{app['metadata'].get('namespace')}/{app['metadata']['name']}")
+                    self.queue.add(key_of(app))
 
     async def _worker(self) -> None:
         while (key := await self.queue.get()) is not None:

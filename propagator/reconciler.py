@@ -26,6 +26,7 @@ from api.rollout import Rollout
 from fleet.circuit import CircuitBreaker
 from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
+from fleet.informer import key_of
 from fleet.member import MemberMonitor
 from fleet.snapshot import SnapshotStore
 from propagator import fanout, quota
@@ -228,7 +229,7 @@ class Reconciler:
         """Bring the members in line with ``obj`` (the cached ApplicationPropagation) and
         write its status once."""
         meta = obj["metadata"]
-        key = f"{meta.get('namespace')}/{meta['name']}"
+        key = key_of(obj)
         started = time.perf_counter()
         with tracer.start_as_current_span("reconcile", attributes={"application": key}):
             try:

@@ -465,3 +465,43 @@ def test_propagation_metrics_move(fleet: Fleet, controller: Controller) -> None:
             == writes[cluster]
         )
     delete_ap(fleet, ns, name)
+
+
+def test_a_selected_hub_object_is_followed(fleet: Fleet, controller: Controller) -> None:
+    ns, name = "selected", "settings"
+    ensure_namespace(fleet, ns)
+    fleet.core(HUB).create_namespaced_config_map(
+        ns,
+        {"metadata": {"name": "shared", "labels": {"team": "a"}}, "data": {"level": "1"}},
+    )
+    app = application(name, ns, [])
+    app["spec"]["resources"] = {
+        "selectors": [
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "labelSelector": {"matchLabels": {"team": "a"}},
+            }
+        ]
+    }
+    create(fleet, app)
+    wait_ap(fleet, ns, name, "3/3 ready", ready_everywhere)
+    for cluster in MEMBERS:
+        live = member_object(fleet, cluster, "ConfigMap", ns, "shared")
+        assert live.data == {"level": "1"}
+        assert (
+            live.metadata.uid
+            != fleet.core(HUB).read_namespaced_config_map("shared", ns).metadata.uid
+        )
+
+    # Editing the hub object (not the application) reaches every member.
+    fleet.core(HUB).patch_namespaced_config_map("shared", ns, {"data": {"level": "2"}})
+
+    def level_2_everywhere() -> bool:
+        return all(
+            member_object(fleet, c, "ConfigMap", ns, "shared").data == {"level": "2"}
+            for c in MEMBERS
+        )
+
+    eventually(level_2_everywhere, "level 2 on every member")
+    delete_ap(fleet, ns, name)

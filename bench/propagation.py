@@ -1,0 +1,365 @@
+"""End-to-end propagation on real clusters: a local hub and three members, the CRDs, the
+members joined with ``propagator fleet join`` and ``propagator run`` as a child process.
+
+1. Time from creating an ApplicationPropagation (a Deployment of one replica and a
+   ConfigMap) to ``Applied`` on all three members, and to ``Available`` (3/3 ready), over
+   20 runs (p50, p99). The hub is polled every 10 ms.
+2. Steady state with 1,000 applications (one ConfigMap each, on all three members): the
+   time to propagate them all, then two waves of reconciles with nothing to change —
+   every application re-queued by a TenantQuota change (what is applied is known), and a
+   controller restart (everything read back from the members) — with reconciles/s, the
+   objects written to the members (must be 0), and the controller's CPU and RSS.
+
+    python -m bench.propagation [--quick] [--json] [--runs N] [--apps N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from kubernetes import client as k8s
+
+from api.crd import crds
+from bench.report import emit, percentile
+from fleet import local
+from fleet.local import cluster as local_cluster
+from tests.e2e.controller import free_port, http_get
+
+GROUP, VERSION, PLURAL = "propagator.io", "v1alpha1", "applicationpropagations"
+REGIONS = {"member-1": "eu-west", "member-2": "us-east", "member-3": "ap-south"}
+
+
+def _wait(probe: Any, what: str, limit_s: float = 600, every_s: float = 0.01) -> Any:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            if result := probe():
+                return result
+        except Exception:  # converging: try again
+            pass
+        time.sleep(every_s)
+    raise SystemExit(f"bench.propagation: gave up waiting for {what}")
+
+
+def _condition(app: dict[str, Any], type_: str) -> str | None:
+    for c in (app.get("status") or {}).get("conditions") or []:
+        if c["type"] == type_:
+            return str(c["status"])
+    return None
+
+
+def _app(name: str, namespace: str, manifests: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ApplicationPropagation",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"fleet": "bench", "resources": {"manifests": manifests}},
+    }
+
+
+def _config_map(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {"owner": name},
+    }
+
+
+def _deployment(name: str, namespace: str) -> dict[str, Any]:
+    labels = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "main", "image": "bench:1"}]},
+            },
+        },
+    }
+
+
+class Controller:
+    """``propagator run`` as a child process, with its CPU time and RSS from /proc."""
+
+    def __init__(self, hub_kubeconfig: Path, log: Path) -> None:
+        self.metrics_port, self.health_port = free_port(), free_port()
+        self.env = {
+            **os.environ,
+            "PROPAGATOR_HUB_KUBECONFIG": str(hub_kubeconfig),
+            "PROPAGATOR_BIND_ADDRESS": "127.0.0.1",
+            "PROPAGATOR_METRICS_PORT": str(self.metrics_port),
+            "PROPAGATOR_HEALTH_PORT": str(self.health_port),
+            "PROPAGATOR_PROBE_INTERVAL_S": "2",
+        }
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "propagator.cli.main", "run"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+            )
+        _wait(lambda: http_get(self.health_port, "/readyz")[0] == 200, "controller ready")
+
+    def stop(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=120)
+
+    def cpu_s(self) -> float:
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def rss_mib(self) -> float:
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def metric(self, prefix: str) -> float:
+        """The sum of every series whose name and labels start with ``prefix``."""
+        status, text = http_get(self.metrics_port, "/metrics")
+        assert status == 200
+        return sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith(prefix) and not line.startswith("#")
+        )
+
+
+def _setup(state: local.FleetState, hub: Any) -> None:
+    ext = k8s.ApiextensionsV1Api(hub)
+    for crd in crds():
+        ext.create_custom_resource_definition(crd)  # type: ignore[arg-type]
+    for crd in crds():
+        _wait(
+            lambda name=crd["metadata"]["name"]: any(
+                c.type == "Established" and c.status == "True"
+                for c in getattr(
+                    ext.read_custom_resource_definition(name).status, "conditions", None
+                )
+                or []
+            ),
+            "CRDs established",
+        )
+    for member in state.members:
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "propagator.cli.main",
+                "fleet",
+                "join",
+                member.name,
+                "--kubeconfig",
+                str(member.kubeconfig),
+                "--hub-kubeconfig",
+                str(state.hub.kubeconfig),
+                "--fleet",
+                "bench",
+                "--region",
+                REGIONS.get(member.name, "local"),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode:
+            raise SystemExit(f"bench.propagation: join {member.name}: {result.stderr}")
+    core = k8s.CoreV1Api(hub)
+    for namespace in ("latency", "steady"):
+        core.create_namespace({"metadata": {"name": namespace}})  # type: ignore[arg-type]
+
+
+def time_to_applied(hub: Any, runs: int) -> list[dict[str, Any]]:
+    api = k8s.CustomObjectsApi(hub)
+    applied, available = [], []
+    for i in range(runs):
+        name = f"run-{i}"
+        app = _app(name, "latency", [_deployment(name, "latency"), _config_map(name, "latency")])
+        start = time.perf_counter()
+        api.create_namespaced_custom_object(GROUP, VERSION, "latency", PLURAL, app)
+
+        def status(name: str = name) -> dict[str, Any]:
+            got: Any = api.get_namespaced_custom_object(GROUP, VERSION, "latency", PLURAL, name)
+            return dict(got)
+
+        _wait(lambda: _condition(status(), "Applied") == "True", f"{name} Applied")
+        applied.append(time.perf_counter() - start)
+        _wait(lambda: (status().get("status") or {}).get("ready") == "3/3", f"{name} 3/3")
+        available.append(time.perf_counter() - start)
+        api.delete_namespaced_custom_object(GROUP, VERSION, "latency", PLURAL, name)
+
+        def gone(name: str = name) -> bool:
+            try:
+                status(name)
+            except k8s.ApiException as exc:
+                return bool(exc.status == 404)
+            return False
+
+        _wait(gone, f"{name} deleted", every_s=0.05)
+    return [
+        {
+            "measure": f"create -> {what} on 3 members ({runs} runs)",
+            "p50_ms": percentile(samples, 50) * 1000,
+            "p99_ms": percentile(samples, 99) * 1000,
+            "max_ms": max(samples) * 1000,
+        }
+        for what, samples in (("Applied", applied), ("Available 3/3", available))
+    ]
+
+
+def _all_applied(api: Any, count: int) -> bool:
+    items = api.list_namespaced_custom_object(GROUP, VERSION, "steady", PLURAL)["items"]
+    done = sum(_condition(a, "Applied") == "True" for a in items)
+    return len(items) == count and done == count
+
+
+def _wave(controller: Controller, count: int, trigger: Any) -> dict[str, Any]:
+    """Run ``trigger`` and wait until ``count`` more reconciles succeeded and the queue
+    is empty; returns rate, member writes, CPU and RSS."""
+    success = 'propagator_reconciles_total{result="success"}'
+    before_ok = controller.metric(success)
+    before_writes = controller.metric("propagator_member_writes_total")
+    cpu0 = controller.cpu_s()
+    start = time.perf_counter()
+    trigger()
+    _wait(
+        lambda: (
+            controller.metric(success) >= before_ok + count
+            and controller.metric("propagator_workqueue_depth") == 0
+        ),
+        "the wave of reconciles",
+        every_s=0.05,
+    )
+    wall = time.perf_counter() - start
+    return {
+        "reconciles_per_s": count / wall,
+        "wall_s": wall,
+        "member_writes": controller.metric("propagator_member_writes_total") - before_writes,
+        "cpu_pct": (controller.cpu_s() - cpu0) / wall * 100,
+        "rss_mib": controller.rss_mib(),
+    }
+
+
+def steady_state(hub: Any, controller: Controller, count: int) -> list[dict[str, Any]]:
+    api = k8s.CustomObjectsApi(hub)
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        list(
+            pool.map(
+                lambda i: api.create_namespaced_custom_object(
+                    GROUP,
+                    VERSION,
+                    "steady",
+                    PLURAL,
+                    _app(f"app-{i:04d}", "steady", [_config_map(f"app-{i:04d}", "steady")]),
+                ),
+                range(count),
+            )
+        )
+    _wait(lambda: _all_applied(api, count), f"{count} applications applied", every_s=1)
+    initial = time.perf_counter() - start
+    rows = [
+        {
+            "wave": f"initial: {count} apps created and applied on 3 members",
+            "wall_s": initial,
+            "reconciles_per_s": count / initial,
+            "member_writes": controller.metric("propagator_member_writes_total"),
+            "cpu_pct": float("nan"),
+            "rss_mib": controller.rss_mib(),
+        }
+    ]
+    time.sleep(5)  # let the last status writes come back through the watch
+    quotas = k8s.CustomObjectsApi(hub)
+
+    def touch_quota() -> None:
+        quotas.create_cluster_custom_object(
+            GROUP,
+            VERSION,
+            "tenantquotas",
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "TenantQuota",
+                "metadata": {"name": "trigger"},
+                "spec": {"namespaces": ["elsewhere"], "hard": {"pods": 10}},
+            },
+        )
+
+    known = _wave(controller, count, touch_quota)
+    rows.append({"wave": "nothing to change, known applied", **known})
+    controller.stop()
+    controller.start()  # counters start at 0: the wave counts from here
+    rows.append(
+        {
+            "wave": "nothing to change, read back after a restart",
+            **_wave(controller, count, lambda: None),
+        }
+    )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="5 runs, 100 applications")
+    parser.add_argument("--json", action="store_true", help="one JSON object per row")
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--apps", type=int, default=1000)
+    args = parser.parse_args()
+    runs, apps = (5, 100) if args.quick else (args.runs, args.apps)
+    with tempfile.TemporaryDirectory(prefix="bench-propagation-") as tmp:
+        state = anyio.run(local.up, Path(tmp), local.testbin_dir(), local.FleetOptions(members=3))
+        hub = local_cluster.api_client(state.hub)
+        controller = Controller(state.hub.kubeconfig, Path(tmp) / "controller.log")
+        try:
+            _setup(state, hub)
+            controller.start()
+            latency = time_to_applied(hub, runs)
+            steady = steady_state(hub, controller, apps)
+        finally:
+            if controller.proc is not None:
+                controller.stop()
+            hub.close()
+            local.down(state)
+    emit(
+        latency,
+        [("measure", "measure"), ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"), ("max_ms", "max ms")],
+        args.json,
+    )
+    print()
+    emit(
+        steady,
+        [
+            ("wave", "wave"),
+            ("wall_s", "wall s"),
+            ("reconciles_per_s", "reconciles/s"),
+            ("member_writes", "member writes"),
+            ("cpu_pct", "controller CPU %"),
+            ("rss_mib", "controller RSS MiB"),
+        ],
+        args.json,
+    )
+
+
+if __name__ == "__main__":
+    main()
