@@ -1,13 +1,15 @@
 """A loopback TCP proxy that delays every client-to-server chunk by a fixed latency.
 
 TLS passes through untouched (the client still verifies the real API server's
-certificate), and an HTTP/1.1 request is one chunk, so each request pays the latency once,
-like a member cluster far away. One thread per direction per connection.
+certificate). Every chunk the client sends is delivered ``latency_s`` after it arrived
+(chunks of one request do not add up), so each request pays the latency once, like a
+member cluster far away. Three threads per connection.
 """
 
 from __future__ import annotations
 
 import contextlib
+import queue
 import socket
 import threading
 import time
@@ -33,14 +35,37 @@ class LatencyProxy:
             server = socket.create_connection(self.target)
             for sock in (client, server):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
+            chunks: queue.Queue[tuple[float, bytes]] = queue.Queue()
+            threading.Thread(target=self._read, args=(client, chunks), daemon=True).start()
+            threading.Thread(target=self._deliver, args=(chunks, server), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client), daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket, delayed: bool) -> None:
+    def _read(self, source: socket.socket, chunks: queue.Queue[tuple[float, bytes]]) -> None:
+        """Stamp each chunk with when it may arrive: one-way latency, not per chunk."""
         try:
             while data := source.recv(65536):
-                if delayed:
-                    time.sleep(self.latency_s)
+                chunks.put((time.monotonic() + self.latency_s, data))
+        except OSError:
+            pass
+        chunks.put((0.0, b""))
+
+    def _deliver(self, chunks: queue.Queue[tuple[float, bytes]], sink: socket.socket) -> None:
+        try:
+            while True:
+                due, data = chunks.get()
+                if not data:
+                    break
+                time.sleep(max(0.0, due - time.monotonic()))
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                sink.shutdown(socket.SHUT_WR)
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
                 sink.sendall(data)
         except OSError:
             pass

@@ -23,7 +23,7 @@ import anyio.to_thread
 
 from api.common import API_VERSION
 from api.selectors import LabelSelector
-from fleet.connection import KubeConnection
+from fleet.connection import ApiError, KubeConnection
 from fleet.informer import Informer, key_of, wait_synced
 from fleet.snapshot import FleetSnapshot, SnapshotStore
 from propagator.fleetmanager import FleetManager
@@ -227,7 +227,10 @@ class PropagationController:
                 try:
                     outcome = await self.reconciler.reconcile(obj)
                 except Exception as exc:
-                    log.exception("%s: reconcile failed", key)
+                    if isinstance(exc, ApiError):  # the hub said no (e.g. a conflict): retry
+                        log.warning("%s: reconcile failed: %s", key, exc)
+                    else:
+                        log.exception("%s: reconcile failed", key)
                     self.metrics.reconciles.labels("error").inc()
                     self.metrics.reconcile_errors.labels(type(exc).__name__).inc()
                     self.queue.retry(key)
