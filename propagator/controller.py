@@ -115,7 +115,7 @@ class PropagationController:
     def _on_app(self, event: str, old: Any, new: Any) -> None:
         key = key_of(new or old)
         if event == "DELETED":
-            self.reconciler.forget(key)
+            self.reconciler.members.forget(key)
         elif _spec_changed(old, new):
             self._enqueue(key)
 
@@ -124,7 +124,7 @@ class PropagationController:
 
     def _on_workload(self, cluster: str, key: str, event: str) -> None:
         if event == "DELETED":  # something removed it: read the member back
-            self.reconciler.forget(key, cluster)
+            self.reconciler.members.forget(key, cluster)
         self._enqueue(key)
 
     def _on_selected(self, event: str, old: Any, new: Any) -> None:
@@ -175,7 +175,7 @@ class PropagationController:
         for informer in self.workloads.sync(connections):
             self._start(informer)
         self._watch_selected_kinds()
-        for name, breaker in list(self.reconciler.breakers.items()):
+        for name, breaker in list(self.reconciler.members.breakers.items()):
             if name in connections:
                 self.metrics.circuit_state.labels(name).set(_CIRCUIT_VALUES[breaker.state()])
 
@@ -222,7 +222,7 @@ class PropagationController:
             try:
                 obj = self.apps.get(key)
                 if obj is None:
-                    self.reconciler.forget(key)
+                    self.reconciler.members.forget(key)
                     continue
                 try:
                     outcome = await self.reconciler.reconcile(obj)

@@ -21,20 +21,19 @@ from opentelemetry import trace
 from pydantic import ValidationError
 
 from api.application import ORPHAN_ANNOTATION, ApplicationPropagation
-from api.common import API_VERSION, duration_seconds
+from api.common import API_VERSION
 from api.rollout import Rollout
-from fleet.circuit import CircuitBreaker
 from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
 from fleet.informer import key_of
 from fleet.member import MemberMonitor
 from fleet.snapshot import SnapshotStore
 from propagator import fanout, quota
-from propagator.apply import apply_objects
 from propagator.appstatus import ClusterState, StatusBuilder, availability, status_changed
 from propagator.fleetstatus import now_iso
+from propagator.membersync import MemberSync
 from propagator.observability.metrics import Metrics
-from propagator.prune import kinds_of, prune
+from propagator.prune import kinds_of
 from propagator.render import ApplicationRef, RenderError, render_for_cluster
 from propagator.resources import resolve, revision_of
 from propagator.scheduler import Scheduler, demand_of
@@ -58,12 +57,8 @@ class Outcome:
     error: BaseException | None = None
 
 
-def _bound(value: float | None, default: float) -> float:
-    return default if value is None else value
-
-
 class Reconciler:
-    """Holds what outlives one reconcile: circuit breakers and what is known applied."""
+    """Reconciles ApplicationPropagations (several at once, one per key)."""
 
     def __init__(
         self,
@@ -78,113 +73,12 @@ class Reconciler:
         limiter: anyio.CapacityLimiter,
     ) -> None:
         self.hub = hub
-        self.settings = settings
         self.store = store
         self.scheduler = scheduler
-        self.member = member
         self.quotas = quotas
         self.workloads = workloads
         self.metrics = metrics
-        self.limiter = limiter
-        self.breakers: dict[str, CircuitBreaker] = {}
-        self._verified: dict[tuple[str, str], tuple[str, float]] = {}
-
-    # -- what is known applied ------------------------------------------------------------
-
-    def forget(self, key: str, cluster: str | None = None) -> None:
-        """Drop what is known applied for ``key`` (on ``cluster``, or everywhere): the next
-        reconcile reads it back from the member."""
-        for known in [k for k in self._verified if k[0] == key]:
-            if cluster is None or known[1] == cluster:
-                del self._verified[known]
-
-    def _is_verified(self, key: str, cluster: str, revision: str, now: float) -> bool:
-        known = self._verified.get((key, cluster))
-        return (
-            known is not None
-            and known[0] == revision
-            and now - known[1] < self.settings.resync_period_s
-        )
-
-    def breaker(self, cluster: str) -> CircuitBreaker:
-        if cluster not in self.breakers:
-            self.breakers[cluster] = CircuitBreaker(
-                cluster,
-                failure_threshold=self.settings.circuit_failure_threshold,
-                cool_down_s=self.settings.circuit_cool_down_s,
-            )
-        return self.breakers[cluster]
-
-    # -- calls to the members (blocking, in worker threads) -------------------------------
-
-    def _member_fn(
-        self, namespace: str, name: str, kinds: set[str]
-    ) -> Callable[[str, Sequence[dict[str, Any]]], None]:
-        """Apply the objects to a cluster, then delete this application's other objects
-        there (an empty list removes everything)."""
-
-        def sync(cluster: str, objects: Sequence[dict[str, Any]]) -> None:
-            monitor = self.member(cluster)
-            if monitor is None or monitor.connection is None:
-                why = monitor.config_error if monitor else "no such MemberCluster"
-                raise ApiError(cluster, f"cannot connect: {why}")
-            conn = monitor.connection
-            started = time.perf_counter()
-            operation = "apply" if objects else "cleanup"
-            status = "failure"
-            with tracer.start_as_current_span(operation, attributes={"cluster": cluster}):
-                try:
-                    writes = apply_objects(conn, objects, app_namespace=namespace, app_name=name)
-                    deleted = prune(conn, kinds, objects, namespace, name)
-                    status = "success"
-                except UnknownKind as exc:
-                    raise ApiError(cluster, str(exc)) from exc
-                finally:
-                    self.metrics.propagation_duration.labels(operation, status).observe(
-                        time.perf_counter() - started
-                    )
-            self.metrics.member_writes.labels(cluster, "apply").inc(writes)
-            self.metrics.member_writes.labels(cluster, "delete").inc(len(deleted))
-            if deleted:
-                log.info("%s/%s: deleted %d objects on %s", namespace, name, len(deleted), cluster)
-
-        return sync
-
-    async def _fan_out(
-        self,
-        key: str,
-        rollout: Rollout | None,
-        targets: Mapping[str, Sequence[dict[str, Any]]],
-        kinds: set[str],
-    ) -> list[fanout.ClusterResult]:
-        namespace, name = key.split("/", 1)
-        retry = rollout.retry if rollout else None
-        s = self.settings
-        per_app = min(
-            (rollout.max_concurrency if rollout else None) or s.max_concurrency, s.max_concurrency
-        )
-        results = await fanout.fan_out(
-            targets,
-            self._member_fn(namespace, name, kinds),
-            per_app_limit=per_app,
-            global_limiter=self.limiter,
-            retry=fanout.RetryPolicy(
-                attempts=int(_bound(retry.attempts if retry else None, s.retry_attempts)),
-                backoff_s=duration_seconds(retry.backoff)
-                if retry and retry.backoff
-                else s.retry_backoff_s,
-                max_backoff_s=duration_seconds(retry.max_backoff)
-                if retry and retry.max_backoff
-                else s.retry_max_backoff_s,
-            ),
-            breaker_for=self.breaker,
-            timeout_s=_bound(rollout.timeout_seconds if rollout else None, s.cluster_timeout_s),
-            max_failures=rollout.max_failures if rollout else None,
-            on_retry=lambda c: self.metrics.retries.labels(c).inc(),
-        )
-        for r in results:
-            self.metrics.applies.labels(r.cluster, "applied" if r.applied else "failed").inc()
-        return results
+        self.members = MemberSync(settings, member, metrics, limiter)
 
     # -- hub writes -----------------------------------------------------------------------
 
@@ -373,17 +267,18 @@ class Reconciler:
         work: dict[str, Sequence[dict[str, Any]]] = {
             c: objs
             for c, objs in rendered.items()
-            if not self._is_verified(key, c, revisions[c], now)
+            if not self.members.is_known(key, c, revisions[c], now)
         }
         work.update({c: [] for c in removed})
-        results = {r.cluster: r for r in await self._fan_out(key, app.spec.rollout, work, kinds)}
+        synced = await self.members.fan_out(key, app.spec.rollout, work, kinds)
+        results = {r.cluster: r for r in synced}
         for cluster, result in results.items():
             if not result.applied:
                 continue
             if cluster in rendered:
-                self._verified[(key, cluster)] = (revisions[cluster], now)
+                self.members.remember(key, cluster, revisions[cluster], now)
             else:
-                self.forget(key, cluster)
+                self.members.forget(key, cluster)
 
         # 5. status
         states = []
@@ -448,14 +343,14 @@ class Reconciler:
         }
         manifests = ((obj.get("spec") or {}).get("resources") or {}).get("manifests") or []
         kinds = set(status.get("propagatedKinds") or []) | kinds_of(manifests)
-        gone = sorted(c for c in clusters if self.member(c) is None)
+        gone = sorted(c for c in clusters if self.members.member(c) is None)
         if gone:
             log.warning("%s: %s are no longer MemberClusters; left as they are", key, gone)
         try:
             rollout: Rollout | None = ApplicationPropagation.model_validate(obj).spec.rollout
         except ValidationError:
             rollout = None  # the controller's defaults
-        results = await self._fan_out(
+        results = await self.members.fan_out(
             key, rollout, {c: [] for c in sorted(clusters - set(gone))}, kinds
         )
         failed = [r for r in results if not r.applied]
@@ -480,7 +375,7 @@ class Reconciler:
         except ApiError as exc:
             if not exc.not_found:
                 raise
-        self.forget(key)
+        self.members.forget(key)
         log.info("%s: removed from %d clusters", key, len(results))
         return Outcome(False)
 
