@@ -264,6 +264,7 @@ def _wave(controller: Controller, count: int, trigger: Any) -> dict[str, Any]:
 
 def steady_state(hub: Any, controller: Controller, count: int) -> list[dict[str, Any]]:
     api = k8s.CustomObjectsApi(hub)
+    writes_before = controller.metric("propagator_member_writes_total")
     start = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         list(
@@ -285,7 +286,7 @@ def steady_state(hub: Any, controller: Controller, count: int) -> list[dict[str,
             "wave": f"initial: {count} apps created and applied on 3 members",
             "wall_s": initial,
             "reconciles_per_s": count / initial,
-            "member_writes": controller.metric("propagator_member_writes_total"),
+            "member_writes": controller.metric("propagator_member_writes_total") - writes_before,
             "cpu_pct": float("nan"),
             "rss_mib": controller.rss_mib(),
         }
