@@ -11,6 +11,7 @@ once, and a failed reconcile comes back after a per-key backoff.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -127,10 +128,9 @@ class PropagationController:
             self.reconciler.members.forget(key, cluster)
         self._enqueue(key)
 
-    def _on_selected(self, event: str, old: Any, new: Any) -> None:
-        obj = new or old
-        meta = obj.get("metadata") or {}
-        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    def _on_selected(self, kind_key: tuple[str, str], _event: str, old: Any, new: Any) -> None:
+        meta = (new or old).get("metadata") or {}
+        api_version, kind = kind_key  # listed items carry no apiVersion/kind
 
         def selects(app: dict[str, Any]) -> bool:
             if app["metadata"].get("namespace") != meta.get("namespace"):
@@ -166,7 +166,9 @@ class PropagationController:
             for sel in ((app.get("spec") or {}).get("resources") or {}).get("selectors") or []:
                 kind = (str(sel.get("apiVersion")), str(sel.get("kind")))
                 if kind not in self.selected:
-                    self.selected[kind] = Informer(self.hub, *kind, self._on_selected)
+                    self.selected[kind] = Informer(
+                        self.hub, *kind, functools.partial(self._on_selected, kind)
+                    )
                     self._start(self.selected[kind])
 
     def _housekeeping(self) -> None:
