@@ -38,9 +38,12 @@ e2e: install testbin
 
 test: lint typecheck unit e2e
 
-bench: install
+# bench.fanout and bench.propagation start local clusters (about 10 minutes together).
+bench: install testbin
 	$(PY) -m bench.snapshot
 	$(PY) -m bench.scheduler
+	$(PY) -m bench.fanout
+	$(PY) -m bench.propagation
 
 local-up: install testbin
 	$(VENV)/bin/propagator local up --state-dir $(STATE_DIR)

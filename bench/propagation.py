@@ -34,8 +34,8 @@ from bench.report import emit, percentile
 from fleet import local
 from fleet.local import cluster as local_cluster
 from tests.e2e.controller import free_port, http_get
+from tests.e2e.manifests import GROUP, PLURAL, VERSION, application, config_map, deployment
 
-GROUP, VERSION, PLURAL = "propagator.io", "v1alpha1", "applicationpropagations"
 REGIONS = {"member-1": "eu-west", "member-2": "us-east", "member-3": "ap-south"}
 
 
@@ -56,41 +56,6 @@ def _condition(app: dict[str, Any], type_: str) -> str | None:
         if c["type"] == type_:
             return str(c["status"])
     return None
-
-
-def _app(name: str, namespace: str, manifests: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "ApplicationPropagation",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"fleet": "bench", "resources": {"manifests": manifests}},
-    }
-
-
-def _config_map(name: str, namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": namespace},
-        "data": {"owner": name},
-    }
-
-
-def _deployment(name: str, namespace: str) -> dict[str, Any]:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "main", "image": "bench:1"}]},
-            },
-        },
-    }
 
 
 class Controller:
@@ -196,7 +161,12 @@ def time_to_applied(hub: Any, runs: int) -> list[dict[str, Any]]:
     applied, available = [], []
     for i in range(runs):
         name = f"run-{i}"
-        app = _app(name, "latency", [_deployment(name, "latency"), _config_map(name, "latency")])
+        app = application(
+            name,
+            "latency",
+            [deployment(name, "latency", "bench:1", replicas=1), config_map(name, "latency")],
+            "bench",
+        )
         start = time.perf_counter()
         api.create_namespaced_custom_object(GROUP, VERSION, "latency", PLURAL, app)
 
@@ -274,7 +244,9 @@ def steady_state(hub: Any, controller: Controller, count: int) -> list[dict[str,
                     VERSION,
                     "steady",
                     PLURAL,
-                    _app(f"app-{i:04d}", "steady", [_config_map(f"app-{i:04d}", "steady")]),
+                    application(
+                        f"app-{i:04d}", "steady", [config_map(f"app-{i:04d}", "steady")], "bench"
+                    ),
                 ),
                 range(count),
             )

@@ -48,6 +48,14 @@ class Fleet:
     def __post_init__(self) -> None:
         self._clients = {c.name: local_cluster.api_client(c) for c in self.state.clusters}
 
+    def ensure_namespace(self, name: str, cluster: str = local.HUB) -> None:
+        """Create the namespace on ``cluster`` unless it exists."""
+        try:
+            self.core(cluster).create_namespace({"metadata": {"name": name}})
+        except k8s.ApiException as exc:
+            if exc.status != 409:
+                raise
+
     def close(self) -> None:
         for api in self._clients.values():
             api.close()

@@ -35,19 +35,11 @@ def _create(api: Any, obj: dict[str, Any], *, dry_run: bool = True) -> Any:
     )
 
 
-def _ensure_namespace(fleet: Fleet, name: str) -> None:
-    try:
-        fleet.core(HUB).create_namespace({"metadata": {"name": name}})
-    except k8s.ApiException as exc:
-        if exc.status != 409:
-            raise
-
-
 @pytest.mark.parametrize("case", BAD_OBJECTS, ids=lambda c: c.id)
 def test_hub_rejects_bad_object_naming_the_field(
     case: BadObject, fleet: Fleet, hub_crds: list[str]
 ) -> None:
-    _ensure_namespace(fleet, NAMESPACE)
+    fleet.ensure_namespace(NAMESPACE)
     with pytest.raises(k8s.ApiException) as rejected:
         _create(fleet.api(HUB), case.obj)
     assert rejected.value.status in (400, 422), rejected.value.body
@@ -69,7 +61,7 @@ def test_hub_accepts_every_example(
     name: str, doc: dict[str, Any], fleet: Fleet, hub_crds: list[str]
 ) -> None:
     if doc["kind"] == "Namespace":
-        _ensure_namespace(fleet, doc["metadata"]["name"])
+        fleet.ensure_namespace(doc["metadata"]["name"])
         return
     # A name of its own: other tests may hold objects named like the examples.
     doc = {**doc, "metadata": {**doc["metadata"], "name": f"example-{doc['metadata']['name']}"}}
@@ -117,7 +109,7 @@ def test_kubectl_shows_columns_and_descriptions(fleet: Fleet, hub_crds: list[str
 
 
 def test_ap_columns(fleet: Fleet, hub_crds: list[str]) -> None:
-    _ensure_namespace(fleet, NAMESPACE)
+    fleet.ensure_namespace(NAMESPACE)
     _create(
         fleet.api(HUB),
         {
@@ -158,7 +150,7 @@ def test_ap_columns(fleet: Fleet, hub_crds: list[str]) -> None:
 def test_kubectl_apply_refuses_a_typo_instead_of_dropping_it(
     fleet: Fleet, hub_crds: list[str]
 ) -> None:
-    _ensure_namespace(fleet, NAMESPACE)
+    fleet.ensure_namespace(NAMESPACE)
     typo = {
         "apiVersion": "propagator.io/v1alpha1",
         "kind": "ApplicationPropagation",

@@ -16,11 +16,12 @@ from fleet.local import HUB
 from fleet.local import cluster as local_cluster
 from propagator.reconciler import FINALIZER
 from propagator.resources import APP_LABEL, app_label_value
+from tests.e2e import manifests as manifests_module
 from tests.e2e.conftest import FLEET_NAME, Fleet
 from tests.e2e.controller import Controller
+from tests.e2e.manifests import GROUP, PLURAL, VERSION, config_map, deployment, service
 from tests.e2e.waiting import HANG_GUARD_S, eventually
 
-GROUP, VERSION, PLURAL = "propagator.io", "v1alpha1", "applicationpropagations"
 MEMBERS = ["member-1", "member-2", "member-3"]
 # Short backoffs and a quick circuit so failures and recoveries show within seconds.
 ENV = {
@@ -55,62 +56,14 @@ def custom(fleet: Fleet) -> Any:
     return k8s.CustomObjectsApi(fleet.api(HUB))
 
 
-def ensure_namespace(fleet: Fleet, name: str) -> None:
-    try:
-        fleet.core(HUB).create_namespace({"metadata": {"name": name}})
-    except k8s.ApiException as exc:
-        if exc.status != 409:
-            raise
-
-
-def deployment(name: str, namespace: str, image: str, replicas: Any = 2) -> dict[str, Any]:
-    labels = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "main", "image": image}]},
-            },
-        },
-    }
-
-
-def service(name: str, namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"selector": {"app": name}, "ports": [{"port": 80, "targetPort": 8080}]},
-    }
-
-
-def config_map(name: str, namespace: str, **data: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": namespace},
-        "data": data,
-    }
-
-
 def application(
     name: str, namespace: str, manifests: list[dict[str, Any]], **spec: Any
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "ApplicationPropagation",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"fleet": FLEET_NAME, "resources": {"manifests": manifests}, **spec},
-    }
+    return manifests_module.application(name, namespace, manifests, FLEET_NAME, **spec)
 
 
 def create(fleet: Fleet, app: dict[str, Any]) -> None:
-    ensure_namespace(fleet, app["metadata"]["namespace"])
+    fleet.ensure_namespace(app["metadata"]["namespace"])
     custom(fleet).create_namespaced_custom_object(
         GROUP, VERSION, app["metadata"]["namespace"], PLURAL, app
     )
@@ -469,7 +422,7 @@ def test_propagation_metrics_move(fleet: Fleet, controller: Controller) -> None:
 
 def test_a_selected_hub_object_is_followed(fleet: Fleet, controller: Controller) -> None:
     ns, name = "selected", "settings"
-    ensure_namespace(fleet, ns)
+    fleet.ensure_namespace(ns)
     fleet.core(HUB).create_namespaced_config_map(
         ns,
         {"metadata": {"name": "shared", "labels": {"team": "a"}}, "data": {"level": "1"}},
