@@ -164,7 +164,10 @@ def time_to_applied(hub: Any, runs: int) -> list[dict[str, Any]]:
         app = application(
             name,
             "latency",
-            [deployment(name, "latency", "bench:1", replicas=1), config_map(name, "latency")],
+            [
+                deployment(name, "latency", "bench:1", replicas=1),
+                config_map(name, "latency", owner=name),
+            ],
             "bench",
         )
         start = time.perf_counter()
@@ -245,7 +248,10 @@ def steady_state(hub: Any, controller: Controller, count: int) -> list[dict[str,
                     "steady",
                     PLURAL,
                     application(
-                        f"app-{i:04d}", "steady", [config_map(f"app-{i:04d}", "steady")], "bench"
+                        f"app-{i:04d}",
+                        "steady",
+                        [config_map(f"app-{i:04d}", "steady", owner=f"app-{i:04d}")],
+                        "bench",
                     ),
                 ),
                 range(count),

@@ -76,6 +76,14 @@ def get_ap(fleet: Fleet, namespace: str, name: str) -> dict[str, Any]:
     return result
 
 
+def ap_gone(fleet: Fleet, namespace: str, name: str) -> bool:
+    try:
+        get_ap(fleet, namespace, name)
+    except k8s.ApiException as exc:
+        return bool(exc.status == 404)
+    return False
+
+
 def update_spec(fleet: Fleet, namespace: str, name: str, change: Any) -> None:
     """Read, change the spec with ``change(spec)``, replace (retried on conflicts)."""
 
@@ -226,14 +234,7 @@ def test_propagates_updates_prunes_and_deselects(fleet: Fleet, controller: Contr
     # Deleting the application removes everything from every member.
     delete_ap(fleet, ns, name)
 
-    def gone() -> bool:
-        try:
-            get_ap(fleet, ns, name)
-        except k8s.ApiException as exc:
-            return bool(exc.status == 404)
-        return False
-
-    eventually(gone, "application deleted once cleaned up")
+    eventually(lambda: ap_gone(fleet, ns, name), "application deleted once cleaned up")
     for cluster in MEMBERS:
         assert member_object(fleet, cluster, "Deployment", ns, name) is None
         assert member_object(fleet, cluster, "Service", ns, name) is None
@@ -458,3 +459,44 @@ def test_a_selected_hub_object_is_followed(fleet: Fleet, controller: Controller)
 
     eventually(level_2_everywhere, "level 2 on every member")
     delete_ap(fleet, ns, name)
+
+
+def test_an_unreachable_cluster_holds_deletion_until_told_to_orphan(
+    fleet: Fleet, controller: Controller
+) -> None:
+    ns, name = "orphans", "kept"
+    create(fleet, application(name, ns, [config_map("kept", ns, a="1")]))
+    wait_ap(fleet, ns, name, "3/3 ready", ready_everywhere)
+
+    victim = fleet.state.cluster("member-3")
+    local_cluster.stop_component(victim, "kube-apiserver")
+    try:
+        delete_ap(fleet, ns, name)
+
+        def cleanup_failed() -> dict[str, Any] | None:
+            app = get_ap(fleet, ns, name)  # still there: the finalizer holds it
+            return app if condition(app, "Applied").get("reason") == "CleanupFailed" else None
+
+        app = eventually(cleanup_failed, "CleanupFailed naming member-3")
+        message = condition(app, "Applied")["message"]
+        assert "member-3" in message
+        assert "member-1" not in message
+        assert "propagator.io/orphan-unreachable=true" in message
+        for cluster in ("member-1", "member-2"):  # the reachable ones are cleaned
+            assert member_object(fleet, cluster, "ConfigMap", ns, "kept") is None
+
+        custom(fleet).patch_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            ns,
+            PLURAL,
+            name,
+            {"metadata": {"annotations": {"propagator.io/orphan-unreachable": "true"}}},
+        )
+
+        eventually(lambda: ap_gone(fleet, ns, name), "application gone once told to orphan")
+    finally:
+        local_cluster.start_component(victim, "kube-apiserver")
+        anyio.run(local_cluster.wait_api_ready, victim, time.monotonic() + HANG_GUARD_S)
+    # Orphaned: what was on member-3 is left as it was.
+    assert member_object(fleet, "member-3", "ConfigMap", ns, "kept").data == {"a": "1"}
