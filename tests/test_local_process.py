@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from fleet.local import process
 from fleet.local.process import ProcessRecord
 
@@ -63,3 +65,21 @@ def test_exited_component_reports_its_log_tail(tmp_path: Path) -> None:
         time.sleep(0.01)
     assert "flag --nope: unknown" in process.log_tail(record)
     assert process.rss_bytes(record) == 0
+
+
+def test_stop_returns_only_once_a_killed_component_is_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A component that ignores SIGTERM is killed after the grace period; stop() must not
+    # return while it is still there (a restart would find it holding its port).
+    monkeypatch.setattr(process, "_STOP_GRACE_S", 0.2)
+    record = process.start(
+        ProcessRecord(
+            name="stubborn",
+            argv=["bash", "-c", "trap '' TERM; while true; do sleep 0.05; done"],
+            log=tmp_path / "stubborn.log",
+        )
+    )
+    time.sleep(0.2)  # let bash install its trap
+    process.stop(record)
+    assert not process.is_running(record)

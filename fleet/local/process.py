@@ -85,7 +85,11 @@ def stop(record: ProcessRecord) -> None:
         time.sleep(0.05)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, signal.SIGKILL)
-    _reap(record.pid)
+    # A killed process takes a moment to go: return only once it has, so that a restart
+    # right after this does not find it still holding its port (or skip the start).
+    deadline = time.monotonic() + _STOP_GRACE_S
+    while is_running(record) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def rss_bytes(record: ProcessRecord) -> int:
