@@ -95,6 +95,7 @@ class PropagationController:
         self._token: Any = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._watch_limiter = anyio.CapacityLimiter(1000)
+        self._workers_started = False
         self._workers_done = anyio.Event()
 
     def ready(self) -> bool:
@@ -248,6 +249,7 @@ class PropagationController:
                 self.queue.done(key)
 
     async def _workers(self) -> None:
+        self._workers_started = True
         try:
             async with anyio.create_task_group() as tg:
                 for _ in range(self.settings.workers):
@@ -259,6 +261,8 @@ class PropagationController:
         """Take no new work; give reconciles in flight ``grace_s`` to finish (and write
         their status)."""
         self.queue.shut_down()
+        if not self._workers_started:
+            return  # never led, or still starting: nothing in flight
         with anyio.move_on_after(grace_s):
             await self._workers_done.wait()
 
