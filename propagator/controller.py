@@ -103,13 +103,17 @@ class PropagationController:
 
     # -- events (from watch threads) ------------------------------------------------------
 
+    def _in_loop(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` in the event loop: the queue and what is known applied live there."""
+        with contextlib.suppress(RuntimeError):  # the event loop is gone: shutting down
+            anyio.from_thread.run_sync(fn, token=self._token)
+
     def _enqueue(self, *keys: str) -> None:
         def add() -> None:
             for key in keys:
                 self.queue.add(key)
 
-        with contextlib.suppress(RuntimeError):  # the event loop is gone: shutting down
-            anyio.from_thread.run_sync(add, token=self._token)
+        self._in_loop(add)
 
     def _keys(self, predicate: Callable[[dict[str, Any]], bool] = lambda _: True) -> list[str]:
         return [key_of(a) for a in self.apps.snapshot() if predicate(a)]
@@ -117,7 +121,7 @@ class PropagationController:
     def _on_app(self, event: str, old: Any, new: Any) -> None:
         key = key_of(new or old)
         if event == "DELETED":
-            self.reconciler.members.forget(key)
+            self._in_loop(lambda: self.reconciler.members.forget(key))
         elif _spec_changed(old, new):
             self._enqueue(key)
 
@@ -125,9 +129,12 @@ class PropagationController:
         self._enqueue(*self._keys())
 
     def _on_workload(self, cluster: str, key: str, event: str) -> None:
-        if event == "DELETED":  # something removed it: read the member back
-            self.reconciler.members.forget(key, cluster)
-        self._enqueue(key)
+        def forget_and_add() -> None:
+            if event == "DELETED":  # something removed it: read the member back
+                self.reconciler.members.forget(key, cluster)
+            self.queue.add(key)
+
+        self._in_loop(forget_and_add)
 
     def _on_selected(self, kind_key: tuple[str, str], _event: str, old: Any, new: Any) -> None:
         meta = (new or old).get("metadata") or {}

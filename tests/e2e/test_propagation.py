@@ -210,6 +210,16 @@ def test_propagates_updates_prunes_and_deselects(fleet: Fleet, controller: Contr
         live = member_object(fleet, cluster, "Deployment", ns, name)
         assert live.spec.template.spec.containers[0].image == "nginx:1.28"
 
+    # Someone deletes the Deployment on a member: the watch sees it, it comes back.
+    deleted = member_object(fleet, "member-1", "Deployment", ns, name).metadata.uid
+    fleet.apps("member-1").delete_namespaced_deployment(name, ns)
+
+    def recreated() -> bool:
+        live = member_object(fleet, "member-1", "Deployment", ns, name)
+        return live is not None and live.metadata.uid != deleted
+
+    eventually(recreated, "Deployment re-created on member-1")
+
     # The ConfigMap leaves the application: it leaves every member.
     update_spec(fleet, ns, name, lambda spec: spec["resources"]["manifests"].pop(2))
     wait_ap(fleet, ns, name, "3/3 without the ConfigMap", ready_everywhere)
