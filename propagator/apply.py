@@ -24,6 +24,20 @@ def _live(conn: KubeConnection, obj: dict[str, Any]) -> dict[str, Any] | None:
         raise
 
 
+def in_default_namespace(
+    conn: KubeConnection, objects: Sequence[dict[str, Any]], namespace: str
+) -> list[dict[str, Any]]:
+    """The objects with ``namespace`` set on the namespaced ones that have none."""
+    out = []
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        if meta.get("namespace") or not conn.resource(obj["apiVersion"], obj["kind"]).namespaced:
+            out.append(obj)
+        else:
+            out.append({**obj, "metadata": {**meta, "namespace": namespace}})
+    return out
+
+
 def ensure_namespaces(
     conn: KubeConnection, objects: Sequence[dict[str, Any]], field_manager: str
 ) -> list[str]:

@@ -24,7 +24,7 @@ from fleet.connection import ApiError
 from fleet.discovery import UnknownKind
 from fleet.member import MemberMonitor
 from propagator import fanout
-from propagator.apply import apply_objects
+from propagator.apply import apply_objects, in_default_namespace
 from propagator.observability.metrics import Metrics
 from propagator.prune import prune
 from propagator.settings import Settings
@@ -105,6 +105,8 @@ class MemberSync:
             status = "failure"
             with tracer.start_as_current_span(operation, attributes={"cluster": cluster}):
                 try:
+                    # Without a namespace, a namespaced object goes into the application's.
+                    objects = in_default_namespace(conn, objects, namespace)
                     writes = apply_objects(conn, objects, app_namespace=namespace, app_name=name)
                     deleted = prune(conn, kinds, objects, namespace, name)
                     status = "success"

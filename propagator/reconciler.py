@@ -294,7 +294,7 @@ class Reconciler:
                 ClusterState(
                     t.cluster,
                     result.applied,
-                    self.workloads.health(t.cluster, rendered[t.cluster]),
+                    self.workloads.health(t.cluster, rendered[t.cluster], namespace),
                     result.attempts,
                     result.error,
                     revisions[t.cluster] if result.applied else before.get("revision"),

@@ -149,6 +149,17 @@ def _targets(override: Override, obj: Mapping[str, Any]) -> bool:
     )
 
 
+def _identity_problem(obj: Mapping[str, Any]) -> str | None:
+    """What an object lacks to be applied (apiVersion, kind, metadata.name), if anything."""
+    for field in ("apiVersion", "kind"):
+        if not isinstance(obj.get(field), str) or not obj.get(field):
+            return f"{field} is required (a non-empty string), got {obj.get(field)!r}"
+    name = (obj.get("metadata") or {}).get("name")
+    if not isinstance(name, str) or not name:
+        return f"metadata.name is required (a non-empty string), got {name!r}"
+    return None
+
+
 def render_for_cluster(
     manifests: Iterable[Mapping[str, Any]],
     overrides: Iterable[Override],
@@ -184,6 +195,8 @@ def render_for_cluster(
                 obj = jsonpatch.apply_patch(obj, ops)
             except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
                 raise RenderError(f"{where}: override {number + 1} does not apply: {exc}") from exc
+        if problem := _identity_problem(obj):
+            raise RenderError(f"{where}: {problem}")
         if replicas is not None and (obj.get("apiVersion"), obj.get("kind")) in WORKLOADS:
             obj.setdefault("spec", {})["replicas"] = replicas
         rendered.append(obj)

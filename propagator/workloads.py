@@ -94,9 +94,10 @@ class WorkloadWatches:
                 started += informers.values()
         return started
 
-    def health(self, cluster: str, objects: Sequence[Mapping[str, Any]]) -> Health:
-        """The worst health of ``objects`` on ``cluster`` as the watches see them; Unknown
-        while a watch has not listed (or the member has no connection)."""
+    def health(self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str) -> Health:
+        """The worst health of ``objects`` on ``cluster`` as the watches see them (those
+        without a namespace are in ``namespace``); Unknown while a watch has not listed (or
+        the member has no connection)."""
         with self._lock:
             watch = self._watches.get(cluster)
         healths: list[Health] = []
@@ -108,7 +109,7 @@ class WorkloadWatches:
             if informer is None or not informer.synced.is_set():
                 return "Unknown"
             meta = obj.get("metadata") or {}
-            live = informer.get(f"{meta.get('namespace')}/{meta.get('name')}")
+            live = informer.get(f"{meta.get('namespace') or namespace}/{meta.get('name')}")
             healths.append(health_of(live))
         return worst(healths)
 

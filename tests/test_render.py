@@ -164,3 +164,12 @@ def test_assigned_replicas_go_into_workloads_only() -> None:
     out = render_for_cluster([deployment(), config], [], EDGE, APP, replicas=2)
     assert out[0]["spec"]["replicas"] == 2
     assert "spec" not in out[1]
+
+
+def test_an_object_without_identity_is_refused_with_its_field() -> None:
+    nameless = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}
+    with pytest.raises(RenderError, match=r"\(ConfigMap \?\): metadata.name is required"):
+        render_for_cluster([nameless], [], EDGE, APP)
+    kindless = {"apiVersion": "v1", "metadata": {"name": "x"}}
+    with pytest.raises(RenderError, match="kind is required"):
+        render_for_cluster([kindless], [], EDGE, APP)

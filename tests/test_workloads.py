@@ -51,5 +51,5 @@ def test_the_slim_copy_keeps_what_health_and_ownership_need() -> None:
 def test_health_is_unknown_without_a_listed_watch_and_ignores_other_kinds() -> None:
     watches = WorkloadWatches(lambda *_: None)
     config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
-    assert watches.health("m1", [config]) == "Healthy"  # nothing to wait for
-    assert watches.health("m1", [_deployment(2)]) == "Unknown"
+    assert watches.health("m1", [config], "shop") == "Healthy"  # nothing to wait for
+    assert watches.health("m1", [_deployment(2)], "shop") == "Unknown"

@@ -510,3 +510,27 @@ def test_an_unreachable_cluster_holds_deletion_until_told_to_orphan(
         anyio.run(local_cluster.wait_api_ready, victim, time.monotonic() + HANG_GUARD_S)
     # Orphaned: what was on member-3 is left as it was.
     assert member_object(fleet, "member-3", "ConfigMap", ns, "kept").data == {"a": "1"}
+
+
+def test_objects_without_a_namespace_go_into_the_applications(
+    fleet: Fleet, controller: Controller
+) -> None:
+    ns, name = "implicit", "plain"
+    workload = deployment(name, ns, "plain:1", replicas=1)
+    del workload["metadata"]["namespace"]
+    settings = config_map("plain-settings", ns, a="1")
+    del settings["metadata"]["namespace"]
+    create(fleet, application(name, ns, [workload, settings]))
+    app = wait_ap(fleet, ns, name, "3/3 ready", ready_everywhere)
+    assert {c["health"] for c in app["status"]["clusters"]} == {"Healthy"}
+    for cluster in MEMBERS:
+        assert member_object(fleet, cluster, "Deployment", ns, name).status.ready_replicas == 1
+        assert member_object(fleet, cluster, "ConfigMap", ns, "plain-settings") is not None
+
+    # Pruning finds them where they went.
+    update_spec(fleet, ns, name, lambda spec: spec["resources"]["manifests"].pop(1))
+    wait_ap(fleet, ns, name, "3/3 without the ConfigMap", ready_everywhere)
+    for cluster in MEMBERS:
+        assert member_object(fleet, cluster, "ConfigMap", ns, "plain-settings") is None
+        assert member_object(fleet, cluster, "Deployment", ns, name) is not None
+    delete_ap(fleet, ns, name)
