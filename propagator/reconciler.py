@@ -27,7 +27,7 @@ from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
 from fleet.informer import key_of
 from fleet.member import MemberMonitor
-from fleet.snapshot import SnapshotStore
+from fleet.snapshot import FleetSnapshot, SnapshotStore
 from propagator import fanout, quota
 from propagator.appstatus import ClusterState, StatusBuilder, availability, status_changed
 from propagator.fleetstatus import now_iso
@@ -146,7 +146,6 @@ class Reconciler:
 
     async def _reconcile(self, obj: dict[str, Any], key: str) -> Outcome:
         meta = obj["metadata"]
-        namespace, name = meta.get("namespace", "default"), meta["name"]
         builder = StatusBuilder(obj, now_iso())
         try:
             app = ApplicationPropagation.model_validate(obj)
@@ -155,23 +154,45 @@ class Reconciler:
                 f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
             )
             builder.condition("Scheduled", False, "InvalidSpec", problems)
-            await anyio.to_thread.run_sync(self._write_status, obj, builder.build())
-            return Outcome(False, ValueError(problems))
+            return await self._report(obj, builder, Outcome(False, ValueError(problems)))
         if FINALIZER not in (meta.get("finalizers") or []):
             await anyio.to_thread.run_sync(
                 self._set_finalizers, obj, [*(meta.get("finalizers") or []), FINALIZER]
             )
-
-        # 1. resolve
         try:
             objects = await anyio.to_thread.run_sync(resolve, app, self.hub)
         except (ApiError, UnknownKind) as exc:
             builder.condition("Applied", False, "ResolveFailed", f"resources: {exc}")
-            await anyio.to_thread.run_sync(self._write_status, obj, builder.build())
-            return Outcome(True, exc)
-
-        # 2. schedule
+            return await self._report(obj, builder, Outcome(True, exc))
         snapshot = self.store.current()
+        targets = self._place(app, objects, snapshot, builder)
+        if not targets:
+            # No fleet, or nothing fits: what runs stays where it is (no apply, no prune).
+            return await self._report(obj, builder, Outcome(False))
+        try:
+            rendered = self._render(app, objects, snapshot, targets)
+        except RenderError as exc:
+            builder.condition("Applied", False, "RenderFailed", f"{exc}; nothing was applied")
+            return await self._report(obj, builder, Outcome(False, exc))
+        group = await self._sync(key, app, rendered, targets, builder)
+        return await self._report(obj, builder, Outcome(group is not None, group))
+
+    async def _report(
+        self, obj: dict[str, Any], builder: StatusBuilder, outcome: Outcome
+    ) -> Outcome:
+        """Write the status (if it changed) and pass the outcome on."""
+        await anyio.to_thread.run_sync(self._write_status, obj, builder.build())
+        return outcome
+
+    def _place(
+        self,
+        app: ApplicationPropagation,
+        objects: list[dict[str, Any]],
+        snapshot: FleetSnapshot,
+        builder: StatusBuilder,
+    ) -> list[Target]:
+        """Schedule, and keep what is placed under NoSchedule; sets ``Scheduled`` (and
+        ``placement`` when there are targets)."""
         if app.spec.fleet not in snapshot.fleets:
             known = ", ".join(sorted(snapshot.fleets)) or "none"
             self.metrics.scheduling_results.labels("fleet-not-found").inc()
@@ -181,9 +202,8 @@ class Reconciler:
                 "FleetNotFound",
                 f"spec.fleet {app.spec.fleet!r} is not a Fleet (fleets: {known})",
             )
-            await anyio.to_thread.run_sync(self._write_status, obj, builder.build())
-            return Outcome(False)
-        tenant = quota.tenant_of(self.quotas(), namespace)
+            return []
+        tenant = quota.tenant_of(self.quotas(), app.metadata.get("namespace", "default"))
         remaining = (
             quota.remaining(tenant, {n: c.labels for n, c in snapshot.clusters.items()})
             if tenant
@@ -200,22 +220,21 @@ class Reconciler:
                 age_s=self.store.age_s(),
             )
             self.metrics.scheduling_duration.observe(time.perf_counter() - t0)
-        previous = builder.previous
-        targets = targets_of(
-            decision, previous.get("placement") or [], snapshot, app.spec.placement.tolerations
-        )
         self.metrics.scheduling_results.labels(
             "scheduled" if decision.schedulable else "unschedulable"
         ).inc()
-        kept = [f"{t.cluster} ({t.kept})" for t in targets if t.kept]
-        summary = decision.summary + (
-            f"; kept where already placed: {', '.join(kept)}" if kept else ""
+        targets = targets_of(
+            decision,
+            builder.previous.get("placement") or [],
+            snapshot,
+            app.spec.placement.tolerations,
         )
+        kept = [f"{t.cluster} ({t.kept})" for t in targets if t.kept]
         builder.condition(
             "Scheduled",
             decision.schedulable,
             "Scheduled" if decision.schedulable else "Unschedulable",
-            summary,
+            decision.summary + (f"; kept where already placed: {', '.join(kept)}" if kept else ""),
         )
         if app.spec.canary is not None:
             builder.condition(
@@ -225,39 +244,53 @@ class Reconciler:
                 "this controller version does not run canary steps: the manifests are "
                 "applied to every placed cluster as they are",
             )
-        if not targets:
-            # Nothing fits: what runs stays where it is (no apply, no prune).
-            await anyio.to_thread.run_sync(self._write_status, obj, builder.build())
-            return Outcome(False)
-        builder.status["placement"] = [_placed(t) for t in targets]
+        if targets:
+            builder.status["placement"] = [_placed(t) for t in targets]
+        return targets
 
-        # 3. render
+    def _render(
+        self,
+        app: ApplicationPropagation,
+        objects: list[dict[str, Any]],
+        snapshot: FleetSnapshot,
+        targets: list[Target],
+    ) -> dict[str, list[dict[str, Any]]]:
+        """The objects for each target cluster; raises RenderError at the first problem."""
         divided = app.spec.placement.replicas.mode == "Divided"
-        ref = ApplicationRef(name, namespace)
-        rendered: dict[str, list[dict[str, Any]]] = {}
+        ref = ApplicationRef(app.metadata["name"], app.metadata.get("namespace", "default"))
+        status = "failure"
+        t0 = time.perf_counter()
         with tracer.start_as_current_span("render"):
-            t0 = time.perf_counter()
             try:
-                for t in targets:
-                    rendered[t.cluster] = render_for_cluster(
+                rendered = {
+                    t.cluster: render_for_cluster(
                         objects,
                         app.spec.overrides,
                         snapshot.clusters[t.cluster],
                         ref,
                         t.replicas if divided else None,
                     )
-            except RenderError as exc:
-                self.metrics.propagation_duration.labels("render", "failure").observe(
+                    for t in targets
+                }
+                status = "success"
+            finally:
+                self.metrics.propagation_duration.labels("render", status).observe(
                     time.perf_counter() - t0
                 )
-                builder.condition("Applied", False, "RenderFailed", f"{exc}; nothing was applied")
-                await anyio.to_thread.run_sync(self._write_status, obj, builder.build())
-                return Outcome(False, exc)
-            self.metrics.propagation_duration.labels("render", "success").observe(
-                time.perf_counter() - t0
-            )
+        return rendered
 
-        # 4. fan out: apply + prune where something may differ, remove where deselected
+    async def _sync(
+        self,
+        key: str,
+        app: ApplicationPropagation,
+        rendered: dict[str, list[dict[str, Any]]],
+        targets: list[Target],
+        builder: StatusBuilder,
+    ) -> ExceptionGroup[fanout.ClusterFailed] | None:
+        """Apply and prune where something may differ, remove from clusters the application
+        left; sets the per-cluster lines, ``Applied`` and ``Available``. Returns every
+        failure of the pass as one group."""
+        previous = builder.previous
         now = time.monotonic()
         revisions = {c: revision_of(objs) for c, objs in rendered.items()}
         desired_kinds = set().union(*(kinds_of(o) for o in rendered.values()))
@@ -280,7 +313,7 @@ class Reconciler:
             else:
                 self.members.forget(key, cluster)
 
-        # 5. status
+        namespace = app.metadata.get("namespace", "default")
         states = []
         applied_results = []
         for t in targets:
@@ -301,36 +334,33 @@ class Reconciler:
                 )
             )
         removal_failures = [results[c] for c in removed if not results[c].applied]
-        for r in removal_failures:
-            before = previous_clusters[r.cluster]
-            states.append(
-                ClusterState(
-                    r.cluster,
-                    False,
-                    "Unknown",
-                    r.attempts,
-                    f"removing: {r.error}",
-                    before.get("revision"),
-                )
+        states += [
+            ClusterState(
+                r.cluster,
+                False,
+                "Unknown",
+                r.attempts,
+                f"removing: {r.error}",
+                previous_clusters[r.cluster].get("revision"),
             )
+            for r in removal_failures
+        ]
         builder.clusters(states, len(targets))
         everything_done = all(r.applied for r in results.values())
         builder.status["propagatedKinds"] = sorted(desired_kinds if everything_done else kinds)
         message = fanout.applied_summary(applied_results)
-        if removal_failures:
+        removal_group = fanout.failures(removal_failures)
+        if removal_group is not None:
             message += "; not yet removed from " + "; ".join(
-                str(e)
-                for e in fanout.failures(removal_failures).exceptions  # type: ignore[union-attr]
+                str(e) for e in removal_group.exceptions
             )
-        all_applied = all(r.applied for r in applied_results) and not removal_failures
+        all_applied = all(r.applied for r in applied_results) and removal_group is None
         builder.condition(
             "Applied", all_applied, "Applied" if all_applied else "ApplyFailed", message
         )
         available, reason, text = availability(states, rendered)
         builder.condition("Available", available, reason, text)
-        await anyio.to_thread.run_sync(self._write_status, obj, builder.build())
-        group = fanout.failures(list(results.values()))
-        return Outcome(group is not None, group)
+        return fanout.failures(list(results.values()))
 
     async def _finalize(self, obj: dict[str, Any], key: str) -> Outcome:
         """Remove what the application propagated from every cluster, then its finalizer."""
@@ -365,8 +395,7 @@ class Reconciler:
                 + fanout.applied_summary(results).split("; ", 1)[-1]
                 + f" (annotate {ORPHAN_ANNOTATION}=true to leave them)",
             )
-            await anyio.to_thread.run_sync(self._write_status, obj, builder.build())
-            return Outcome(True, fanout.failures(results))
+            return await self._report(obj, builder, Outcome(True, fanout.failures(results)))
         if failed:
             log.warning("%s: orphaned on %s", key, ", ".join(r.cluster for r in failed))
         rest = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
