@@ -31,7 +31,7 @@ from urllib.parse import urlparse
 import anyio
 
 from bench.latency_proxy import LatencyProxy
-from bench.report import emit
+from bench.report import arguments, emit
 from fleet import local
 from fleet.circuit import CircuitBreaker
 from fleet.connection import ConnectionOptions, KubeConnection
@@ -142,12 +142,11 @@ def measure(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="20 clusters (under a minute)")
-    parser.add_argument("--json", action="store_true", help="one JSON object per row")
-    parser.add_argument("--clusters", type=int, default=100)
-    parser.add_argument("--latency-ms", type=float, default=50.0)
-    args = parser.parse_args()
+    def more(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--clusters", type=int, default=100)
+        parser.add_argument("--latency-ms", type=float, default=50.0)
+
+    args = arguments(__doc__, "20 clusters (under a minute)", more)
     clusters = 20 if args.quick else args.clusters
     latency_s = args.latency_ms / 1000
     with tempfile.TemporaryDirectory(prefix="bench-fanout-") as tmp:

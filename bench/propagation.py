@@ -30,7 +30,7 @@ import anyio
 from kubernetes import client as k8s
 
 from api.crd import crds
-from bench.report import emit, percentile
+from bench.report import arguments, emit, percentile
 from fleet import local
 from fleet.local import cluster as local_cluster
 from tests.e2e.controller import free_port, http_get
@@ -299,12 +299,11 @@ def steady_state(hub: Any, controller: Controller, count: int) -> list[dict[str,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="5 runs, 100 applications")
-    parser.add_argument("--json", action="store_true", help="one JSON object per row")
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--apps", type=int, default=1000)
-    args = parser.parse_args()
+    def more(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--runs", type=int, default=20)
+        parser.add_argument("--apps", type=int, default=1000)
+
+    args = arguments(__doc__, "5 runs, 100 applications", more)
     runs, apps = (5, 100) if args.quick else (args.runs, args.apps)
     with tempfile.TemporaryDirectory(prefix="bench-propagation-") as tmp:
         state = anyio.run(local.up, Path(tmp), local.testbin_dir(), local.FleetOptions(members=3))

@@ -5,15 +5,21 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
-def arguments(doc: str | None) -> argparse.Namespace:
-    """The options every benchmark takes: --quick and --json."""
+def arguments(
+    doc: str | None,
+    quick: str = "a shorter run (under a minute)",
+    more: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> argparse.Namespace:
+    """The options every benchmark takes, --quick and --json, and those ``more`` adds."""
     parser = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a shorter run (under a minute)")
+    parser.add_argument("--quick", action="store_true", help=quick)
     parser.add_argument("--json", action="store_true", help="one JSON object per row")
+    if more is not None:
+        more(parser)
     return parser.parse_args()
 
 
