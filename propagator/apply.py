@@ -70,19 +70,19 @@ def apply_objects(
     timeout_s: float | None = None,
 ) -> int:
     """Apply every object (stamped with owner and content hash) that differs from what the
-    member holds; returns the number of objects written."""
-    ensure_namespaces(conn, objects, field_manager)
-    writes = 0
+    member holds; returns the number of objects written. Namespaces are looked at only
+    when an object is missing (an object that exists has its namespace)."""
+    stale = []
     for obj in objects:
         desired = stamp(obj, app_namespace, app_name, revision_of([obj]))
         live = _live(conn, desired)
         applied = ((live or {}).get("metadata") or {}).get("annotations") or {}
-        if (
-            live is not None
-            and applied.get(REVISION_ANNOTATION)
-            == (desired["metadata"]["annotations"][REVISION_ANNOTATION])
-        ):
-            continue
+        revision = desired["metadata"]["annotations"][REVISION_ANNOTATION]
+        if live is None or applied.get(REVISION_ANNOTATION) != revision:
+            stale.append((desired, live is None))
+    missing = [desired for desired, absent in stale if absent]
+    if missing:
+        ensure_namespaces(conn, missing, field_manager)
+    for desired, _ in stale:
         conn.apply(desired, field_manager=field_manager, timeout_s=timeout_s)
-        writes += 1
-    return writes
+    return len(stale)
