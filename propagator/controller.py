@@ -3,7 +3,7 @@
 ApplicationPropagations are queued when their spec (or deletion, finalizers, annotations)
 changes, when a hub object one of them selects changes, when a cluster of their Fleet
 changes in the fleet snapshot (readiness, taints, capacity, membership), when a
-TenantQuota changes, when a workload they propagated changes on a member (health), and
+TenantQuota or the labels of their namespace change, when a workload they propagated changes on a member (health), and
 every resync period. Workers take keys from the queue; a key is never reconciled twice at
 once, and a failed reconcile comes back after a per-key backoff.
 """
@@ -41,6 +41,17 @@ _CIRCUIT_VALUES = {"closed": 0, "half-open": 1, "open": 2}
 _HOUSEKEEPING_S = 1.0
 
 
+def _namespace_labels(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    return {
+        "metadata": {
+            "name": meta.get("name"),
+            "labels": meta.get("labels") or {},
+            "resourceVersion": meta.get("resourceVersion"),
+        }
+    }
+
+
 def _spec_changed(old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
     """Whether an update matters to the controller (its own status writes do not)."""
     if old is None or new is None:
@@ -73,6 +84,10 @@ class PropagationController:
         self.limiter = anyio.CapacityLimiter(settings.max_concurrency)
         self.apps = Informer(hub, API_VERSION, "ApplicationPropagation", self._on_app)
         self.quotas = Informer(hub, API_VERSION, "TenantQuota", self._on_quota)
+        # Namespace labels decide which TenantQuota (namespaceSelector) owns an application.
+        self.namespaces = Informer(
+            hub, "v1", "Namespace", self._on_namespace, transform=_namespace_labels
+        )
         self.selected: dict[tuple[str, str], Informer] = {}
         self.workloads = WorkloadWatches(self._on_workload)
         self.reconciler = Reconciler(
@@ -86,6 +101,7 @@ class PropagationController:
             ),
             manager.monitors.get,
             self.quotas.snapshot,
+            lambda ns: (self.namespaces.get(ns) or {}).get("metadata", {}).get("labels") or {},
             self.workloads,
             metrics,
             self.limiter,
@@ -99,7 +115,7 @@ class PropagationController:
         self._workers_done = anyio.Event()
 
     def ready(self) -> bool:
-        return self.apps.synced.is_set() and self.quotas.synced.is_set()
+        return all(i.synced.is_set() for i in (self.apps, self.quotas, self.namespaces))
 
     # -- events (from watch threads) ------------------------------------------------------
 
@@ -127,6 +143,12 @@ class PropagationController:
 
     def _on_quota(self, _event: str, _old: Any, _new: Any) -> None:
         self._enqueue(*self._keys())
+
+    def _on_namespace(self, _event: str, old: Any, new: Any) -> None:
+        labels = [((o or {}).get("metadata") or {}).get("labels") for o in (old, new)]
+        if labels[0] != labels[1]:  # the namespace may belong to another tenant now
+            name = (new or old)["metadata"]["name"]
+            self._enqueue(*self._keys(lambda a: a["metadata"].get("namespace") == name))
 
     def _on_workload(self, cluster: str, key: str, event: str) -> None:
         def forget_and_add() -> None:
@@ -279,10 +301,11 @@ class PropagationController:
         try:
             async with anyio.create_task_group() as tg:
                 self._task_group = tg
-                for informer in (self.apps, self.quotas):
+                hub_watches = [self.apps, self.quotas, self.namespaces]
+                for informer in hub_watches:
                     self._start(informer)
                 await anyio.to_thread.run_sync(
-                    wait_synced, [self.apps, self.quotas], None, abandon_on_cancel=True
+                    wait_synced, hub_watches, None, abandon_on_cancel=True
                 )
                 # Decisions need the fleet: wait for the fleet manager's first snapshot.
                 while self.store.current().generation == 0:
@@ -299,6 +322,6 @@ class PropagationController:
                 tg.start_soon(self._snapshot_loop)
         finally:
             self.queue.shut_down()
-            for informer in (self.apps, self.quotas, *self.selected.values()):
+            for informer in (self.apps, self.quotas, self.namespaces, *self.selected.values()):
                 informer.stop()
             self.workloads.stop()

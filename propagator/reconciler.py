@@ -68,6 +68,7 @@ class Reconciler:
         scheduler: Scheduler,
         member: Callable[[str], MemberMonitor | None],
         quotas: Callable[[], list[dict[str, Any]]],
+        namespace_labels: Callable[[str], Mapping[str, str]],
         workloads: WorkloadWatches,
         metrics: Metrics,
         limiter: anyio.CapacityLimiter,
@@ -76,6 +77,7 @@ class Reconciler:
         self.store = store
         self.scheduler = scheduler
         self.quotas = quotas
+        self.namespace_labels = namespace_labels
         self.workloads = workloads
         self.metrics = metrics
         self.members = MemberSync(settings, member, metrics, limiter)
@@ -203,7 +205,8 @@ class Reconciler:
                 f"spec.fleet {app.spec.fleet!r} is not a Fleet (fleets: {known})",
             )
             return []
-        tenant = quota.tenant_of(self.quotas(), app.metadata.get("namespace", "default"))
+        namespace = app.metadata.get("namespace", "default")
+        tenant = quota.tenant_of(self.quotas(), namespace, self.namespace_labels(namespace))
         remaining = (
             quota.remaining(tenant, {n: c.labels for n, c in snapshot.clusters.items()})
             if tenant

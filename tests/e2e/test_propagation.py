@@ -534,3 +534,35 @@ def test_objects_without_a_namespace_go_into_the_applications(
         assert member_object(fleet, cluster, "ConfigMap", ns, "plain-settings") is None
         assert member_object(fleet, cluster, "Deployment", ns, name) is not None
     delete_ap(fleet, ns, name)
+
+
+def test_a_tenant_found_by_namespace_labels_is_kept_in_its_quota(
+    fleet: Fleet, controller: Controller
+) -> None:
+    ns, name = "capped", "small"
+    fleet.core(HUB).create_namespace({"metadata": {"name": ns, "labels": {"team": "capped"}}})
+    quota = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TenantQuota",
+        "metadata": {"name": "capped-team"},
+        "spec": {
+            "namespaceSelector": {"matchLabels": {"team": "capped"}},
+            "hard": {"pods": 10},
+            "clusters": [{"clusterNames": ["member-3"], "hard": {"pods": 0}}],
+        },
+    }
+    custom(fleet).create_cluster_custom_object(GROUP, VERSION, "tenantquotas", quota)
+    try:
+        create(fleet, application(name, ns, [deployment(name, ns, "small:1", replicas=1)]))
+        app = wait_ap(fleet, ns, name, "2/2 ready", lambda a: ready_everywhere(a, 2))
+        assert sorted(p["cluster"] for p in app["status"]["placement"]) == ["member-1", "member-2"]
+        assert "1 quota pods" in condition(app, "Scheduled")["message"]
+        assert member_object(fleet, "member-3", "Deployment", ns, name) is None
+
+        # The namespace leaves the tenant: the quota no longer applies, member-3 gets it.
+        fleet.core(HUB).patch_namespace(ns, {"metadata": {"labels": {"team": None}}})
+        wait_ap(fleet, ns, name, "3/3 ready", ready_everywhere)
+        assert member_object(fleet, "member-3", "Deployment", ns, name) is not None
+        delete_ap(fleet, ns, name)
+    finally:
+        custom(fleet).delete_cluster_custom_object(GROUP, VERSION, "tenantquotas", "capped-team")
