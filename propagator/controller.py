@@ -3,9 +3,10 @@
 ApplicationPropagations are queued when their spec (or deletion, finalizers, annotations)
 changes, when a hub object one of them selects changes, when a cluster of their Fleet
 changes in the fleet snapshot (readiness, taints, capacity, membership), when a
-TenantQuota or the labels of their namespace change, when a workload they propagated changes on a member (health), and
-every resync period. Workers take keys from the queue; a key is never reconciled twice at
-once, and a failed reconcile comes back after a per-key backoff.
+TenantQuota or the labels of their namespace change, when a workload they propagated
+changes on a member (health), and every resync period. Workers take keys from the queue;
+a key is never reconciled twice at once, and a failed reconcile comes back after a per-key
+backoff.
 """
 
 from __future__ import annotations
