@@ -34,8 +34,9 @@ def register(commands: Any) -> None:
         "schedule",
         help="show where the scheduler would place an ApplicationPropagation, and why",
         description="Run one scheduling decision for the ApplicationPropagation in FILE "
-        "against the live hub's MemberClusters, Fleets and TenantQuotas, or against a file "
-        "of them (e.g. `kubectl get mc,fl,tq -o yaml > fleet.yaml`). Exit code 0 when it "
+        "against the live hub's MemberClusters, Fleets, TenantQuotas and Namespaces, or "
+        "against a file of them (e.g. `kubectl get mc,fl,tq,ns -o yaml > fleet.yaml`). Exit "
+        "code 0 when it "
         "can be placed, 1 when it cannot, 2 on bad input.",
     )
     parser.add_argument(
@@ -95,7 +96,9 @@ def _live_objects(args: argparse.Namespace) -> list[dict[str, Any]]:
         for kind in ("MemberCluster", "Fleet", "TenantQuota"):
             listing = call_with_retries(partial(hub.list, API_VERSION, kind))
             objects += [{**o, "kind": kind} for o in listing["items"]]
-        return objects
+        # Namespaces: a tenant may own the application's namespace by its labels.
+        listing = call_with_retries(partial(hub.list, "v1", "Namespace"))
+        return objects + [{**o, "kind": "Namespace"} for o in listing["items"]]
     finally:
         hub.close()
 
@@ -151,9 +154,17 @@ def _run(args: argparse.Namespace) -> int:
         )
         return 2
     snapshot = build_snapshot(ClusterInfoCache().infos(members.values()), fleets, generation=1)
+    namespace = app.metadata.get("namespace", "default")
+    namespace_labels = next(
+        (
+            o["metadata"].get("labels") or {}
+            for o in objects
+            if o.get("kind") == "Namespace" and o["metadata"].get("name") == namespace
+        ),
+        None,
+    )
     tenant = quota.tenant_of(
-        [o for o in objects if o.get("kind") == "TenantQuota"],
-        app.metadata.get("namespace", "default"),
+        [o for o in objects if o.get("kind") == "TenantQuota"], namespace, namespace_labels
     )
     remaining = None
     if tenant is not None:

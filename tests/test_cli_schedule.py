@@ -1,0 +1,88 @@
+"""``propagator schedule --fleet-file``: a tenant found by the labels of the namespace."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from propagator.cli.main import main
+
+
+def _member(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "propagator.io/v1alpha1",
+        "kind": "MemberCluster",
+        "metadata": {"name": name, "labels": {"env": "test"}},
+        "spec": {"secretRef": {"namespace": "propagator-system", "name": name}},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "apiEnablements": [{"groupVersion": "v1", "kinds": ["ConfigMap"]}],
+            "resources": {"available": {"cpu": "8", "memory": "32Gi", "pods": "100"}},
+        },
+    }
+
+
+def _fleet_file(tmp_path: Path, team: str) -> Path:
+    objects = [
+        _member("m1"),
+        _member("m2"),
+        {
+            "apiVersion": "propagator.io/v1alpha1",
+            "kind": "Fleet",
+            "metadata": {"name": "f"},
+            "spec": {"clusters": ["m1", "m2"]},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "shop", "labels": {"team": team}},
+        },
+        {
+            "apiVersion": "propagator.io/v1alpha1",
+            "kind": "TenantQuota",
+            "metadata": {"name": "capped"},
+            "spec": {
+                "namespaceSelector": {"matchLabels": {"team": "capped"}},
+                "hard": {"pods": 10},
+                "clusters": [{"clusterNames": ["m2"], "hard": {"pods": 0}}],
+            },
+        },
+    ]
+    path = tmp_path / f"fleet-{team}.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects}))
+    return path
+
+
+def test_the_namespace_labels_decide_the_tenant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    app = tmp_path / "app.yaml"
+    app.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "propagator.io/v1alpha1",
+                "kind": "ApplicationPropagation",
+                "metadata": {"name": "web", "namespace": "shop"},
+                "spec": {
+                    "fleet": "f",
+                    "resources": {
+                        "manifests": [
+                            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+                        ]
+                    },
+                },
+            }
+        )
+    )
+    placed = {}
+    for team in ("capped", "free"):
+        code = main(
+            ["schedule", "-f", str(app), "--fleet-file", str(_fleet_file(tmp_path, team)), "--json"]
+        )
+        assert code == 0
+        placed[team] = [p["cluster"] for p in json.loads(capsys.readouterr().out)["placement"]]
+    assert placed == {"capped": ["m1"], "free": ["m1", "m2"]}
