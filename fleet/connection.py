@@ -34,6 +34,7 @@ from fleet.discovery import Discovery, ResourceInfo
 from fleet.kubeconfig import Credentials, ExecConfig
 
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
+MERGE_PATCH_CONTENT_TYPE = "application/merge-patch+json"
 FIELD_MANAGER = "propagator"
 
 
@@ -350,6 +351,25 @@ class KubeConnection:
             body=obj,
             content_type=APPLY_CONTENT_TYPE,
             timeout_s=timeout_s,
+        )
+
+    def merge_patch(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        body: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        """JSON merge patch of an object (or its ``subresource``, e.g. ``status``)."""
+        path = self.resource(api_version, kind).path(namespace, name)
+        return self.request(
+            "PATCH",
+            f"{path}/{subresource}" if subresource else path,
+            body=body,
+            content_type=MERGE_PATCH_CONTENT_TYPE,
         )
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:

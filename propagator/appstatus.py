@@ -99,7 +99,3 @@ def availability(states: Iterable[ClusterState], targets: Iterable[str]) -> tupl
         "Degraded" if degraded else "Progressing",
         f"{ready}/{len(names)} clusters healthy; " + "; ".join(not_ready),
     )
-
-
-def status_changed(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
-    return dict(current or {}) != dict(desired)

@@ -33,7 +33,6 @@ from propagator.settings import Settings
 log = logging.getLogger(__name__)
 
 HEALTH_MANAGER = "propagator-health"
-_MERGE_PATCH = "application/merge-patch+json"
 _DEBOUNCE_S = 0.2
 
 
@@ -211,9 +210,8 @@ class FleetManager:
 
     def _patch_status(self, kind: str, name: str, status: dict[str, Any]) -> None:
         self.metrics.status_writes.labels(f"{kind} status").inc()
-        path = self.hub.resource(API_VERSION, kind).path(None, name) + "/status"
         try:
-            self.hub.request("PATCH", path, body={"status": status}, content_type=_MERGE_PATCH)
+            self.hub.merge_patch(API_VERSION, kind, name, {"status": status}, subresource="status")
         except ApiError as exc:
             if not exc.not_found:  # deleted meanwhile: nothing to report
                 raise

@@ -10,7 +10,6 @@ reconcile with nothing to change sends nothing to the members.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -100,22 +99,18 @@ class MemberSync:
                 why = monitor.config_error if monitor else "no such MemberCluster"
                 raise ApiError(cluster, f"cannot connect: {why}")
             conn = monitor.connection
-            started = time.perf_counter()
             operation = "apply" if objects else "cleanup"
-            status = "failure"
-            with tracer.start_as_current_span(operation, attributes={"cluster": cluster}):
+            with (
+                self.metrics.timed(operation),
+                tracer.start_as_current_span(operation, attributes={"cluster": cluster}),
+            ):
                 try:
                     # Without a namespace, a namespaced object goes into the application's.
                     objects = in_default_namespace(conn, objects, namespace)
                     writes = apply_objects(conn, objects, app_namespace=namespace, app_name=name)
                     deleted = prune(conn, kinds, objects, namespace, name)
-                    status = "success"
                 except UnknownKind as exc:
                     raise ApiError(cluster, str(exc)) from exc
-                finally:
-                    self.metrics.propagation_duration.labels(operation, status).observe(
-                        time.perf_counter() - started
-                    )
             self.metrics.member_writes.labels(cluster, "apply").inc(writes)
             self.metrics.member_writes.labels(cluster, "delete").inc(len(deleted))
             if deleted:

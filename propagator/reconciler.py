@@ -29,8 +29,8 @@ from fleet.informer import key_of
 from fleet.member import MemberMonitor
 from fleet.snapshot import FleetSnapshot, SnapshotStore
 from propagator import fanout, quota
-from propagator.appstatus import ClusterState, StatusBuilder, availability, status_changed
-from propagator.fleetstatus import now_iso
+from propagator.appstatus import ClusterState, StatusBuilder, availability
+from propagator.fleetstatus import now_iso, status_changed
 from propagator.membersync import MemberSync
 from propagator.observability.metrics import Metrics
 from propagator.prune import kinds_of
@@ -46,7 +46,6 @@ tracer = trace.get_tracer("propagator")
 
 FINALIZER = "propagator.io/cleanup"
 """Holds a deleted application until what it propagated is removed from the members."""
-_MERGE_PATCH = "application/merge-patch+json"
 
 
 @dataclass(frozen=True)
@@ -84,21 +83,19 @@ class Reconciler:
 
     # -- hub writes -----------------------------------------------------------------------
 
-    def _path(self, obj: Mapping[str, Any]) -> str:
-        meta = obj["metadata"]
-        info = self.hub.resource(API_VERSION, "ApplicationPropagation")
-        return info.path(meta.get("namespace"), meta["name"])
-
     def _write_status(self, obj: Mapping[str, Any], status: dict[str, Any]) -> None:
         if not status_changed(obj.get("status"), status):
             return
         self.metrics.status_writes.labels("ApplicationPropagation status").inc()
+        meta = obj["metadata"]
         try:
-            self.hub.request(
-                "PATCH",
-                self._path(obj) + "/status",
-                body={"status": status},
-                content_type=_MERGE_PATCH,
+            self.hub.merge_patch(
+                API_VERSION,
+                "ApplicationPropagation",
+                meta["name"],
+                {"status": status},
+                namespace=meta.get("namespace"),
+                subresource="status",
             )
         except ApiError as exc:
             if not exc.not_found:  # deleted meanwhile: nothing to report
@@ -107,16 +104,13 @@ class Reconciler:
     def _set_finalizers(self, obj: Mapping[str, Any], finalizers: list[str]) -> None:
         """Replace the finalizers, only if the object is unchanged since it was read."""
         meta = obj["metadata"]
-        self.hub.request(
-            "PATCH",
-            self._path(obj),
-            body={
-                "metadata": {
-                    "finalizers": finalizers,
-                    "resourceVersion": meta.get("resourceVersion"),
-                }
-            },
-            content_type=_MERGE_PATCH,
+        guarded = {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}
+        self.hub.merge_patch(
+            API_VERSION,
+            "ApplicationPropagation",
+            meta["name"],
+            {"metadata": guarded},
+            namespace=meta.get("namespace"),
         )
 
     # -- the reconcile --------------------------------------------------------------------
@@ -124,26 +118,18 @@ class Reconciler:
     async def reconcile(self, obj: dict[str, Any]) -> Outcome:
         """Bring the members in line with ``obj`` (the cached ApplicationPropagation) and
         write its status once."""
-        meta = obj["metadata"]
         key = key_of(obj)
-        started = time.perf_counter()
-        with tracer.start_as_current_span("reconcile", attributes={"application": key}):
-            try:
-                if meta.get("deletionTimestamp"):
-                    outcome = await self._finalize(obj, key)
-                else:
-                    outcome = await self._reconcile(obj, key)
-                if outcome.error is not None:
-                    log.warning("%s: %s", key, outcome.error)
-            except BaseException:
-                self.metrics.propagation_duration.labels("reconcile", "failure").observe(
-                    time.perf_counter() - started
-                )
-                raise
-        status = "failure" if outcome.retry else "success"
-        self.metrics.propagation_duration.labels("reconcile", status).observe(
-            time.perf_counter() - started
-        )
+        with (
+            self.metrics.timed("reconcile") as timing,
+            tracer.start_as_current_span("reconcile", attributes={"application": key}),
+        ):
+            if obj["metadata"].get("deletionTimestamp"):
+                outcome = await self._finalize(obj, key)
+            else:
+                outcome = await self._reconcile(obj, key)
+            if outcome.error is not None:
+                log.warning("%s: %s", key, outcome.error)
+            timing.failed = outcome.retry
         return outcome
 
     async def _reconcile(self, obj: dict[str, Any], key: str) -> Outcome:
@@ -261,26 +247,17 @@ class Reconciler:
         """The objects for each target cluster; raises RenderError at the first problem."""
         divided = app.spec.placement.replicas.mode == "Divided"
         ref = ApplicationRef(app.metadata["name"], app.metadata.get("namespace", "default"))
-        status = "failure"
-        t0 = time.perf_counter()
-        with tracer.start_as_current_span("render"):
-            try:
-                rendered = {
-                    t.cluster: render_for_cluster(
-                        objects,
-                        app.spec.overrides,
-                        snapshot.clusters[t.cluster],
-                        ref,
-                        t.replicas if divided else None,
-                    )
-                    for t in targets
-                }
-                status = "success"
-            finally:
-                self.metrics.propagation_duration.labels("render", status).observe(
-                    time.perf_counter() - t0
+        with self.metrics.timed("render"), tracer.start_as_current_span("render"):
+            return {
+                t.cluster: render_for_cluster(
+                    objects,
+                    app.spec.overrides,
+                    snapshot.clusters[t.cluster],
+                    ref,
+                    t.replicas if divided else None,
                 )
-        return rendered
+                for t in targets
+            }
 
     async def _sync(
         self,

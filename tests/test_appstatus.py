@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from propagator.appstatus import ClusterState, StatusBuilder, availability, status_changed
+from propagator.appstatus import ClusterState, StatusBuilder, availability
+from propagator.fleetstatus import status_changed
 
 
 def _state(name: str, applied: bool = True, health: str = "Healthy") -> ClusterState:

@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+@dataclass
+class Timing:
+    """One timed operation; set ``failed`` when it failed without raising."""
+
+    failed: bool = False
 
 
 class Metrics:
@@ -107,6 +117,23 @@ class Metrics:
             ["result"],
             registry=r,
         )
+
+    @contextlib.contextmanager
+    def timed(self, operation: str) -> Iterator[Timing]:
+        """Observe the block's duration in the propagation histogram, as a failure if it
+        raises or sets ``failed``."""
+        timing = Timing()
+        started = time.perf_counter()
+        try:
+            yield timing
+        except BaseException:
+            timing.failed = True
+            raise
+        finally:
+            status = "failure" if timing.failed else "success"
+            self.propagation_duration.labels(operation, status).observe(
+                time.perf_counter() - started
+            )
 
     def forget_cluster(self, cluster: str) -> None:
         """Drop a removed member's series."""
