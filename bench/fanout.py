@@ -36,9 +36,9 @@ from fleet import local
 from fleet.circuit import CircuitBreaker
 from fleet.connection import ConnectionOptions, KubeConnection
 from fleet.kubeconfig import load_kubeconfig
-from propagator.apply import apply_objects
-from propagator.fanout import RetryPolicy, fan_out
-from propagator.prune import prune
+from propagator.propagation.apply import apply_objects
+from propagator.propagation.fanout import RetryPolicy, fan_out
+from propagator.propagation.prune import prune
 
 OBJECTS = 10
 

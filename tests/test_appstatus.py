@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from propagator.appstatus import ClusterState, StatusBuilder, availability
-from propagator.fleetstatus import status_changed
+from propagator.fleetmanager.status import status_changed
+from propagator.propagation.status import ClusterState, StatusBuilder, availability
 
 
 def _state(name: str, applied: bool = True, health: str = "Healthy") -> ClusterState:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from propagator.controller import _spec_changed
+from propagator.propagation.controller import _spec_changed
 
 
 def _app(generation: int, **meta: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import pytest
 
 from fleet.circuit import CircuitBreaker
 from fleet.connection import ApiError
-from propagator.fanout import RetryPolicy, applied_summary, failures, fan_out
+from propagator.propagation.fanout import RetryPolicy, applied_summary, failures, fan_out
 
 pytestmark = pytest.mark.anyio
 NO_WAIT = RetryPolicy(attempts=2, backoff_s=0.0, max_backoff_s=0.0)

@@ -8,7 +8,7 @@ from api.taints import NOT_READY_TAINT
 from fleet.connection import ConnectionOptions
 from fleet.health import HealthPolicy
 from fleet.member import MemberMonitor
-from propagator import fleetstatus
+from propagator.fleetmanager import status as fleetstatus
 
 POLICY = HealthPolicy(failure_threshold=1, success_threshold=1, unreachable_after_s=10)
 

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from propagator.health import health_of, worst
+from propagator.propagation.health import health_of, worst
 
 
 def deployment(replicas: int = 3, generation: int = 2, **status: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import logging
 
 from opentelemetry.sdk.trace import TracerProvider
 
-from propagator.logs import JsonFormatter, TraceIdFilter
+from propagator.observability.logs import JsonFormatter, TraceIdFilter
 
 
 def _record() -> logging.LogRecord:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import anyio
 
-from propagator.membersync import MemberSync
 from propagator.observability.metrics import Metrics
+from propagator.propagation.membersync import MemberSync
 from propagator.settings import Settings
 
 

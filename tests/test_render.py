@@ -9,7 +9,7 @@ import pytest
 
 from api.application import Override
 from fleet.snapshot import ClusterInfo
-from propagator.render import ApplicationRef, RenderError, render_for_cluster
+from propagator.propagation.render import ApplicationRef, RenderError, render_for_cluster
 
 APP = ApplicationRef("web", "shop")
 EDGE = ClusterInfo(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from propagator.health import health_of
-from propagator.resources import APP_ANNOTATION, REVISION_ANNOTATION
-from propagator.workloads import WorkloadWatches, slim_workload
+from propagator.propagation.health import health_of
+from propagator.propagation.resources import APP_ANNOTATION, REVISION_ANNOTATION
+from propagator.propagation.workloads import WorkloadWatches, slim_workload
 
 
 def _deployment(ready: int) -> dict[str, Any]:

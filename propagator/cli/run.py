@@ -15,12 +15,12 @@ import anyio
 from fleet.hub import hub_connection
 from fleet.kubeconfig import KubeconfigError
 from fleet.snapshot import SnapshotStore
-from propagator import logs
-from propagator.controller import PropagationController
 from propagator.fleetmanager import FleetManager
+from propagator.observability import logs
 from propagator.observability.metrics import Metrics
 from propagator.observability.server import health_routes, metrics_routes, serve
 from propagator.observability.tracing import configure_tracing
+from propagator.propagation.controller import PropagationController
 from propagator.runtime.leader import LeaderElector, LeadershipLost, LeaseConfig
 from propagator.scheduler import PluginError, Profile, build_profile
 from propagator.settings import Settings, SettingsError, add_setting_flags, load_settings

@@ -20,9 +20,10 @@ from fleet.hub import hub_connection
 from fleet.kubeconfig import KubeconfigError
 from fleet.retry import call_with_retries
 from fleet.snapshot import ClusterInfoCache, build_snapshot
-from propagator import fleetstatus, quota
+from propagator.fleetmanager import status as fleetstatus
 from propagator.scheduler import PluginError, Scheduler, build_profile, demand_of, explain
 from propagator.settings import SettingsError, add_setting_flags, load_settings
+from propagator.tenancy import quota
 
 _SETTINGS = ["hub_kubeconfig", "hub_context", "scheduler_plugins"]
 # A snapshot built here from what was just read is fresh (age 0); the staleness bounds

@@ -6,8 +6,8 @@ from typing import Any
 
 from fleet.connection import ConnectionOptions, KubeConnection
 from fleet.kubeconfig import load_kubeconfig
-from propagator.apply import apply_objects
-from propagator.resources import owned_by
+from propagator.propagation.apply import apply_objects
+from propagator.propagation.resources import owned_by
 from tests.e2e.conftest import Fleet
 
 

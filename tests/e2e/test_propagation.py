@@ -14,8 +14,8 @@ from kubernetes import client as k8s
 
 from fleet.local import HUB
 from fleet.local import cluster as local_cluster
-from propagator.reconciler import FINALIZER
-from propagator.resources import APP_LABEL, app_label_value
+from propagator.propagation.reconcile import FINALIZER
+from propagator.propagation.resources import APP_LABEL, app_label_value
 from tests.e2e import manifests as manifests_module
 from tests.e2e.conftest import FLEET_NAME, Fleet
 from tests.e2e.controller import Controller

@@ -6,7 +6,7 @@ from api.application import ApplicationPropagation
 from fleet.connection import ConnectionOptions
 from fleet.hub import hub_connection
 from fleet.local import HUB
-from propagator.resources import resolve
+from propagator.propagation.resources import resolve
 from tests.e2e.conftest import Fleet
 
 

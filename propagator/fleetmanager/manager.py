@@ -26,7 +26,7 @@ from fleet.health import HealthPolicy
 from fleet.informer import Informer, wait_synced
 from fleet.member import MemberMonitor
 from fleet.snapshot import ClusterInfoCache, SnapshotStore
-from propagator import fleetstatus
+from propagator.fleetmanager import status as fleetstatus
 from propagator.observability.metrics import Metrics
 from propagator.settings import Settings
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fleet.connection import ApiError, KubeConnection
-from propagator.resources import REVISION_ANNOTATION, revision_of, stamp
+from propagator.propagation.resources import REVISION_ANNOTATION, revision_of, stamp
 
 
 def _live(conn: KubeConnection, obj: dict[str, Any]) -> dict[str, Any] | None:

@@ -30,11 +30,11 @@ from fleet.informer import Informer, key_of, wait_synced
 from fleet.snapshot import FleetSnapshot, SnapshotStore
 from propagator.fleetmanager import FleetManager
 from propagator.observability.metrics import Metrics
-from propagator.reconciler import Reconciler
+from propagator.propagation.reconcile import Reconciler
+from propagator.propagation.workloads import WorkloadWatches
 from propagator.runtime.workqueue import WorkQueue
 from propagator.scheduler import Profile, Scheduler
 from propagator.settings import Settings
-from propagator.workloads import WorkloadWatches
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from fleet.connection import KubeConnection
 from fleet.discovery import UnknownKind
-from propagator.resources import APP_LABEL, ObjectKey, app_label_value, to_prune
+from propagator.propagation.resources import APP_LABEL, ObjectKey, app_label_value, to_prune
 
 
 def kind_of(obj: Mapping[str, Any]) -> str:

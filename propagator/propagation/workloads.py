@@ -14,8 +14,8 @@ from typing import Any
 
 from fleet.connection import KubeConnection
 from fleet.informer import Informer
-from propagator.health import Health, health_of, worst
-from propagator.resources import APP_ANNOTATION, APP_LABEL, REVISION_ANNOTATION
+from propagator.propagation.health import Health, health_of, worst
+from propagator.propagation.resources import APP_ANNOTATION, APP_LABEL, REVISION_ANNOTATION
 
 WATCHED_KINDS = (
     ("apps/v1", "Deployment"),

@@ -22,10 +22,10 @@ from fleet.circuit import CircuitBreaker
 from fleet.connection import ApiError
 from fleet.discovery import UnknownKind
 from fleet.member import MemberMonitor
-from propagator import fanout
-from propagator.apply import apply_objects, in_default_namespace
 from propagator.observability.metrics import Metrics
-from propagator.prune import prune
+from propagator.propagation import fanout
+from propagator.propagation.apply import apply_objects, in_default_namespace
+from propagator.propagation.prune import prune
 from propagator.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -28,18 +28,19 @@ from fleet.discovery import UnknownKind
 from fleet.informer import key_of
 from fleet.member import MemberMonitor
 from fleet.snapshot import FleetSnapshot, SnapshotStore
-from propagator import fanout, quota
-from propagator.appstatus import ClusterState, StatusBuilder, availability
-from propagator.fleetstatus import now_iso, status_changed
-from propagator.membersync import MemberSync
+from propagator.fleetmanager.status import now_iso, status_changed
 from propagator.observability.metrics import Metrics
-from propagator.prune import kinds_of
-from propagator.render import ApplicationRef, RenderError, render_for_cluster
-from propagator.resources import resolve, revision_of
+from propagator.propagation import fanout
+from propagator.propagation.membersync import MemberSync
+from propagator.propagation.prune import kinds_of
+from propagator.propagation.render import ApplicationRef, RenderError, render_for_cluster
+from propagator.propagation.resources import resolve, revision_of
+from propagator.propagation.status import ClusterState, StatusBuilder, availability
+from propagator.propagation.targets import Target, targets_of
+from propagator.propagation.workloads import WorkloadWatches
 from propagator.scheduler import Scheduler, demand_of
 from propagator.settings import Settings
-from propagator.targets import Target, targets_of
-from propagator.workloads import WorkloadWatches
+from propagator.tenancy import quota
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("propagator")

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from propagator.fleetstatus import condition
-from propagator.health import Health
+from propagator.fleetmanager.status import condition
+from propagator.propagation.health import Health
 
 
 @dataclass(frozen=True)

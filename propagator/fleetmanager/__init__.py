@@ -1,0 +1,5 @@
+"""The fleet manager: MemberCluster and Fleet status, health taints, the fleet snapshot."""
+
+from propagator.fleetmanager.manager import FleetManager
+
+__all__ = ["FleetManager"]
