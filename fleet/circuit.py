@@ -22,6 +22,7 @@ class CircuitOpen(Exception):
             f"{cluster}: circuit open after repeated failures; next trial in {retry_in_s:.0f}s"
         )
         self.cluster = cluster
+        self.retry_in_s = retry_in_s
 
 
 class CircuitBreaker:

@@ -54,6 +54,8 @@ class Informer:
     stopped: threading.Event = field(default_factory=threading.Event)
     relists: int = 0
     last_error: str | None = None
+    not_served: bool = False
+    """The server does not serve the kind (it is retried with backoff all the same)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def snapshot(self) -> list[Object]:
@@ -91,6 +93,7 @@ class Informer:
             if key not in fresh:
                 self.handler("DELETED", obj, None)
         self.relists += 1
+        self.not_served = False
         self.synced.set()
         return str((listing.get("metadata") or {}).get("resourceVersion", ""))
 
@@ -149,6 +152,7 @@ class Informer:
                 if gone:
                     continue
                 self.last_error = str(exc)
+                self.not_served = isinstance(exc, UnknownKind)
                 log.debug("informer %s/%s: %s", self.connection.name, self.kind, exc)
                 self.stopped.wait(backoff * (0.5 + random.random()))
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)

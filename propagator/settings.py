@@ -56,7 +56,10 @@ class Settings(BaseSettings):
     max_concurrency: int = Field(10, ge=1, le=MAX_CONCURRENCY_CEILING)
     """Member clusters contacted at once, across everything the controller does."""
     workers: int = Field(4, ge=1, le=64)
-    """Applications reconciled at once."""
+    """Applications planned (resolved, scheduled, rendered) at once."""
+    member_workers: int = Field(4, ge=1, le=64)
+    """Applications synced at once on one member cluster (each member has its own, so a
+    slow member holds only these)."""
     retry_attempts: int = Field(3, ge=0, le=MAX_RETRY_ATTEMPTS)
     """Retries of a retryable failure on one cluster, for applications that leave
     spec.rollout.retry.attempts unset."""

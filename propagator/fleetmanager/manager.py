@@ -12,7 +12,7 @@ import base64
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
@@ -56,6 +56,8 @@ class FleetManager:
             unreachable_after_s=settings.unreachable_after_s,
         )
         self.monitors: dict[str, MemberMonitor] = {}
+        self.on_monitors: Callable[[Mapping[str, MemberMonitor]], None] | None = None
+        """Told (in the event loop) whenever a monitor is added, rebuilt or dropped."""
         self._infos = ClusterInfoCache()
         self._wake: anyio.Event | None = None
         self._token: Any = None
@@ -108,15 +110,18 @@ class FleetManager:
         """Create, rebuild (Secret changed) or drop monitors to match the MemberClusters."""
         assert self._task_group is not None
         wanted = {m["metadata"]["name"]: m for m in self.members.snapshot()}
+        changed = False
         for name in list(self.monitors):
             if name not in wanted:
                 self.monitors.pop(name).stop()
                 self.metrics.forget_cluster(name)
+                changed = True
         for name, member in wanted.items():
             kubeconfig, version = self._kubeconfig_of(member)
             current = self.monitors.get(name)
             if current is not None and current.secret_version == version:
                 continue
+            changed = True
             if current is not None:
                 current.stop()
             monitor = MemberMonitor.from_kubeconfig(
@@ -138,6 +143,8 @@ class FleetManager:
             self.monitors[name] = monitor
             for informer in monitor.informers:
                 self._task_group.start_soon(self._run_informer, informer)
+        if changed and self.on_monitors is not None:
+            self.on_monitors(self.monitors)
 
     # -- loops ----------------------------------------------------------------------------
 

@@ -78,6 +78,12 @@ class Metrics:
             ["cluster", "operation"],
             registry=r,
         )
+        self.drift_heals = Counter(
+            "propagator_drift_heals_total",
+            "Objects re-applied on a member cluster because they were changed or deleted there",
+            ["cluster"],
+            registry=r,
+        )
         self.retries = Counter(
             "propagator_apply_retries_total",
             "Retries of a retryable failure on a member cluster",

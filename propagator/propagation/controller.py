@@ -1,12 +1,16 @@
-"""The propagation controller's runtime: watches, work queue, workers, resync.
+"""The propagation controller's runtime: two levels of work.
 
-ApplicationPropagations are queued when their spec (or deletion, finalizers, annotations)
-changes, when a hub object one of them selects changes, when a cluster of their Fleet
-changes in the fleet snapshot (readiness, taints, capacity, membership), when a
-TenantQuota or the labels of their namespace change, when a workload they propagated
-changes on a member (health), and every resync period. Workers take keys from the queue;
-a key is never reconciled twice at once, and a failed reconcile comes back after a per-key
-backoff.
+Applications are planned again (resolve, schedule, render) when their spec (or deletion,
+finalizers, annotations) changes, when a hub object one of them selects changes, when a
+cluster of their Fleet changes in the fleet snapshot (readiness, taints, capacity,
+membership), when a TenantQuota or the labels of their namespace change, and every resync
+period. Their status is refreshed (no planning) when a member sync reports or a workload
+they propagated changes health on a member. A key is never reconciled twice at once, and
+a failed reconcile comes back after a per-key backoff.
+
+Member syncs run in the member registry: a queue per member, keyed by application. An
+object of ours that changes on a member (anything we set) or disappears there is synced
+again at once: drift is healed from the watch caches.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -30,16 +34,21 @@ from fleet.informer import Informer, key_of, wait_synced
 from fleet.snapshot import FleetSnapshot, SnapshotStore
 from propagator.fleetmanager import FleetManager
 from propagator.observability.metrics import Metrics
-from propagator.propagation.reconcile import Reconciler
-from propagator.propagation.workloads import WorkloadWatches
+from propagator.propagation.health import Health, cluster_health
+from propagator.propagation.membersync import MemberSync
+from propagator.propagation.reconcile import MemberAccess, Reconciler
+from propagator.propagation.resources import APP_LABEL
+from propagator.propagation.routing import route_member_event
+from propagator.propagation.work import WorkTable
+from propagator.runtime.members import Member, MemberRegistry
 from propagator.runtime.workqueue import WorkQueue
 from propagator.scheduler import Profile, Scheduler
 from propagator.settings import Settings
 
 log = logging.getLogger(__name__)
 
-_CIRCUIT_VALUES = {"closed": 0, "half-open": 1, "open": 2}
-_HOUSEKEEPING_S = 1.0
+STATUS_DEBOUNCE_S = 0.1
+"""Member results within this long make one status refresh."""
 
 
 def _namespace_labels(obj: dict[str, Any]) -> dict[str, Any]:
@@ -64,6 +73,10 @@ def _spec_changed(old: dict[str, Any] | None, new: dict[str, Any] | None) -> boo
     )
 
 
+def _fleet_of(app: dict[str, Any]) -> Any:
+    return (app.get("spec") or {}).get("fleet")
+
+
 class PropagationController:
     """Keeps every ApplicationPropagation applied; runs until cancelled or drained."""
 
@@ -82,6 +95,7 @@ class PropagationController:
         self.manager = manager
         self.metrics = metrics
         self.queue = WorkQueue(max_delay_s=settings.requeue_max_delay_s)
+        self._replan: set[str] = set()
         self.limiter = anyio.CapacityLimiter(settings.max_concurrency)
         self.apps = Informer(hub, API_VERSION, "ApplicationPropagation", self._on_app)
         self.quotas = Informer(hub, API_VERSION, "TenantQuota", self._on_quota)
@@ -90,7 +104,21 @@ class PropagationController:
             hub, "v1", "Namespace", self._on_namespace, transform=_namespace_labels
         )
         self.selected: dict[tuple[str, str], Informer] = {}
-        self.workloads = WorkloadWatches(self._on_workload)
+        self.table = WorkTable()
+        self.sync = MemberSync(
+            settings, self.table, metrics, self.limiter, self._caches, self._refresh
+        )
+        self.members = MemberRegistry(
+            label_selector=APP_LABEL,
+            sync=self.sync.sync,
+            on_object=self._on_member_object,
+            on_added=self._on_member_added,
+            workers_per_member=settings.member_workers,
+            circuit_failure_threshold=settings.circuit_failure_threshold,
+            circuit_cool_down_s=settings.circuit_cool_down_s,
+            requeue_max_delay_s=settings.requeue_max_delay_s,
+        )
+        manager.on_monitors = self.members.sync
         self.reconciler = Reconciler(
             hub,
             settings,
@@ -100,12 +128,11 @@ class PropagationController:
                 stale_after_s=settings.snapshot_stale_after_s,
                 fresh_for_s=settings.snapshot_fresh_for_s,
             ),
-            manager.monitors.get,
             self.quotas.snapshot,
             lambda ns: (self.namespaces.get(ns) or {}).get("metadata", {}).get("labels") or {},
-            self.workloads,
+            self.table,
+            MemberAccess(self._enqueue_sync, self._health, lambda c: c in manager.monitors),
             metrics,
-            self.limiter,
         )
         metrics.queue_depth.set_function(lambda: len(self.queue))
         metrics.operations_in_flight.set_function(lambda: self.limiter.borrowed_tokens)
@@ -118,19 +145,41 @@ class PropagationController:
     def ready(self) -> bool:
         return all(i.synced.is_set() for i in (self.apps, self.quotas, self.namespaces))
 
-    # -- events (from watch threads) ------------------------------------------------------
+    # -- what the reconcile and the member syncs use --------------------------------------
+
+    def _enqueue_sync(self, cluster: str, app: str) -> str | None:
+        member = self.members.get(cluster)
+        if member is None:
+            monitor = self.manager.monitors.get(cluster)
+            return (monitor.config_error if monitor else None) or "no such MemberCluster"
+        member.queue.add(app)
+        return None
+
+    def _health(self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str) -> Health:
+        member = self.members.get(cluster)
+        return cluster_health(member.cached if member else None, objects, namespace)
+
+    async def _caches(self, member: Member, kinds: Any, timeout_s: float) -> dict[Any, Informer]:
+        return await self.members.caches_synced(member, kinds, timeout_s)
+
+    def _refresh(self, app: str) -> None:
+        """Refresh ``app``'s status soon (a member sync reported, a workload changed)."""
+        self.queue.add_after(app, STATUS_DEBOUNCE_S)
+
+    # -- events (hub informers call from watch threads; member caches in the loop) -------
 
     def _in_loop(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` in the event loop: the queue and what is known applied live there."""
+        """Run ``fn`` in the event loop: the queues and the work table live there."""
         with contextlib.suppress(RuntimeError):  # the event loop is gone: shutting down
             anyio.from_thread.run_sync(fn, token=self._token)
 
-    def _enqueue(self, *keys: str) -> None:
-        def add() -> None:
-            for key in keys:
-                self.queue.add(key)
+    def _replan_now(self, keys: list[str]) -> None:
+        for key in keys:
+            self._replan.add(key)
+            self.queue.add(key)
 
-        self._in_loop(add)
+    def _enqueue(self, *keys: str) -> None:
+        self._in_loop(lambda: self._replan_now(list(keys)))
 
     def _keys(self, predicate: Callable[[dict[str, Any]], bool] = lambda _: True) -> list[str]:
         return [key_of(a) for a in self.apps.snapshot() if predicate(a)]
@@ -138,9 +187,19 @@ class PropagationController:
     def _on_app(self, event: str, old: Any, new: Any) -> None:
         key = key_of(new or old)
         if event == "DELETED":
-            self._in_loop(lambda: self.reconciler.members.forget(key))
+            self._in_loop(lambda: self._forget(key))
         elif _spec_changed(old, new):
-            self._enqueue(key)
+
+            def changed() -> None:
+                self._replan_now([key])
+                self._watch_selected_kinds()
+
+            self._in_loop(changed)
+
+    def _forget(self, key: str) -> None:
+        self.reconciler.forget(key)
+        self.sync.forget(key)
+        self._replan.discard(key)
 
     def _on_quota(self, _event: str, _old: Any, _new: Any) -> None:
         self._enqueue(*self._keys())
@@ -151,13 +210,18 @@ class PropagationController:
             name = (new or old)["metadata"]["name"]
             self._enqueue(*self._keys(lambda a: a["metadata"].get("namespace") == name))
 
-    def _on_workload(self, cluster: str, key: str, event: str) -> None:
-        def forget_and_add() -> None:
-            if event == "DELETED":  # something removed it: read the member back
-                self.reconciler.members.forget(key, cluster)
-            self.queue.add(key)
+    def _on_member_added(self, member: Member) -> None:
+        for app in self.table.apps_on(member.name):
+            member.queue.add(app)
 
-        self._in_loop(forget_and_add)
+    def _on_member_object(
+        self, member: Member, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None
+    ) -> None:
+        route = route_member_event(member, self.table, old, new)
+        if route.sync:
+            member.queue.add(route.sync)
+        if route.refresh:
+            self._refresh(route.refresh)
 
     def _on_selected(self, kind_key: tuple[str, str], _event: str, old: Any, new: Any) -> None:
         meta = (new or old).get("metadata") or {}
@@ -193,6 +257,8 @@ class PropagationController:
 
     def _watch_selected_kinds(self) -> None:
         """One hub watch per kind the applications select (so edits re-trigger them)."""
+        if self._task_group is None:
+            return  # run() starts them once the applications are listed
         for app in self.apps.snapshot():
             for sel in ((app.get("spec") or {}).get("resources") or {}).get("selectors") or []:
                 kind = (str(sel.get("apiVersion")), str(sel.get("kind")))
@@ -202,31 +268,15 @@ class PropagationController:
                     )
                     self._start(self.selected[kind])
 
-    def _housekeeping(self) -> None:
-        """Follow member connections with workload watches, publish circuit states."""
-        connections = {n: m.connection for n, m in self.manager.monitors.items()}
-        for informer in self.workloads.sync(connections):
-            self._start(informer)
-        self._watch_selected_kinds()
-        for name, breaker in list(self.reconciler.members.breakers.items()):
-            if name in connections:
-                self.metrics.circuit_state.labels(name).set(_CIRCUIT_VALUES[breaker.state()])
-
     # -- loops ----------------------------------------------------------------------------
-
-    async def _housekeeping_loop(self) -> None:
-        while True:
-            self._housekeeping()
-            await anyio.sleep(_HOUSEKEEPING_S)
 
     async def _resync_loop(self) -> None:
         while True:
             await anyio.sleep(self.settings.resync_period_s)
-            for key in self._keys():
-                self.queue.add(key)
+            self._replan_now(self._keys())
 
     async def _snapshot_loop(self) -> None:
-        """Queue the applications of every Fleet whose clusters changed."""
+        """Plan again the applications of every Fleet whose clusters changed."""
         before = self.store.current()
         while True:
             after: FleetSnapshot = await anyio.to_thread.run_sync(
@@ -246,19 +296,25 @@ class PropagationController:
                 or changed & after.fleets.get(f, frozenset())
             }
             before = after
-            for app in self.apps.snapshot():
-                if (app.get("spec") or {}).get("fleet") in fleets:
-                    self.queue.add(key_of(app))
+            self._replan_now(
+                [
+                    key_of(a)
+                    for a in self.apps.snapshot()
+                    if a.get("spec", {}).get("fleet") in fleets
+                ]
+            )
 
     async def _worker(self) -> None:
         while (key := await self.queue.get()) is not None:
             try:
                 obj = self.apps.get(key)
                 if obj is None:
-                    self.reconciler.members.forget(key)
+                    self._forget(key)
                     continue
+                replan = key in self._replan
+                self._replan.discard(key)
                 try:
-                    outcome = await self.reconciler.reconcile(obj)
+                    outcome = await self.reconciler.reconcile(obj, replan=replan)
                 except Exception as exc:
                     if isinstance(exc, ApiError):  # the hub said no (e.g. a conflict): retry
                         log.warning("%s: reconcile failed: %s", key, exc)
@@ -266,15 +322,20 @@ class PropagationController:
                         log.exception("%s: reconcile failed", key)
                     self.metrics.reconciles.labels("error").inc()
                     self.metrics.reconcile_errors.labels(type(exc).__name__).inc()
+                    self._replan.add(key)
                     self.queue.retry(key)
                     continue
                 if outcome.retry:
                     self.metrics.reconciles.labels("error").inc()
                     self.metrics.reconcile_errors.labels(type(outcome.error).__name__).inc()
+                    self._replan.add(key)
                     self.queue.retry(key)
-                else:
+                    continue
+                if replan:
                     self.metrics.reconciles.labels("success").inc()
-                    self.queue.forget(key)
+                self.queue.forget(key)
+                if outcome.refresh_after_s is not None:
+                    self.queue.add_after(key, outcome.refresh_after_s)
             finally:
                 self.queue.done(key)
 
@@ -313,16 +374,15 @@ class PropagationController:
                     await anyio.to_thread.run_sync(
                         self.store.wait_for, 0, 1.0, abandon_on_cancel=True
                     )
-                self._housekeeping()
-                for key in self._keys():
-                    self.queue.add(key)
+                await tg.start(self.members.run)
+                self.members.sync(self.manager.monitors)
+                self._watch_selected_kinds()
+                self._replan_now(self._keys())
                 task_status.started()
                 tg.start_soon(self._workers)
-                tg.start_soon(self._housekeeping_loop)
                 tg.start_soon(self._resync_loop)
                 tg.start_soon(self._snapshot_loop)
         finally:
             self.queue.shut_down()
             for informer in (self.apps, self.quotas, self.namespaces, *self.selected.values()):
                 informer.stop()
-            self.workloads.stop()

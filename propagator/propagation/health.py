@@ -6,8 +6,10 @@ counts; anything else is Healthy once it exists (there is nothing to wait for).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
+
+from fleet.informer import Informer
 
 Health = Literal["Healthy", "Progressing", "Degraded", "Unknown"]
 _ORDER: dict[Health, int] = {"Healthy": 0, "Unknown": 1, "Progressing": 2, "Degraded": 3}
@@ -86,3 +88,30 @@ def health_of(obj: Mapping[str, Any] | None) -> Health:
 def worst(healths: Iterable[Health]) -> Health:
     """A cluster's health: its least healthy object (Healthy when there is none)."""
     return max(healths, key=_ORDER.__getitem__, default="Healthy")
+
+
+WORKLOAD_KINDS = frozenset(_JUDGES)
+"""(apiVersion, kind) of the objects whose health is judged by their status."""
+
+
+def cluster_health(
+    cache: Callable[[str, str], Informer | None] | None,
+    objects: Sequence[Mapping[str, Any]],
+    namespace: str,
+) -> Health:
+    """The worst health of ``objects`` as the member's watch caches (``cache(apiVersion,
+    kind)``) hold them (objects without a namespace are in ``namespace``); Unknown while a
+    cache has not listed, or without a member (``cache`` None)."""
+    healths: list[Health] = []
+    for obj in objects:
+        kind = (str(obj.get("apiVersion")), str(obj.get("kind")))
+        if kind not in WORKLOAD_KINDS:
+            continue
+        informer = cache(*kind) if cache else None
+        if informer is None or not informer.synced.is_set():
+            return "Unknown"
+        meta = obj.get("metadata") or {}
+        healths.append(
+            health_of(informer.get(f"{meta.get('namespace') or namespace}/{meta.get('name')}"))
+        )
+    return worst(healths)

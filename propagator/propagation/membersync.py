@@ -1,157 +1,186 @@
-"""Bringing an application's clusters in line: a bounded, retried, circuit-broken fan-out
-that applies the rendered objects on each cluster and deletes the application's objects
-that are no longer desired there (all of them on a cluster it left).
+"""The member sync: one (application, cluster) key at a time, in the member's own workers.
 
-It remembers which revision each cluster was last applied (or read back) at: such a
-cluster is not contacted again for that revision until the resync period has passed, so a
-reconcile with nothing to change sends nothing to the members.
+Each try is bounded by the application's timeout, limited by the application's
+``maxConcurrency`` and by the controller-wide ``max_concurrency``, and skipped while the
+member's circuit is open. A retryable failure (timeout, connection error, 429 with its
+Retry-After, 5xx) comes back on the member's queue after a backoff with jitter; after the
+application's retries the cluster counts as failed and is still retried, at the
+controller's requeue backoff. A refusal (4xx) is not retried until the work changes or
+the resync comes. Every outcome is recorded in the work table and reported through
+``on_result`` so the application's status can follow.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+import math
+import time
+from collections.abc import Callable
 
 import anyio
 from opentelemetry import trace
 
-from api.common import duration_seconds
-from api.rollout import Rollout
-from fleet.circuit import CircuitBreaker
+from fleet.circuit import CircuitOpen
 from fleet.connection import ApiError
 from fleet.discovery import UnknownKind
-from fleet.member import MemberMonitor
 from propagator.observability.metrics import Metrics
-from propagator.propagation import fanout
-from propagator.propagation.apply import apply_objects, in_default_namespace
-from propagator.propagation.prune import prune
+from propagator.propagation.clustersync import Caches, SyncReport, sync_cluster
+from propagator.propagation.work import ClusterWork, SyncState, WorkTable
+from propagator.runtime.members import Member
 from propagator.settings import Settings
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("propagator")
 
-
-def _bound(value: float | None, default: float) -> float:
-    return default if value is None else value
+CIRCUIT_VALUES = {"closed": 0, "half-open": 1, "open": 2}
 
 
 class MemberSync:
-    """Holds what outlives one reconcile: circuit breakers and what is known applied."""
+    """Runs member syncs against the work table."""
 
     def __init__(
         self,
         settings: Settings,
-        member: Callable[[str], MemberMonitor | None],
+        table: WorkTable,
         metrics: Metrics,
         limiter: anyio.CapacityLimiter,
+        caches: Caches,
+        on_result: Callable[[str], None],
     ) -> None:
         self.settings = settings
-        self.member = member
+        self.table = table
         self.metrics = metrics
         self.limiter = limiter
-        self.breakers: dict[str, CircuitBreaker] = {}
-        self._known: dict[tuple[str, str], tuple[str, float]] = {}
+        self.caches = caches
+        self.on_result = on_result
+        self._per_app: dict[str, anyio.CapacityLimiter] = {}
 
-    # -- what is known applied ------------------------------------------------------------
+    def _app_limiter(self, work: ClusterWork) -> anyio.CapacityLimiter:
+        limiter = self._per_app.get(work.app)
+        if limiter is None:
+            limiter = self._per_app[work.app] = anyio.CapacityLimiter(work.policy.max_concurrency)
+        elif limiter.total_tokens != work.policy.max_concurrency:
+            limiter.total_tokens = work.policy.max_concurrency
+        return limiter
 
-    def forget(self, key: str, cluster: str | None = None) -> None:
-        """Drop what is known applied for ``key`` (on ``cluster``, or everywhere): the next
-        reconcile reads it back from the member."""
-        for known in [k for k in self._known if k[0] == key]:
-            if cluster is None or known[1] == cluster:
-                del self._known[known]
+    def forget(self, app: str) -> None:
+        self._per_app.pop(app, None)
 
-    def remember(self, key: str, cluster: str, revision: str, now: float) -> None:
-        """``cluster`` holds ``key``'s objects at ``revision`` (applied or read back)."""
-        self._known[(key, cluster)] = (revision, now)
+    def _requeue_delay(self, state: SyncState, work: ClusterWork) -> float:
+        """After the application's retries: the controller's requeue backoff."""
+        beyond = max(0, state.attempts - work.policy.attempts - 1)
+        return min(self.settings.requeue_max_delay_s, 0.5 * math.pow(2, beyond))
 
-    def is_known(self, key: str, cluster: str, revision: str, now: float) -> bool:
-        """Whether ``cluster`` is known to hold ``revision`` and the resync period has not
-        passed since."""
-        known = self._known.get((key, cluster))
-        return (
-            known is not None
-            and known[0] == revision
-            and now - known[1] < self.settings.resync_period_s
-        )
-
-    def breaker(self, cluster: str) -> CircuitBreaker:
-        if cluster not in self.breakers:
-            self.breakers[cluster] = CircuitBreaker(
-                cluster,
-                failure_threshold=self.settings.circuit_failure_threshold,
-                cool_down_s=self.settings.circuit_cool_down_s,
-            )
-        return self.breakers[cluster]
-
-    # -- calls to the members (blocking, in worker threads) -------------------------------
-
-    def _member_fn(
-        self, namespace: str, name: str, kinds: set[str]
-    ) -> Callable[[str, Sequence[dict[str, Any]]], None]:
-        """Apply the objects to a cluster, then delete this application's other objects
-        there (an empty list removes everything)."""
-
-        def sync(cluster: str, objects: Sequence[dict[str, Any]]) -> None:
-            monitor = self.member(cluster)
-            if monitor is None or monitor.connection is None:
-                why = monitor.config_error if monitor else "no such MemberCluster"
-                raise ApiError(cluster, f"cannot connect: {why}")
-            conn = monitor.connection
-            operation = "apply" if objects else "cleanup"
+    async def sync(self, member: Member, app: str) -> None:
+        """Sync ``app`` on ``member`` once (the registry's SyncFn)."""
+        work, state = self.table.get(app, member.name), self.table.state(app, member.name)
+        if work is None or state is None:
+            return  # forgotten meanwhile
+        try:
+            self._try(member, work, state)
+        except _NotNow as skip:
+            state.error, state.failed = skip.reason, True
+            if skip.retry_in_s is not None:
+                member.queue.add_after(app, skip.retry_in_s)
+            self._publish_circuit(member)
+            self.on_result(app)
+            return
+        state.tries += 1
+        report: SyncReport | None = None
+        retryable, retry_after, answered = False, None, False
+        operation = "cleanup" if work.removal else "apply"
+        async with self._app_limiter(work), self.limiter:
             with (
-                self.metrics.timed(operation),
-                tracer.start_as_current_span(operation, attributes={"cluster": cluster}),
+                self.metrics.timed(operation) as timing,
+                tracer.start_as_current_span(
+                    operation, attributes={"cluster": member.name, "application": app}
+                ),
             ):
                 try:
-                    # Without a namespace, a namespaced object goes into the application's.
-                    objects = in_default_namespace(conn, objects, namespace)
-                    writes = apply_objects(conn, objects, app_namespace=namespace, app_name=name)
-                    deleted = prune(conn, kinds, objects, namespace, name)
+                    with anyio.fail_after(work.policy.timeout_s):
+                        report = await sync_cluster(
+                            member, work, self.caches, work.policy.timeout_s
+                        )
+                except TimeoutError:
+                    reason, retryable = f"timeout ({work.policy.timeout_s:g}s)", True
+                except ApiError as exc:
+                    reason, retryable, retry_after = exc.message, exc.retryable, exc.retry_after_s
+                    # A refusal (4xx) comes from a member that works: no circuit trip.
+                    answered = exc.status is not None and not exc.retryable
                 except UnknownKind as exc:
-                    raise ApiError(cluster, str(exc)) from exc
-            self.metrics.member_writes.labels(cluster, "apply").inc(writes)
-            self.metrics.member_writes.labels(cluster, "delete").inc(len(deleted))
-            if deleted:
-                log.info("%s/%s: deleted %d objects on %s", namespace, name, len(deleted), cluster)
+                    reason, answered = str(exc), True
+                timing.failed = report is None
+        if self.table.get(app, member.name) != work:
+            member.queue.add(app)  # the work changed meanwhile: sync the new one
+        if report is not None:
+            member.breaker.record(True)
+            self._record_success(member, work, state, report)
+        else:
+            member.breaker.record(answered)
+            self._record_failure(member, work, state, reason, retryable, retry_after)
+        self._publish_circuit(member)
+        self.on_result(app)
 
-        return sync
+    def _try(self, member: Member, work: ClusterWork, state: SyncState) -> None:
+        """Raise _NotNow when this sync must not be tried now."""
+        limit = work.policy.max_failures
+        if limit is not None and not state.applied:
+            failed = self.table.failed_elsewhere(work.app, member.name)
+            if failed > limit:
+                raise _NotNow(
+                    f"not tried: rollout stopped after {failed} failed clusters "
+                    f"(maxFailures {limit})",
+                    None,
+                )
+        try:
+            member.breaker.before_call()
+        except CircuitOpen as exc:
+            raise _NotNow(str(exc).split(": ", 1)[1], exc.retry_in_s + 0.1) from exc
 
-    async def fan_out(
+    def _record_success(
+        self, member: Member, work: ClusterWork, state: SyncState, report: SyncReport
+    ) -> None:
+        state.applied, state.failed, state.error = True, False, None
+        state.attempts, state.tries = state.tries, 0
+        state.tried_at = time.monotonic()
+        cluster = member.name
+        self.metrics.applies.labels(cluster, "applied").inc()
+        self.metrics.member_writes.labels(cluster, "apply").inc(report.applied)
+        self.metrics.member_writes.labels(cluster, "delete").inc(report.deleted)
+        if report.healed:
+            self.metrics.drift_heals.labels(cluster).inc(report.healed)
+            log.info("%s: %d objects on %s drifted; re-applied", work.app, report.healed, cluster)
+        if report.deleted:
+            log.info("%s: deleted %d objects on %s", work.app, report.deleted, cluster)
+
+    def _record_failure(
         self,
-        key: str,
-        rollout: Rollout | None,
-        targets: Mapping[str, Sequence[dict[str, Any]]],
-        kinds: set[str],
-    ) -> list[fanout.ClusterResult]:
-        """Sync ``targets[cluster]`` to each cluster (apply, then prune ``kinds``) under the
-        application's rollout knobs, falling back to the controller's settings."""
-        namespace, name = key.split("/", 1)
-        retry = rollout.retry if rollout else None
-        s = self.settings
-        per_app = min(
-            (rollout.max_concurrency if rollout else None) or s.max_concurrency, s.max_concurrency
-        )
-        results = await fanout.fan_out(
-            targets,
-            self._member_fn(namespace, name, kinds),
-            per_app_limit=per_app,
-            global_limiter=self.limiter,
-            retry=fanout.RetryPolicy(
-                attempts=int(_bound(retry.attempts if retry else None, s.retry_attempts)),
-                backoff_s=duration_seconds(retry.backoff)
-                if retry and retry.backoff
-                else s.retry_backoff_s,
-                max_backoff_s=duration_seconds(retry.max_backoff)
-                if retry and retry.max_backoff
-                else s.retry_max_backoff_s,
-            ),
-            breaker_for=self.breaker,
-            timeout_s=_bound(rollout.timeout_seconds if rollout else None, s.cluster_timeout_s),
-            max_failures=rollout.max_failures if rollout else None,
-            on_retry=lambda c: self.metrics.retries.labels(c).inc(),
-        )
-        for r in results:
-            self.metrics.applies.labels(r.cluster, "applied" if r.applied else "failed").inc()
-        return results
+        member: Member,
+        work: ClusterWork,
+        state: SyncState,
+        reason: str,
+        retryable: bool,
+        retry_after_s: float | None,
+    ) -> None:
+        state.applied, state.error, state.attempts = False, reason, state.tries
+        state.tried_at = time.monotonic()
+        within_retries = retryable and state.tries <= work.policy.attempts
+        state.failed = not within_retries
+        if within_retries:
+            self.metrics.retries.labels(member.name).inc()
+            member.queue.add_after(work.app, work.policy.delay(state.tries, retry_after_s))
+            return
+        self.metrics.applies.labels(member.name, "failed").inc()
+        if retryable:  # a refusal waits for a change or the resync
+            member.queue.add_after(work.app, self._requeue_delay(state, work))
+
+    def _publish_circuit(self, member: Member) -> None:
+        state = member.breaker.state()
+        self.metrics.circuit_state.labels(member.name).set(CIRCUIT_VALUES[state])
+
+
+class _NotNow(Exception):
+    def __init__(self, reason: str, retry_in_s: float | None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_in_s = retry_in_s

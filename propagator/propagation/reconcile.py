@@ -1,10 +1,11 @@
-"""One reconcile of one ApplicationPropagation: resolve, schedule, render, fan out (apply
-and prune), health, status — or, once it is being deleted, clean up and let it go.
+"""The application reconcile: resolve, schedule, render, record the work per cluster, and
+the status — or, once the application is being deleted, its removal everywhere.
 
-A cluster whose objects were applied (or read back and found equal) at a revision is not
-contacted again for that revision until the resync period has passed, so a reconcile with
-nothing to change sends nothing to the members. After a restart every cluster is read back
-once: what is already there is not written again.
+The reconcile does not talk to the members: it records a :class:`ClusterWork` per
+cluster in the work table and queues the clusters whose work changed on their member's
+own sync queue (``enqueue``). The member syncs report back, and a status refresh (no
+resolve, schedule or render: the last :class:`Plan` with the current sync states) writes
+the status when it changed.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -22,22 +23,20 @@ from pydantic import ValidationError
 
 from api.application import ORPHAN_ANNOTATION, ApplicationPropagation
 from api.common import API_VERSION
-from api.rollout import Rollout
 from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
 from fleet.informer import key_of
-from fleet.member import MemberMonitor
 from fleet.snapshot import FleetSnapshot, SnapshotStore
 from propagator.fleetmanager.status import now_iso, status_changed
 from propagator.observability.metrics import Metrics
-from propagator.propagation import fanout
-from propagator.propagation.membersync import MemberSync
+from propagator.propagation.health import Health
 from propagator.propagation.prune import kinds_of
 from propagator.propagation.render import ApplicationRef, RenderError, render_for_cluster
 from propagator.propagation.resources import resolve, revision_of
+from propagator.propagation.results import applied_summary, failures
 from propagator.propagation.status import ClusterState, StatusBuilder, availability
 from propagator.propagation.targets import Target, targets_of
-from propagator.propagation.workloads import WorkloadWatches
+from propagator.propagation.work import ClusterWork, SyncPolicy, SyncState, WorkTable
 from propagator.scheduler import Scheduler, demand_of
 from propagator.settings import Settings
 from propagator.tenancy import quota
@@ -47,14 +46,50 @@ tracer = trace.get_tracer("propagator")
 
 FINALIZER = "propagator.io/cleanup"
 """Holds a deleted application until what it propagated is removed from the members."""
+REMOVAL = "removal"
+"""The revision of the work that removes an application from a cluster."""
+STATUS_CATCH_UP_S = 1.0
+"""A reconcile that queued member syncs leaves the status write to their results; this
+long at most."""
+
+Condition = tuple[str, bool | None, str, str]
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What the worker does next with the key: retry with backoff, or not."""
+    """What the worker does next with the key: retry with backoff, or not; refresh the
+    status after ``refresh_after_s``."""
 
     retry: bool
     error: BaseException | None = None
+    refresh_after_s: float | None = None
+
+
+@dataclass
+class Plan:
+    """One reconcile's decision, kept for status refreshes until the next one."""
+
+    generation: int | None
+    conditions: list[Condition] = field(default_factory=list)
+    targets: list[Target] = field(default_factory=list)
+    rendered: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    revisions: dict[str, str] = field(default_factory=dict)
+    desired_kinds: set[str] = field(default_factory=set)
+    kinds: set[str] = field(default_factory=set)
+    removed: list[str] = field(default_factory=list)
+    """Clusters the application is being removed from."""
+
+
+@dataclass(frozen=True)
+class MemberAccess:
+    """What the reconcile needs of the member registry."""
+
+    enqueue: Callable[[str, str], str | None]
+    """enqueue(cluster, application): queue a sync; returns why it cannot (no connection)."""
+    health: Callable[[str, Sequence[Mapping[str, Any]], str], Health]
+    """health(cluster, objects, namespace) from the member's caches."""
+    known: Callable[[str], bool]
+    """Whether a MemberCluster of that name exists."""
 
 
 class Reconciler:
@@ -66,21 +101,26 @@ class Reconciler:
         settings: Settings,
         store: SnapshotStore,
         scheduler: Scheduler,
-        member: Callable[[str], MemberMonitor | None],
         quotas: Callable[[], list[dict[str, Any]]],
         namespace_labels: Callable[[str], Mapping[str, str]],
-        workloads: WorkloadWatches,
+        table: WorkTable,
+        members: MemberAccess,
         metrics: Metrics,
-        limiter: anyio.CapacityLimiter,
     ) -> None:
         self.hub = hub
+        self.settings = settings
         self.store = store
         self.scheduler = scheduler
         self.quotas = quotas
         self.namespace_labels = namespace_labels
-        self.workloads = workloads
+        self.table = table
+        self.members = members
         self.metrics = metrics
-        self.members = MemberSync(settings, member, metrics, limiter)
+        self.plans: dict[str, Plan] = {}
+
+    def forget(self, key: str) -> None:
+        self.plans.pop(key, None)
+        self.table.forget(key)
 
     # -- hub writes -----------------------------------------------------------------------
 
@@ -116,18 +156,22 @@ class Reconciler:
 
     # -- the reconcile --------------------------------------------------------------------
 
-    async def reconcile(self, obj: dict[str, Any]) -> Outcome:
-        """Bring the members in line with ``obj`` (the cached ApplicationPropagation) and
-        write its status once."""
+    async def reconcile(self, obj: dict[str, Any], *, replan: bool = True) -> Outcome:
+        """Bring the work for ``obj`` (the cached ApplicationPropagation) in line and write
+        its status if it changed. Without ``replan``, and when the last plan was made for
+        this generation, only the status is refreshed from the member syncs' results."""
         key = key_of(obj)
+        plan = self.plans.get(key)
+        if obj["metadata"].get("deletionTimestamp"):
+            return await self._finalize(obj, key)
+        if not replan and plan is not None and plan.generation == obj["metadata"].get("generation"):
+            await self._report(obj, plan)
+            return Outcome(False)
         with (
             self.metrics.timed("reconcile") as timing,
             tracer.start_as_current_span("reconcile", attributes={"application": key}),
         ):
-            if obj["metadata"].get("deletionTimestamp"):
-                outcome = await self._finalize(obj, key)
-            else:
-                outcome = await self._reconcile(obj, key)
+            outcome = await self._reconcile(obj, key)
             if outcome.error is not None:
                 log.warning("%s: %s", key, outcome.error)
             timing.failed = outcome.retry
@@ -135,15 +179,15 @@ class Reconciler:
 
     async def _reconcile(self, obj: dict[str, Any], key: str) -> Outcome:
         meta = obj["metadata"]
-        builder = StatusBuilder(obj, now_iso())
+        plan = Plan(meta.get("generation"))
         try:
             app = ApplicationPropagation.model_validate(obj)
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
             )
-            builder.condition("Scheduled", False, "InvalidSpec", problems)
-            return await self._report(obj, builder, Outcome(False, ValueError(problems)))
+            plan.conditions.append(("Scheduled", False, "InvalidSpec", problems))
+            return await self._planned(obj, key, plan, Outcome(False, ValueError(problems)))
         if FINALIZER not in (meta.get("finalizers") or []):
             await anyio.to_thread.run_sync(
                 self._set_finalizers, obj, [*(meta.get("finalizers") or []), FINALIZER]
@@ -151,45 +195,173 @@ class Reconciler:
         try:
             objects = await anyio.to_thread.run_sync(resolve, app, self.hub)
         except (ApiError, UnknownKind) as exc:
-            builder.condition("Applied", False, "ResolveFailed", f"resources: {exc}")
-            return await self._report(obj, builder, Outcome(True, exc))
+            plan.conditions.append(("Applied", False, "ResolveFailed", f"resources: {exc}"))
+            return await self._planned(obj, key, plan, Outcome(True, exc))
         snapshot = self.store.current()
-        targets = self._place(app, objects, snapshot, builder)
+        previous = obj.get("status") or {}
+        targets = self._place(app, objects, snapshot, previous, plan)
         if not targets:
             # No fleet, or nothing fits: what runs stays where it is (no apply, no prune).
-            return await self._report(obj, builder, Outcome(False))
+            return await self._planned(obj, key, plan, Outcome(False))
         try:
             rendered = self._render(app, objects, snapshot, targets)
         except RenderError as exc:
-            builder.condition("Applied", False, "RenderFailed", f"{exc}; nothing was applied")
-            return await self._report(obj, builder, Outcome(False, exc))
-        group = await self._sync(key, app, rendered, targets, builder)
-        return await self._report(obj, builder, Outcome(group is not None, group))
+            plan.conditions.append(
+                ("Applied", False, "RenderFailed", f"{exc}; nothing was applied")
+            )
+            return await self._planned(obj, key, plan, Outcome(False, exc))
+        plan.targets, plan.rendered = targets, rendered
+        plan.revisions = {c: revision_of(objs) for c, objs in rendered.items()}
+        plan.desired_kinds = set().union(*(kinds_of(o) for o in rendered.values()))
+        plan.kinds = plan.desired_kinds | set(previous.get("propagatedKinds") or [])
+        policy = SyncPolicy.of(app.spec.rollout, self.settings)
+        works = {
+            t.cluster: ClusterWork(
+                key,
+                t.cluster,
+                tuple(rendered[t.cluster]),
+                plan.revisions[t.cluster],
+                frozenset(plan.kinds),
+                policy,
+            )
+            for t in targets
+        }
+        plan.removed = self._leaving(key, previous, set(works))
+        for cluster in plan.removed:
+            works[cluster] = ClusterWork(key, cluster, (), REMOVAL, frozenset(plan.kinds), policy)
+        queued = self._set_work(key, works)
+        return await self._planned(
+            obj, key, plan, Outcome(False, refresh_after_s=STATUS_CATCH_UP_S if queued else None)
+        )
 
-    async def _report(
-        self, obj: dict[str, Any], builder: StatusBuilder, outcome: Outcome
+    def _leaving(self, key: str, previous: Mapping[str, Any], wanted: set[str]) -> list[str]:
+        """Clusters the application was on and is not wanted on, minus those it is known
+        to be gone from."""
+        was_on = {c["name"] for c in previous.get("clusters") or []}
+        was_on |= {p["cluster"] for p in previous.get("placement") or []}
+        was_on |= set(self.table.work.get(key, {}))
+        leaving = []
+        for cluster in sorted(was_on - wanted):
+            work, state = self.table.get(key, cluster), self.table.state(key, cluster)
+            if work is not None and work.removal and state is not None and state.applied:
+                continue  # removed already
+            leaving.append(cluster)
+        return leaving
+
+    def _set_work(self, key: str, works: Mapping[str, ClusterWork]) -> bool:
+        """Record the work; queue the member syncs it needs. Returns whether any was
+        queued."""
+        due = self.table.set_work(
+            key, works, now=time.monotonic(), recheck_after_s=self.settings.resync_period_s
+        )
+        queued = False
+        for cluster in due:
+            why = self.members.enqueue(cluster, key)
+            if why is None:
+                queued = True
+                continue
+            state = self.table.state(key, cluster)
+            assert state is not None
+            state.applied, state.failed, state.error = False, True, f"cannot connect: {why}"
+        return queued
+
+    async def _planned(
+        self, obj: dict[str, Any], key: str, plan: Plan, outcome: Outcome
     ) -> Outcome:
-        """Write the status (if it changed) and pass the outcome on."""
-        await anyio.to_thread.run_sync(self._write_status, obj, builder.build())
+        """Keep the plan and write the status, unless member syncs were just queued (their
+        results will, or the catch-up refresh)."""
+        self.plans[key] = plan
+        if outcome.refresh_after_s is None:
+            await self._report(obj, plan)
         return outcome
+
+    async def _report(self, obj: dict[str, Any], plan: Plan) -> None:
+        """Write the status of ``plan`` with the current sync states (if it changed)."""
+        builder = StatusBuilder(obj, now_iso())
+        for condition in plan.conditions:
+            builder.condition(*condition)
+        if plan.targets:
+            builder.status["placement"] = [_placed(t) for t in plan.targets]
+            self._cluster_status(obj, plan, builder)
+        await anyio.to_thread.run_sync(self._write_status, obj, builder.build())
+
+    def _cluster_status(self, obj: dict[str, Any], plan: Plan, builder: StatusBuilder) -> None:
+        """Per-cluster lines, ``Applied``, ``Available`` and ``propagatedKinds``."""
+        key = key_of(obj)
+        namespace = obj["metadata"].get("namespace", "default")
+        previous = {c["name"]: c for c in builder.previous.get("clusters") or []}
+        target_states: dict[str, SyncState] = {}
+        lines = []
+        for t in plan.targets:
+            state = self.table.state(key, t.cluster) or SyncState(plan.revisions[t.cluster])
+            target_states[t.cluster] = state
+            lines.append(
+                ClusterState(
+                    t.cluster,
+                    state.applied,
+                    self.members.health(t.cluster, plan.rendered[t.cluster], namespace),
+                    state.attempts,
+                    state.error,
+                    plan.revisions[t.cluster]
+                    if state.applied
+                    else (previous.get(t.cluster) or {}).get("revision"),
+                )
+            )
+        removal = {
+            c: s
+            for c in plan.removed
+            if (s := self.table.state(key, c)) is not None and not s.applied
+        }
+        lines += [
+            ClusterState(
+                c,
+                False,
+                "Unknown",
+                s.attempts,
+                f"removing: {s.error}" if s.error else "removing",
+                (previous.get(c) or {}).get("revision"),
+            )
+            for c, s in removal.items()
+        ]
+        builder.clusters(lines, len(plan.targets))
+        done = not removal and all(s.applied for s in target_states.values())
+        builder.status["propagatedKinds"] = sorted(plan.desired_kinds if done else plan.kinds)
+        message = applied_summary(target_states)
+        removal_failures = failures({c: s for c, s in removal.items() if s.failed})
+        if removal_failures is not None:
+            message += "; not yet removed from " + "; ".join(
+                str(e) for e in removal_failures.exceptions
+            )
+        if done:
+            reason = "Applied"
+        elif any(s.failed for s in (*target_states.values(), *removal.values())):
+            reason = "ApplyFailed"
+        else:
+            reason = "Applying"
+        builder.condition("Applied", done, reason, message)
+        available, why, text = availability(lines, plan.rendered)
+        builder.condition("Available", available, why, text)
 
     def _place(
         self,
         app: ApplicationPropagation,
         objects: list[dict[str, Any]],
         snapshot: FleetSnapshot,
-        builder: StatusBuilder,
+        previous: Mapping[str, Any],
+        plan: Plan,
     ) -> list[Target]:
-        """Schedule, and keep what is placed under NoSchedule; sets ``Scheduled`` (and
-        ``placement`` when there are targets)."""
+        """Schedule, and keep what is placed under NoSchedule; adds ``Scheduled`` to the
+        plan."""
         if app.spec.fleet not in snapshot.fleets:
             known = ", ".join(sorted(snapshot.fleets)) or "none"
             self.metrics.scheduling_results.labels("fleet-not-found").inc()
-            builder.condition(
-                "Scheduled",
-                False,
-                "FleetNotFound",
-                f"spec.fleet {app.spec.fleet!r} is not a Fleet (fleets: {known})",
+            plan.conditions.append(
+                (
+                    "Scheduled",
+                    False,
+                    "FleetNotFound",
+                    f"spec.fleet {app.spec.fleet!r} is not a Fleet (fleets: {known})",
+                )
             )
             return []
         namespace = app.metadata.get("namespace", "default")
@@ -214,28 +386,28 @@ class Reconciler:
             "scheduled" if decision.schedulable else "unschedulable"
         ).inc()
         targets = targets_of(
-            decision,
-            builder.previous.get("placement") or [],
-            snapshot,
-            app.spec.placement.tolerations,
+            decision, previous.get("placement") or [], snapshot, app.spec.placement.tolerations
         )
         kept = [f"{t.cluster} ({t.kept})" for t in targets if t.kept]
-        builder.condition(
-            "Scheduled",
-            decision.schedulable,
-            "Scheduled" if decision.schedulable else "Unschedulable",
-            decision.summary + (f"; kept where already placed: {', '.join(kept)}" if kept else ""),
+        plan.conditions.append(
+            (
+                "Scheduled",
+                decision.schedulable,
+                "Scheduled" if decision.schedulable else "Unschedulable",
+                decision.summary
+                + (f"; kept where already placed: {', '.join(kept)}" if kept else ""),
+            )
         )
         if app.spec.canary is not None:
-            builder.condition(
-                "CanaryProgressing",
-                False,
-                "NotSupportedYet",
-                "this controller version does not run canary steps: the manifests are "
-                "applied to every placed cluster as they are",
+            plan.conditions.append(
+                (
+                    "CanaryProgressing",
+                    False,
+                    "NotSupportedYet",
+                    "this controller version does not run canary steps: the manifests are "
+                    "applied to every placed cluster as they are",
+                )
             )
-        if targets:
-            builder.status["placement"] = [_placed(t) for t in targets]
         return targets
 
     def _render(
@@ -260,89 +432,6 @@ class Reconciler:
                 for t in targets
             }
 
-    async def _sync(
-        self,
-        key: str,
-        app: ApplicationPropagation,
-        rendered: dict[str, list[dict[str, Any]]],
-        targets: list[Target],
-        builder: StatusBuilder,
-    ) -> ExceptionGroup[fanout.ClusterFailed] | None:
-        """Apply and prune where something may differ, remove from clusters the application
-        left; sets the per-cluster lines, ``Applied`` and ``Available``. Returns every
-        failure of the pass as one group."""
-        previous = builder.previous
-        now = time.monotonic()
-        revisions = {c: revision_of(objs) for c, objs in rendered.items()}
-        desired_kinds = set().union(*(kinds_of(o) for o in rendered.values()))
-        kinds = desired_kinds | set(previous.get("propagatedKinds") or [])
-        previous_clusters = {c["name"]: c for c in previous.get("clusters") or []}
-        removed = sorted(set(previous_clusters) - set(rendered))
-        work: dict[str, Sequence[dict[str, Any]]] = {
-            c: objs
-            for c, objs in rendered.items()
-            if not self.members.is_known(key, c, revisions[c], now)
-        }
-        work.update({c: [] for c in removed})
-        synced = await self.members.fan_out(key, app.spec.rollout, work, kinds)
-        results = {r.cluster: r for r in synced}
-        for cluster, result in results.items():
-            if not result.applied:
-                continue
-            if cluster in rendered:
-                self.members.remember(key, cluster, revisions[cluster], now)
-            else:
-                self.members.forget(key, cluster)
-
-        namespace = app.metadata.get("namespace", "default")
-        states = []
-        applied_results = []
-        for t in targets:
-            before = previous_clusters.get(t.cluster) or {}
-            # Not in the results: known applied at this revision.
-            result = results.get(t.cluster) or fanout.ClusterResult(
-                t.cluster, True, int(before.get("attempts", 1))
-            )
-            applied_results.append(result)
-            states.append(
-                ClusterState(
-                    t.cluster,
-                    result.applied,
-                    self.workloads.health(t.cluster, rendered[t.cluster], namespace),
-                    result.attempts,
-                    result.error,
-                    revisions[t.cluster] if result.applied else before.get("revision"),
-                )
-            )
-        removal_failures = [results[c] for c in removed if not results[c].applied]
-        states += [
-            ClusterState(
-                r.cluster,
-                False,
-                "Unknown",
-                r.attempts,
-                f"removing: {r.error}",
-                previous_clusters[r.cluster].get("revision"),
-            )
-            for r in removal_failures
-        ]
-        builder.clusters(states, len(targets))
-        everything_done = all(r.applied for r in results.values())
-        builder.status["propagatedKinds"] = sorted(desired_kinds if everything_done else kinds)
-        message = fanout.applied_summary(applied_results)
-        removal_group = fanout.failures(removal_failures)
-        if removal_group is not None:
-            message += "; not yet removed from " + "; ".join(
-                str(e) for e in removal_group.exceptions
-            )
-        all_applied = all(r.applied for r in applied_results) and removal_group is None
-        builder.condition(
-            "Applied", all_applied, "Applied" if all_applied else "ApplyFailed", message
-        )
-        available, reason, text = availability(states, rendered)
-        builder.condition("Available", available, reason, text)
-        return fanout.failures(list(results.values()))
-
     async def _finalize(self, obj: dict[str, Any], key: str) -> Outcome:
         """Remove what the application propagated from every cluster, then its finalizer."""
         meta = obj["metadata"]
@@ -352,41 +441,49 @@ class Reconciler:
         clusters = {c["name"] for c in status.get("clusters") or []} | {
             p["cluster"] for p in status.get("placement") or []
         }
+        clusters |= set(self.table.work.get(key, {}))
         manifests = ((obj.get("spec") or {}).get("resources") or {}).get("manifests") or []
-        kinds = set(status.get("propagatedKinds") or []) | kinds_of(manifests)
-        gone = sorted(c for c in clusters if self.members.member(c) is None)
+        kinds = frozenset(set(status.get("propagatedKinds") or []) | kinds_of(manifests))
+        gone = sorted(c for c in clusters if not self.members.known(c))
         if gone:
             log.warning("%s: %s are no longer MemberClusters; left as they are", key, gone)
         try:
-            rollout: Rollout | None = ApplicationPropagation.model_validate(obj).spec.rollout
+            rollout = ApplicationPropagation.model_validate(obj).spec.rollout
         except ValidationError:
             rollout = None  # the controller's defaults
-        results = await self.members.fan_out(
-            key, rollout, {c: [] for c in sorted(clusters - set(gone))}, kinds
-        )
-        failed = [r for r in results if not r.applied]
+        policy = SyncPolicy.of(rollout, self.settings)
+        works = {
+            c: ClusterWork(key, c, (), REMOVAL, kinds, policy) for c in sorted(clusters - set(gone))
+        }
+        self._set_work(key, works)
+        states = self.table.states_of(key)
+        if not all(s.applied or s.failed for s in states.values()):
+            return Outcome(False)  # removals in flight: their results come back here
+        failed = failures(states)
         orphan = (meta.get("annotations") or {}).get(ORPHAN_ANNOTATION) == "true"
-        if failed and not orphan:
+        if failed is not None and not orphan:
             builder = StatusBuilder(obj, now_iso())
             builder.condition(
                 "Applied",
                 False,
                 "CleanupFailed",
                 "deleting: "
-                + fanout.applied_summary(results).split("; ", 1)[-1]
+                + applied_summary(states).split("; ", 1)[-1]
                 + f" (annotate {ORPHAN_ANNOTATION}=true to leave them)",
             )
-            return await self._report(obj, builder, Outcome(True, fanout.failures(results)))
-        if failed:
-            log.warning("%s: orphaned on %s", key, ", ".join(r.cluster for r in failed))
+            await anyio.to_thread.run_sync(self._write_status, obj, builder.build())
+            return Outcome(False, failed)
+        if failed is not None:
+            orphaned = [c for c, s in sorted(states.items()) if s.failed]
+            log.warning("%s: orphaned on %s", key, ", ".join(orphaned))
         rest = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
         try:
             await anyio.to_thread.run_sync(self._set_finalizers, obj, rest)
         except ApiError as exc:
             if not exc.not_found:
                 raise
-        self.members.forget(key)
-        log.info("%s: removed from %d clusters", key, len(results))
+        self.forget(key)
+        log.info("%s: removed from %d clusters", key, len(states))
         return Outcome(False)
 
 

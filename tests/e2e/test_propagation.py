@@ -270,7 +270,7 @@ def test_a_stopped_member_fails_alone_then_converges(fleet: Fleet, controller: C
         def failed_on_member_2(app: dict[str, Any]) -> bool:
             entry = cluster_entry(app, "member-2")
             return (
-                condition(app, "Applied").get("status") == "False"
+                condition(app, "Applied").get("reason") == "ApplyFailed"  # retries used up
                 and entry.get("applied") is False
                 and bool(entry.get("lastError"))
             )
@@ -566,3 +566,92 @@ def test_a_tenant_found_by_namespace_labels_is_kept_in_its_quota(
         delete_ap(fleet, ns, name)
     finally:
         custom(fleet).delete_cluster_custom_object(GROUP, VERSION, "tenantquotas", "capped-team")
+
+
+def member_kubectl(fleet: Fleet, cluster: str, *args: str) -> str:
+    result = subprocess.run(
+        [str(fleet.binaries / "kubectl"), "--kubeconfig", str(fleet.kubeconfig(cluster)), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def heals(controller: Controller) -> float:
+    return sum(
+        value
+        for series, value in controller.scrape().items()
+        if series.startswith("propagator_drift_heals_total{")
+    )
+
+
+def test_drift_on_a_member_is_healed(fleet: Fleet, controller: Controller) -> None:
+    ns, name = "drift", "web"
+    settings = config_map("settings", ns, mode="a")
+    settings["metadata"]["labels"] = {"team": "a"}
+    create(fleet, application(name, ns, [deployment(name, ns, "nginx:1.27"), settings]))
+    wait_ap(fleet, ns, name, "3/3 ready", ready_everywhere)
+    healed_before = heals(controller)
+
+    # What a new user tries first: kubectl set image on a member.
+    member_kubectl(fleet, "member-1", "-n", ns, "set", "image", f"deployment/{name}", "main=evil:1")
+    # A label we set removed, data we set edited, and our own label removed.
+    member_kubectl(fleet, "member-2", "-n", ns, "label", "configmap", "settings", "team-")
+    member_kubectl(
+        fleet, "member-3", "-n", ns, "patch", "configmap", "settings", "-p", '{"data":{"mode":"b"}}'
+    )
+    member_kubectl(fleet, "member-3", "-n", ns, "label", "deployment", name, f"{APP_LABEL}-")
+
+    def image(cluster: str) -> str:
+        live = member_object(fleet, cluster, "Deployment", ns, name)
+        return str(live.spec.template.spec.containers[0].image)
+
+    def healed() -> bool:
+        member_2 = member_object(fleet, "member-2", "ConfigMap", ns, "settings")
+        member_3 = member_object(fleet, "member-3", "ConfigMap", ns, "settings")
+        deployment_3 = member_object(fleet, "member-3", "Deployment", ns, name)
+        return (
+            image("member-1") == "nginx:1.27"
+            and (member_2.metadata.labels or {}).get("team") == "a"
+            and member_3.data == {"mode": "a"}
+            and (deployment_3.metadata.labels or {}).get(APP_LABEL) == app_label_value(ns, name)
+        )
+
+    eventually(healed, "every drifted object back as the application says")
+    eventually(lambda: heals(controller) >= healed_before + 4, "4 heals counted")
+    # The objects were edited in place, not re-created.
+    assert all(image(c) == "nginx:1.27" for c in MEMBERS)
+    wait_ap(fleet, ns, name, "3/3 ready after healing", ready_everywhere)
+    delete_ap(fleet, ns, name)
+
+
+def test_applications_keep_reconciling_while_a_member_is_down(
+    fleet: Fleet, controller: Controller
+) -> None:
+    ns = "busy"
+    victim = fleet.state.cluster("member-3")
+    local_cluster.stop_component(victim, "kube-apiserver")
+    names = [f"app-{i}" for i in range(8)]
+    try:
+        for name in names:
+            create(fleet, application(name, ns, [config_map(name, ns, a="1")]))
+
+        def applied_on_the_others(app: dict[str, Any]) -> bool:
+            # member-3 is placed (and failing) or, once NotReady, not placed at all.
+            return all(
+                cluster_entry(app, c).get("applied") is True for c in ("member-1", "member-2")
+            ) and not cluster_entry(app, "member-3").get("applied")
+
+        for name in names:
+            wait_ap(fleet, ns, name, "applied on member-1 and member-2", applied_on_the_others)
+            for cluster in ("member-1", "member-2"):
+                assert member_object(fleet, cluster, "ConfigMap", ns, name) is not None
+    finally:
+        local_cluster.start_component(victim, "kube-apiserver")
+        anyio.run(local_cluster.wait_api_ready, victim, time.monotonic() + HANG_GUARD_S)
+    for name in names:
+        wait_ap(fleet, ns, name, "3/3 once member-3 is back", ready_everywhere)
+        assert member_object(fleet, "member-3", "ConfigMap", ns, name) is not None
+        delete_ap(fleet, ns, name)

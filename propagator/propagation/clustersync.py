@@ -1,0 +1,174 @@
+"""Syncing one application on one member: apply what differs, delete what is no longer
+wanted, both judged from the member's watch caches (no read per object).
+
+An object is applied when the cache lacks it or its projection onto the applied fields
+differs from what the last apply left (drift: ``propagation.drift``). Namespaces and CRDs
+go first, then everything else, a bounded number at once; a first apply costs one request
+per object (a namespace that turns out to be missing is created and the object applied
+again). Objects carrying this application's stamp that it no longer wants are deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from fleet.connection import ApiError, KubeConnection
+from fleet.discovery import UnknownKind
+from fleet.informer import Informer
+from fleet.informer import key_of as cache_key
+from propagator.propagation.apply import in_default_namespace
+from propagator.propagation.drift import fingerprint, in_line
+from propagator.propagation.resources import (
+    REVISION_ANNOTATION,
+    key_of,
+    owned_by,
+    revision_of,
+    stamp,
+)
+from propagator.propagation.work import ClusterWork
+from propagator.runtime.members import NAMESPACES, Applied, KindKey, Member
+
+FIRST_KINDS = frozenset(
+    {("v1", "Namespace"), ("apiextensions.k8s.io/v1", "CustomResourceDefinition")}
+)
+"""Applied before everything else: other objects may live in or be of them."""
+IN_FLIGHT = 8
+"""Requests at once to one member within one sync."""
+
+Caches = Callable[[Member, Iterable[KindKey], float], Awaitable[dict[KindKey, Informer]]]
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    """What one sync wrote."""
+
+    applied: int
+    """Objects written (server-side apply)."""
+    deleted: int
+    healed: int
+    """Of those written, objects that had been in line and drifted or were deleted."""
+
+
+def _kind_key(kind: str) -> KindKey:
+    api_version, name = kind.rsplit("/", 1)
+    return api_version, name
+
+
+def _revision(obj: dict[str, Any]) -> str | None:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(REVISION_ANNOTATION)
+    return None if value is None else str(value)
+
+
+def _apply(conn: KubeConnection, obj: dict[str, Any]) -> dict[str, Any]:
+    """Apply ``obj``; if its namespace is missing, create the namespace and apply again."""
+    try:
+        return conn.apply(obj)
+    except ApiError as exc:
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        if not (exc.not_found and namespace and f'namespaces "{namespace}"' in exc.message):
+            raise
+    conn.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    return conn.apply(obj)
+
+
+def _missing_namespaces(
+    stale: Sequence[dict[str, Any]], first: Sequence[dict[str, Any]], namespaces: Informer
+) -> list[dict[str, Any]]:
+    """Namespaces the stale objects live in that the member lacks and the application
+    does not bring itself."""
+    brought = {o["metadata"]["name"] for o in first if o["kind"] == "Namespace"}
+    wanted = {str(o["metadata"]["namespace"]) for o in stale if o["metadata"].get("namespace")}
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        for name in sorted(wanted - brought)
+        if namespaces.get(name) is None
+    ]
+
+
+async def _each(items: Sequence[Any], fn: Callable[[Any], Awaitable[None]]) -> None:
+    """``fn`` on every item, ``IN_FLIGHT`` at once; the first error is raised."""
+    limiter = anyio.CapacityLimiter(IN_FLIGHT)
+    errors: list[BaseException] = []
+
+    async def one(item: Any) -> None:
+        async with limiter:
+            if errors:
+                return  # one failure fails the sync: start nothing new
+            try:
+                await fn(item)
+            except (ApiError, UnknownKind) as exc:
+                errors.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        for item in items:
+            tg.start_soon(one, item)
+    if errors:
+        raise errors[0]
+
+
+async def sync_cluster(
+    member: Member, work: ClusterWork, caches: Caches, timeout_s: float
+) -> SyncReport:
+    """Bring ``member`` in line with ``work``; raises ApiError (or UnknownKind)."""
+    conn = member.connection
+    objects = await anyio.to_thread.run_sync(
+        in_default_namespace, conn, work.objects, work.namespace
+    )
+    desired = [stamp(o, work.namespace, work.name, revision_of([o])) for o in objects]
+    kinds = {_kind_key(k) for k in work.prune_kinds} | {
+        (str(o["apiVersion"]), str(o["kind"])) for o in desired
+    }
+    cache = await caches(member, sorted(kinds | {NAMESPACES}), timeout_s)
+
+    stale: list[dict[str, Any]] = []
+    healed = 0
+    for obj in desired:
+        key = key_of(obj)
+        live = cache[key[0], key[1]].get(cache_key(obj))
+        before = member.applied.get(key)
+        recorded = before if before and _revision(before.desired) == _revision(obj) else None
+        if in_line(live, obj, recorded.fingerprint if recorded else None):
+            continue
+        stale.append(obj)
+        healed += recorded is not None
+
+    async def apply(obj: dict[str, Any]) -> None:
+        answer = await anyio.to_thread.run_sync(_apply, conn, obj)
+        member.applied[key_of(obj)] = Applied(obj, fingerprint(answer, obj))
+
+    async def apply_first(obj: dict[str, Any]) -> None:
+        if owned_by(obj, work.namespace, work.name):
+            await apply(obj)  # one of the application's objects
+        else:
+            await anyio.to_thread.run_sync(conn.apply, obj)
+
+    first = [o for o in stale if (o["apiVersion"], o["kind"]) in FIRST_KINDS]
+    await _each(first + _missing_namespaces(stale, first, cache[NAMESPACES]), apply_first)
+    await _each([o for o in stale if (o["apiVersion"], o["kind"]) not in FIRST_KINDS], apply)
+
+    wanted = {key_of(o) for o in desired}
+    unwanted = []
+    for api_version, kind in sorted(kinds):
+        for live in cache[api_version, kind].snapshot():
+            if owned_by(live, work.namespace, work.name) and key_of(live) not in wanted:
+                unwanted.append(key_of(live))
+
+    deleted = 0
+
+    async def delete(key: tuple[str, str, str, str]) -> None:
+        nonlocal deleted
+        api_version, kind, namespace, name = key
+        gone = await anyio.to_thread.run_sync(
+            conn.delete, api_version, kind, name, namespace or None
+        )
+        member.applied.pop(key, None)
+        deleted += gone
+
+    await _each(sorted(unwanted), delete)
+    return SyncReport(len(stale), deleted, healed)

@@ -1,0 +1,42 @@
+"""What a change in a member's watch cache means for the controller (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from propagator.propagation.drift import fingerprint
+from propagator.propagation.health import WORKLOAD_KINDS
+from propagator.propagation.resources import APP_ANNOTATION, key_of
+from propagator.propagation.work import WorkTable
+from propagator.runtime.members import Member
+
+
+@dataclass(frozen=True)
+class Route:
+    sync: str | None = None
+    """Application to sync again on the member: its object drifted or was deleted."""
+    refresh: str | None = None
+    """Application whose status to refresh: a workload of its changed (health)."""
+
+
+def route_member_event(
+    member: Member, table: WorkTable, old: dict[str, Any] | None, new: dict[str, Any] | None
+) -> Route:
+    """Route one cache event (``new`` None: deleted) of an object carrying our label.
+
+    Only objects of an application that has work on this member count. A deleted object is
+    synced again; a changed one when the fields last applied no longer have the values the
+    member gave back then (status updates and fields of other managers do not count).
+    """
+    obj = new or old or {}
+    app = ((obj.get("metadata") or {}).get("annotations") or {}).get(APP_ANNOTATION)
+    if not app or table.get(str(app), member.name) is None:
+        return Route()
+    app = str(app)
+    applied = member.applied.get(key_of(obj))
+    drifted = new is None or (
+        applied is not None and fingerprint(new, applied.desired) != applied.fingerprint
+    )
+    workload = (obj.get("apiVersion"), obj.get("kind")) in WORKLOAD_KINDS
+    return Route(sync=app if drifted else None, refresh=app if workload else None)

@@ -1,0 +1,165 @@
+"""What each application wants on each cluster, and how each cluster's sync went.
+
+The application reconcile records a :class:`ClusterWork` per (application, cluster); the
+member syncs record a :class:`SyncState` per (application, cluster). :class:`WorkTable`
+owns both and says which clusters need a sync when the work changes. In memory only:
+after a restart every cluster is synced once, against the member caches (what is
+already there is not written again).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from api.common import duration_seconds
+from api.rollout import Rollout
+from propagator.settings import Settings
+
+
+@dataclass(frozen=True)
+class SyncPolicy:
+    """An application's rollout knobs under the controller's caps."""
+
+    attempts: int = 3
+    """Retries of a retryable failure after the first try, before the cluster counts as
+    failed (it is still retried afterwards, less often)."""
+    backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+    timeout_s: float = 30.0
+    max_failures: int | None = None
+    max_concurrency: int = 10
+
+    @classmethod
+    def of(cls, rollout: Rollout | None, settings: Settings) -> SyncPolicy:
+        retry = rollout.retry if rollout else None
+        s = settings
+        return cls(
+            attempts=s.retry_attempts
+            if retry is None or retry.attempts is None
+            else int(retry.attempts),
+            backoff_s=duration_seconds(retry.backoff)
+            if retry and retry.backoff
+            else s.retry_backoff_s,
+            max_backoff_s=duration_seconds(retry.max_backoff)
+            if retry and retry.max_backoff
+            else s.retry_max_backoff_s,
+            timeout_s=s.cluster_timeout_s
+            if rollout is None or rollout.timeout_seconds is None
+            else float(rollout.timeout_seconds),
+            max_failures=rollout.max_failures if rollout else None,
+            max_concurrency=min(
+                (rollout.max_concurrency if rollout else None) or s.max_concurrency,
+                s.max_concurrency,
+            ),
+        )
+
+    def delay(self, retry: int, retry_after_s: float | None) -> float:
+        """Wait before retry number ``retry`` (1-based): Retry-After if the server gave
+        one, else exponential with jitter (50-100 % of the step), capped."""
+        if retry_after_s is not None:
+            return min(self.max_backoff_s, retry_after_s)
+        step = min(self.max_backoff_s, self.backoff_s * math.pow(2, max(0, retry - 1)))
+        return step * (0.5 + random.random() / 2)
+
+
+@dataclass(frozen=True)
+class ClusterWork:
+    """What one application wants on one cluster."""
+
+    app: str
+    """namespace/name of the application."""
+    cluster: str
+    objects: tuple[dict[str, Any], ...]
+    """The rendered objects; empty: remove everything the application has there."""
+    revision: str
+    prune_kinds: frozenset[str]
+    """``apiVersion/kind`` of everything the application may have left there."""
+    policy: SyncPolicy
+
+    @property
+    def removal(self) -> bool:
+        return not self.objects
+
+    @property
+    def namespace(self) -> str:
+        return self.app.split("/", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.app.split("/", 1)[1]
+
+
+@dataclass
+class SyncState:
+    """How the sync of one (application, cluster) stands."""
+
+    revision: str
+    """The revision of the work this state is about."""
+    applied: bool = False
+    """In line with the work at ``revision``."""
+    attempts: int = 0
+    """Tries of the last sync pass: what it took to get in line, or tries so far."""
+    tries: int = 0
+    """Tries since the cluster was last in line."""
+    error: str | None = None
+    failed: bool = False
+    """Counts as failed: a refusal, an open circuit, or retries used up (retried later)."""
+    tried_at: float | None = None
+    """When its last sync ended (monotonic seconds)."""
+
+
+@dataclass
+class WorkTable:
+    """Work and sync states of every application, by (application, cluster)."""
+
+    work: dict[str, dict[str, ClusterWork]] = field(default_factory=dict)
+    states: dict[tuple[str, str], SyncState] = field(default_factory=dict)
+
+    def set_work(
+        self, app: str, works: Mapping[str, ClusterWork], *, now: float, recheck_after_s: float
+    ) -> list[str]:
+        """Make ``works`` the application's work; returns the clusters to sync: those
+        whose work is new or changed, or whose last sync ended more than
+        ``recheck_after_s`` ago (the member syncs retry failures on their own)."""
+        self.work[app] = dict(works)
+        for key in [k for k in self.states if k[0] == app and k[1] not in works]:
+            del self.states[key]
+        due = []
+        for cluster, work in works.items():
+            state = self.states.get((app, cluster))
+            if state is None or state.revision != work.revision:
+                self.states[app, cluster] = SyncState(work.revision)
+                due.append(cluster)
+            elif state.tried_at is not None and now - state.tried_at >= recheck_after_s:
+                due.append(cluster)
+        return sorted(due)
+
+    def get(self, app: str, cluster: str) -> ClusterWork | None:
+        return self.work.get(app, {}).get(cluster)
+
+    def state(self, app: str, cluster: str) -> SyncState | None:
+        return self.states.get((app, cluster))
+
+    def states_of(self, app: str) -> dict[str, SyncState]:
+        return {c: s for (a, c), s in self.states.items() if a == app}
+
+    def failed_elsewhere(self, app: str, cluster: str) -> int:
+        """Clusters of ``app`` other than ``cluster`` whose sync counts as failed."""
+        return sum(s.failed for (a, c), s in self.states.items() if a == app and c != cluster)
+
+    def apps_on(self, cluster: str) -> list[str]:
+        return sorted(a for a, works in self.work.items() if cluster in works)
+
+    def removed(self, app: str, cluster: str) -> None:
+        """The application is gone from ``cluster``: drop its work and state there."""
+        self.work.get(app, {}).pop(cluster, None)
+        self.states.pop((app, cluster), None)
+
+    def forget(self, app: str) -> None:
+        self.work.pop(app, None)
+        for key in [k for k in self.states if k[0] == app]:
+            del self.states[key]

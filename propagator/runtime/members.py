@@ -1,0 +1,261 @@
+"""The member registry: per member cluster one unit that holds everything the controller
+keeps about it, started and stopped together.
+
+A unit has the member's connection (made by the fleet manager, which also probes it), its
+circuit breaker, its object caches (one label-filtered watch per kind propagated there,
+started the first time a sync needs the kind), what was last applied there, and its own
+sync queue served by a few workers of its own. A slow or dead member only holds its own
+workers: its keys wait in its queue, not in anyone else's.
+
+The registry follows the fleet manager's monitors when told they changed (no polling).
+Watch events reach ``on_object`` in the event loop. Units are keyed by cluster name, so
+the members could be sharded across controller replicas by that key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+
+from fleet.circuit import CircuitBreaker
+from fleet.connection import ApiError, KubeConnection
+from fleet.informer import Informer
+from fleet.member import MemberMonitor
+from propagator.runtime.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+
+Object = dict[str, Any]
+KindKey = tuple[str, str]
+"""(apiVersion, kind)."""
+ObjectKey = tuple[str, str, str, str]
+"""(apiVersion, kind, namespace or "", name)."""
+
+_CACHE_POLL_S = 0.01
+NAMESPACES: KindKey = ("v1", "Namespace")
+"""Cached whole (not only ours): a sync must know which namespaces a member lacks."""
+
+
+def cached_form(obj: Object, api_version: str, kind: str) -> Object:
+    """What a cache keeps of an object: all but managedFields (large, never read), with
+    its apiVersion and kind (listed items carry none)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        meta = {k: v for k, v in meta.items() if k != "managedFields"}
+    return {**obj, "apiVersion": api_version, "kind": kind, "metadata": meta}
+
+
+@dataclass
+class Applied:
+    """What the controller last wrote for one object on one member."""
+
+    desired: Object
+    """The stamped object as applied."""
+    fingerprint: str
+    """The member's answer projected onto the applied fields (see propagation.drift)."""
+
+
+@dataclass
+class Member:
+    """One member cluster's unit."""
+
+    name: str
+    connection: KubeConnection
+    breaker: CircuitBreaker
+    queue: WorkQueue
+    caches: dict[KindKey, Informer] = field(default_factory=dict)
+    applied: dict[ObjectKey, Applied] = field(default_factory=dict)
+    stopped: bool = False
+    scopes: list[anyio.CancelScope] = field(default_factory=list)
+
+    def cached(self, api_version: str, kind: str) -> Informer | None:
+        return self.caches.get((api_version, kind))
+
+
+SyncFn = Callable[[Member, str], Awaitable[None]]
+"""Syncs one key (an application) on one member; runs in the member's workers."""
+ObjectFn = Callable[[Member, str, Object | None, Object | None], None]
+"""Called in the event loop as on_object(member, event, old, new) for each cache change."""
+
+
+class MemberRegistry:
+    """Every member's unit; runs until cancelled."""
+
+    def __init__(
+        self,
+        *,
+        label_selector: str,
+        sync: SyncFn,
+        on_object: ObjectFn,
+        on_added: Callable[[Member], None],
+        workers_per_member: int,
+        circuit_failure_threshold: int,
+        circuit_cool_down_s: float,
+        requeue_max_delay_s: float,
+    ) -> None:
+        self._label_selector = label_selector
+        self._sync = sync
+        self._on_object = on_object
+        self._on_added = on_added
+        self._workers = workers_per_member
+        self._breaker_args = (circuit_failure_threshold, circuit_cool_down_s)
+        self._max_delay_s = requeue_max_delay_s
+        self.members: dict[str, Member] = {}
+        self._breakers: dict[str, CircuitBreaker] = {}
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._token: Any = None
+        self._watch_limiter = anyio.CapacityLimiter(1000)
+        self._pending: Mapping[str, MemberMonitor] | None = None
+
+    def get(self, name: str) -> Member | None:
+        return self.members.get(name)
+
+    def breaker(self, name: str) -> CircuitBreaker:
+        """The member's breaker; it outlives connection changes (a new Secret)."""
+        if name not in self._breakers:
+            threshold, cool_down = self._breaker_args
+            self._breakers[name] = CircuitBreaker(name, threshold, cool_down)
+        return self._breakers[name]
+
+    # -- following the fleet manager ------------------------------------------------------
+
+    def sync(self, monitors: Mapping[str, MemberMonitor]) -> None:
+        """Match the units to the monitors' connections (in the event loop): a unit per
+        member with a connection; a changed connection makes a new unit."""
+        if self._task_group is None:
+            self._pending = monitors  # before run(): taken up when it starts
+            return
+        connections = {n: m.connection for n, m in monitors.items() if m.connection is not None}
+        for name in list(self.members):
+            if connections.get(name) is not self.members[name].connection:
+                self._stop(self.members.pop(name))
+                if name not in monitors:
+                    self._breakers.pop(name, None)
+        for name, connection in connections.items():
+            if name not in self.members:
+                self._start(name, connection)
+
+    def _start(self, name: str, connection: KubeConnection) -> None:
+        assert self._task_group is not None
+        member = Member(
+            name, connection, self.breaker(name), WorkQueue(max_delay_s=self._max_delay_s)
+        )
+        self.members[name] = member
+        self._task_group.start_soon(self._serve, member)
+        self._on_added(member)
+
+    def _stop(self, member: Member) -> None:
+        member.stopped = True
+        member.queue.shut_down()
+        for scope in member.scopes:
+            scope.cancel()
+        for informer in member.caches.values():
+            informer.stop()
+
+    async def _scoped(self, member: Member, fn: Callable[[], Awaitable[None]]) -> None:
+        """Run ``fn`` until it returns or the member's unit stops."""
+        with anyio.CancelScope() as scope:
+            member.scopes.append(scope)
+            if not member.stopped:
+                await fn()
+
+    async def _serve(self, member: Member) -> None:
+        async def workers() -> None:
+            async with anyio.create_task_group() as tg:
+                for _ in range(self._workers):
+                    tg.start_soon(self._worker, member)
+
+        await self._scoped(member, workers)
+
+    async def _worker(self, member: Member) -> None:
+        while (key := await member.queue.get()) is not None:
+            try:
+                await self._sync(member, key)
+            except Exception:
+                log.exception("%s: sync of %s failed", member.name, key)
+                member.queue.retry(key)
+            finally:
+                member.queue.done(key)
+
+    # -- caches ---------------------------------------------------------------------------
+
+    def cache(self, member: Member, api_version: str, kind: str) -> Informer:
+        """The member's watch cache of ``kind`` (objects carrying our label; every
+        Namespace), started on first use."""
+        informer = member.cached(api_version, kind)
+        if informer is None:
+            assert self._task_group is not None
+
+            def changed(event: str, old: Object | None, new: Object | None) -> None:
+                self._in_loop(lambda: self._on_object(member, event, old, new))
+
+            informer = Informer(
+                member.connection,
+                api_version,
+                kind,
+                changed,
+                label_selector=None if (api_version, kind) == NAMESPACES else self._label_selector,
+                transform=lambda obj: cached_form(obj, api_version, kind),
+            )
+            member.caches[api_version, kind] = informer
+            self._task_group.start_soon(self._run_informer, member, informer)
+        return informer
+
+    async def _run_informer(self, member: Member, informer: Informer) -> None:
+        async def run() -> None:
+            await anyio.to_thread.run_sync(
+                informer.run, abandon_on_cancel=True, limiter=self._watch_limiter
+            )
+
+        await self._scoped(member, run)
+
+    async def caches_synced(
+        self, member: Member, kinds: Iterable[KindKey], timeout_s: float
+    ) -> dict[KindKey, Informer]:
+        """The caches of ``kinds``, each listed (or known not to be served); raises a
+        retryable ApiError naming the first kind still not listed after ``timeout_s``."""
+        caches = {k: self.cache(member, *k) for k in kinds}
+        with anyio.move_on_after(timeout_s):
+            delay = _CACHE_POLL_S
+            while not all(i.synced.is_set() or i.not_served for i in caches.values()):
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 0.2)
+            return caches
+        waiting = next(i for i in caches.values() if not (i.synced.is_set() or i.not_served))
+        raise ApiError(
+            member.name,
+            f"the watch of {waiting.kind} has not listed within {timeout_s:g}s"
+            + (f": {waiting.last_error}" if waiting.last_error else ""),
+            retryable=True,
+        )
+
+    def _in_loop(self, fn: Callable[[], None]) -> None:
+        with contextlib.suppress(RuntimeError):  # the event loop is gone: shutting down
+            anyio.from_thread.run_sync(fn, token=self._token)
+
+    # -- running --------------------------------------------------------------------------
+
+    async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Serve the members until cancelled."""
+        self._token = anyio.lowlevel.current_token()
+        try:
+            async with anyio.create_task_group() as tg:
+                self._task_group = tg
+                if self._pending is not None:
+                    self.sync(self._pending)
+                task_status.started()
+                await anyio.sleep_forever()
+        finally:
+            for member in self.members.values():
+                self._stop(member)
+            self.members.clear()
+            self._task_group = None

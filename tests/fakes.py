@@ -1,0 +1,140 @@
+"""In-memory stand-ins for our own interfaces (never for the Kubernetes API in e2e).
+
+:class:`FakeMember` acts as one member's API server behind the ``KubeConnection`` calls the
+member sync makes (discovery, server-side apply, delete), with failures to inject, and
+as its watch caches (always current, like a watch that has caught up).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from typing import Any, cast
+
+import anyio
+
+from fleet.circuit import CircuitBreaker
+from fleet.connection import ApiError, KubeConnection
+from fleet.discovery import ResourceInfo, UnknownKind
+from fleet.informer import Informer
+from fleet.informer import key_of as cache_key
+from propagator.runtime.members import KindKey, Member, cached_form
+from propagator.runtime.workqueue import WorkQueue
+
+ObjectKey = tuple[str, str, str, str]
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "CustomResourceDefinition"}
+SERVED = {
+    ("v1", "Namespace"),
+    ("v1", "ConfigMap"),
+    ("v1", "Service"),
+    ("apps/v1", "Deployment"),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+}
+
+
+def _key(obj: dict[str, Any]) -> ObjectKey:
+    meta = obj["metadata"]
+    return (obj["apiVersion"], obj["kind"], meta.get("namespace") or "", meta["name"])
+
+
+def _normalise(value: Any) -> Any:
+    """What a real API server does to some values: ``1000m`` CPU is stored as ``1``."""
+    if isinstance(value, dict):
+        return {k: _normalise(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalise(v) for v in value]
+    return "1" if value == "1000m" else value
+
+
+class FakeMember:
+    """One member: its objects, the requests it got, and failures to give."""
+
+    def __init__(self, name: str = "m1", namespaces: Iterable[str] = ("default",)) -> None:
+        self.name = name
+        self.objects: dict[ObjectKey, dict[str, Any]] = {}
+        self.requests: list[tuple[str, ObjectKey]] = []
+        self.failures: list[ApiError] = []
+        """Raised, one per request, before anything else happens."""
+        self.delay_s = 0.0
+        self._version = 0
+        for namespace in namespaces:
+            self.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+
+    # -- the KubeConnection calls ---------------------------------------------------------
+
+    def resource(self, api_version: str, kind: str) -> ResourceInfo:
+        if (api_version, kind) not in SERVED:
+            raise UnknownKind(f"{self.name} does not serve {kind} in {api_version}")
+        group, _, version = api_version.rpartition("/")
+        return ResourceInfo(group, version, kind, kind.lower() + "s", kind not in CLUSTER_SCOPED)
+
+    def _fail(self) -> None:
+        if self.failures:
+            raise self.failures.pop(0)
+
+    def apply(self, obj: dict[str, Any], **_: Any) -> dict[str, Any]:
+        key = _key(obj)
+        self.requests.append(("apply", key))
+        self._fail()
+        self.resource(obj["apiVersion"], obj["kind"])
+        namespace = key[2]
+        if namespace and ("v1", "Namespace", "", namespace) not in self.objects:
+            raise ApiError(
+                self.name, f'PATCH: 404 NotFound: namespaces "{namespace}" not found', status=404
+            )
+        return self.put(obj)
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+        key = (api_version, kind, namespace or "", name)
+        self.requests.append(("delete", key))
+        self._fail()
+        return self.objects.pop(key, None) is not None
+
+    # -- the member's own side ------------------------------------------------------------
+
+    def put(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store ``obj`` as the server would (normalised, new resourceVersion, status
+        kept); returns what the server answers."""
+        self._version += 1
+        stored = _normalise(copy.deepcopy(obj))
+        before = self.objects.get(_key(obj))
+        if before is not None and "status" in before:
+            stored["status"] = before["status"]
+        stored["metadata"]["resourceVersion"] = str(self._version)
+        stored["metadata"]["uid"] = f"uid-{_key(obj)[3]}"
+        self.objects[_key(obj)] = stored
+        return copy.deepcopy(stored)
+
+    def edit(self, key: ObjectKey, change: Any) -> None:
+        """Someone else changes the object on the member."""
+        obj = copy.deepcopy(self.objects[key])
+        change(obj)
+        self.put(obj)
+
+    def writes(self) -> list[tuple[str, ObjectKey]]:
+        return [r for r in self.requests if r[0] in ("apply", "delete")]
+
+    # -- what the member sync is given ----------------------------------------------------
+
+    def unit(self) -> Member:
+        return Member(
+            self.name,
+            cast(KubeConnection, self),
+            CircuitBreaker(self.name, failure_threshold=3, cool_down_s=30),
+            WorkQueue(),
+        )
+
+    async def caches(
+        self, member: Member, kinds: Iterable[KindKey], timeout_s: float
+    ) -> dict[KindKey, Informer]:
+        """Caches of ``kinds`` holding what the member holds now."""
+        await anyio.sleep(self.delay_s)
+        out = {}
+        for api_version, kind in kinds:
+            informer = Informer(cast(KubeConnection, self), api_version, kind, lambda *_: None)
+            for key, obj in self.objects.items():
+                if key[:2] == (api_version, kind):
+                    informer.cache[cache_key(obj)] = cached_form(obj, api_version, kind)
+            informer.synced.set()
+            out[api_version, kind] = informer
+        return out

@@ -1,0 +1,178 @@
+"""One application on one member: what is written, judged from the caches."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, cast
+
+import pytest
+
+from fleet.connection import ApiError, KubeConnection
+from propagator.propagation.clustersync import _apply, sync_cluster
+from propagator.propagation.resources import owned_by, stamp
+from propagator.propagation.work import ClusterWork, SyncPolicy
+from tests.e2e.manifests import config_map, deployment
+from tests.fakes import FakeMember
+
+pytestmark = pytest.mark.anyio
+
+APP = "shop/web"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _work(objects: list[dict[str, Any]], kinds: frozenset[str] = frozenset()) -> ClusterWork:
+    return ClusterWork(APP, "m1", tuple(objects), "r1", kinds, SyncPolicy())
+
+
+def _objects() -> list[dict[str, Any]]:
+    return [
+        deployment("web", "shop", "nginx:1.27"),
+        config_map("web-config", "shop", mode="a", cpu="1000m"),
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}},
+    ]
+
+
+async def _sync(fake: FakeMember, work: ClusterWork, member: Any = None) -> Any:
+    return await sync_cluster(member or fake.unit(), work, fake.caches, 5.0)
+
+
+async def test_a_first_sync_costs_one_request_per_object_namespaces_first() -> None:
+    fake = FakeMember()
+    report = await _sync(fake, _work(_objects()))
+    assert report.applied == 3
+    assert report.deleted == report.healed == 0
+    kinds = [key[1] for _, key in fake.requests]
+    assert kinds[0] == "Namespace"
+    assert sorted(kinds[1:]) == ["ConfigMap", "Deployment"]
+    live = fake.objects["apps/v1", "Deployment", "shop", "web"]
+    assert owned_by(live, "shop", "web")
+
+
+async def test_nothing_is_written_when_the_member_holds_it() -> None:
+    fake = FakeMember()
+    member = fake.unit()
+    await _sync(fake, _work(_objects()), member)
+    fake.requests.clear()
+    report = await _sync(fake, _work(_objects()), member)
+    assert report.applied == 0
+    assert fake.requests == []  # the normalised 1000m included
+
+
+async def test_after_a_restart_what_matches_is_not_written_and_a_normalised_value_once() -> None:
+    fake = FakeMember()
+    await _sync(fake, _work(_objects()))
+    fake.requests.clear()
+    restarted = fake.unit()  # nothing recorded
+    report = await _sync(fake, _work(_objects()), restarted)
+    assert report.applied == 1  # the ConfigMap with cpu 1000m (stored as 1)
+    fake.requests.clear()
+    assert (await _sync(fake, _work(_objects()), restarted)).applied == 0
+
+
+async def test_drift_and_deletion_are_healed_and_counted() -> None:
+    fake = FakeMember()
+    member = fake.unit()
+    await _sync(fake, _work(_objects()), member)
+
+    def set_image(obj: dict[str, Any]) -> None:
+        obj["spec"]["template"]["spec"]["containers"][0]["image"] = "evil:1"
+
+    fake.edit(("apps/v1", "Deployment", "shop", "web"), set_image)
+    del fake.objects["v1", "ConfigMap", "shop", "web-config"]
+    fake.requests.clear()
+    report = await _sync(fake, _work(_objects()), member)
+    assert report.applied == report.healed == 2
+    live = fake.objects["apps/v1", "Deployment", "shop", "web"]
+    assert live["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"
+    assert ("v1", "ConfigMap", "shop", "web-config") in fake.objects
+
+
+async def test_a_status_update_on_the_member_is_not_drift() -> None:
+    fake = FakeMember()
+    member = fake.unit()
+    await _sync(fake, _work(_objects()), member)
+    fake.edit(
+        ("apps/v1", "Deployment", "shop", "web"),
+        lambda obj: obj.update(status={"readyReplicas": 2}),
+    )
+    fake.requests.clear()
+    assert (await _sync(fake, _work(_objects()), member)).applied == 0
+
+
+async def test_only_this_applications_unwanted_objects_are_deleted() -> None:
+    fake = FakeMember()
+    member = fake.unit()
+    await _sync(fake, _work(_objects()), member)
+    fake.put(stamp(config_map("theirs", "shop", a="1"), "shop", "other", "x"))
+    fake.put(config_map("unowned", "shop", a="1"))
+    kinds = frozenset({"v1/ConfigMap", "apps/v1/Deployment"})
+    report = await _sync(fake, _work(_objects()[:1], kinds), member)
+    assert report.deleted == 1
+    assert ("v1", "ConfigMap", "shop", "web-config") not in fake.objects
+    assert ("v1", "ConfigMap", "shop", "theirs") in fake.objects
+    assert ("v1", "ConfigMap", "shop", "unowned") in fake.objects
+    # The removal work (no objects) takes everything of this application, and only that.
+    report = await _sync(fake, _work([], kinds), member)
+    assert report.deleted == 1
+    assert ("apps/v1", "Deployment", "shop", "web") not in fake.objects
+    assert ("v1", "ConfigMap", "shop", "theirs") in fake.objects
+
+
+async def test_a_namespace_the_member_lacks_is_created_first_one_request_each() -> None:
+    fake = FakeMember()
+    report = await _sync(fake, _work([config_map("c", "elsewhere", a="1")]))
+    assert report.applied == 1
+    assert fake.requests == [
+        ("apply", ("v1", "Namespace", "", "elsewhere")),
+        ("apply", ("v1", "ConfigMap", "elsewhere", "c")),
+    ]
+
+
+def test_a_namespace_gone_since_the_cache_saw_it_is_created_on_the_refusal() -> None:
+    fake = FakeMember()
+    answer = _apply(cast(KubeConnection, fake), config_map("c", "late", a="1"))
+    assert answer["metadata"]["namespace"] == "late"
+    assert [key[1] for _, key in fake.requests] == ["ConfigMap", "Namespace", "ConfigMap"]
+
+
+async def test_objects_without_a_namespace_go_into_the_applications() -> None:
+    fake = FakeMember(namespaces=["shop"])
+    plain = config_map("plain", "shop", a="1")
+    del plain["metadata"]["namespace"]
+    await _sync(fake, _work([plain]))
+    assert ("v1", "ConfigMap", "shop", "plain") in fake.objects
+
+
+async def test_a_refusal_fails_the_sync_and_starts_nothing_new() -> None:
+    fake = FakeMember(namespaces=["shop"])
+    fake.failures = [ApiError("m1", "422 Invalid: spec.replicas", status=422)]
+    many = [config_map(f"c{i}", "shop", a="1") for i in range(30)]
+    with pytest.raises(ApiError, match="422"):
+        await _sync(fake, _work(many))
+    assert len(fake.objects) < 30  # stopped early (8 in flight at most)
+
+
+async def test_in_flight_applies_are_bounded() -> None:
+    fake = FakeMember(namespaces=["shop"])
+    in_flight = peak = 0
+    lock = threading.Lock()
+    apply = fake.apply
+
+    def slow_apply(obj: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        nonlocal in_flight, peak
+        with lock:
+            in_flight += 1
+            peak = max(peak, in_flight)
+        time.sleep(0.01)
+        with lock:
+            in_flight -= 1
+        return apply(obj, **kw)
+
+    fake.apply = slow_apply  # type: ignore[method-assign]
+    await _sync(fake, _work([config_map(f"c{i}", "shop", a="1") for i in range(20)]))
+    assert 1 < peak <= 8

@@ -1,0 +1,67 @@
+"""Member cache events: drift and deletions sync again; workload changes refresh status."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from propagator.propagation.drift import fingerprint
+from propagator.propagation.resources import stamp
+from propagator.propagation.routing import route_member_event
+from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
+from propagator.runtime.members import Applied
+from tests.e2e.manifests import config_map, deployment
+from tests.fakes import FakeMember
+
+APP = "shop/web"
+
+
+def _setup(obj: dict[str, Any]) -> tuple[Any, WorkTable, dict[str, Any]]:
+    member = FakeMember("m1").unit()
+    table = WorkTable()
+    table.set_work(
+        APP,
+        {"m1": ClusterWork(APP, "m1", (obj,), "r1", frozenset(), SyncPolicy())},
+        now=0,
+        recheck_after_s=60,
+    )
+    desired = stamp(obj, "shop", "web", "r1")
+    live = {**copy.deepcopy(desired), "status": {"readyReplicas": 1}}
+    live["metadata"]["resourceVersion"] = "5"
+    member.applied[
+        "apps/v1" if obj["kind"] == "Deployment" else "v1",
+        obj["kind"],
+        "shop",
+        obj["metadata"]["name"],
+    ] = Applied(desired, fingerprint(live, desired))
+    return member, table, live
+
+
+def test_a_status_change_refreshes_the_status_without_a_sync() -> None:
+    member, table, live = _setup(deployment("web", "shop", "nginx:1"))
+    newer = {**live, "status": {"readyReplicas": 2}}
+    route = route_member_event(member, table, live, newer)
+    assert route.sync is None
+    assert route.refresh == APP
+
+
+def test_an_edited_object_is_synced_again() -> None:
+    member, table, live = _setup(deployment("web", "shop", "nginx:1"))
+    edited = copy.deepcopy(live)
+    edited["spec"]["template"]["spec"]["containers"][0]["image"] = "evil:1"
+    assert route_member_event(member, table, live, edited).sync == APP
+
+
+def test_a_deleted_object_is_synced_again_and_a_config_map_needs_no_refresh() -> None:
+    member, table, live = _setup(config_map("settings", "shop", a="1"))
+    route = route_member_event(member, table, live, None)
+    assert route.sync == APP
+    assert route.refresh is None
+
+
+def test_objects_of_applications_without_work_here_are_ignored() -> None:
+    member, table, live = _setup(config_map("settings", "shop", a="1"))
+    other = stamp(config_map("x", "shop", a="1"), "shop", "other", "r1")
+    assert route_member_event(member, table, other, None).sync is None
+    table.forget(APP)
+    assert route_member_event(member, table, live, None).sync is None
