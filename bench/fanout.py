@@ -24,14 +24,12 @@ import dataclasses
 import functools
 import math
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 import anyio
-import anyio.to_thread
 
 from bench.latency_proxy import LatencyProxy
 from bench.report import arguments, emit
@@ -54,16 +52,13 @@ class CountingConnection(KubeConnection):
     """A member connection that counts its requests."""
 
     requests = 0
-    _lock = threading.Lock()
 
-    def request(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        with CountingConnection._lock:
-            CountingConnection.requests += 1
-        return super().request(*args, **kwargs)
+    async def request(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        CountingConnection.requests += 1
+        return await super().request(*args, **kwargs)
 
     def stream(self, *args: Any, **kwargs: Any) -> Any:
-        with CountingConnection._lock:
-            CountingConnection.requests += 1
+        CountingConnection.requests += 1
         return super().stream(*args, **kwargs)
 
 
@@ -101,27 +96,27 @@ def _connections(
     return conns, proxies
 
 
-def _bare_loop(conns: dict[str, KubeConnection], concurrency: int, run: str) -> float:
-    """The servers' limit: the same writes (a namespace and the objects per cluster) sent
-    straight to the members, ``concurrency`` clusters at once, without added latency."""
+async def _bare_loop(conns: dict[str, KubeConnection], concurrency: int, run: str) -> float:
+    """The servers' limit: the same writes (a namespace, then the objects at once, per
+    cluster) sent straight to the members, ``concurrency`` clusters at once, without added
+    latency."""
+    limiter = anyio.CapacityLimiter(concurrency)
 
-    def one(cluster: str) -> None:
+    async def one(cluster: str) -> None:
         conn = conns[cluster]
         namespace = f"bare-{run}-{cluster}"
-        conn.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-        for obj in _objects(namespace):
-            conn.apply(obj)
-
-    async def loop() -> None:
-        limiter = anyio.CapacityLimiter(concurrency)
-        async with anyio.create_task_group() as tg:
-            for cluster in conns:
-                tg.start_soon(
-                    functools.partial(anyio.to_thread.run_sync, one, cluster, limiter=limiter)
-                )
+        async with limiter:
+            await conn.apply(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+            )
+            async with anyio.create_task_group() as tg:
+                for obj in _objects(namespace):
+                    tg.start_soon(functools.partial(conn.apply, obj))
 
     start = time.perf_counter()
-    anyio.run(loop)
+    async with anyio.create_task_group() as tg:
+        for cluster in conns:
+            tg.start_soon(one, cluster)
     return time.perf_counter() - start
 
 
@@ -189,7 +184,7 @@ async def _sync_all(
     return wall, table, metrics
 
 
-def measure(
+async def measure(
     conns: dict[str, KubeConnection],
     direct: dict[str, KubeConnection],
     concurrency: int,
@@ -197,11 +192,11 @@ def measure(
     latency_s: float,
 ) -> dict[str, Any]:
     for conn in [*conns.values(), *direct.values()]:
-        conn.version()  # TLS handshakes and discovery outside the timing
-        conn.discovery.kinds()
-    servers_s = _bare_loop(direct, concurrency, run)
+        await conn.version()  # TLS handshakes and discovery outside the timing
+        await conn.discovery.kinds()
+    servers_s = await _bare_loop(direct, concurrency, run)
     CountingConnection.requests = 0
-    wall, table, metrics = anyio.run(_sync_all, conns, concurrency, run)
+    wall, table, metrics = await _sync_all(conns, concurrency, run)
     failed = {k: s for k, s in table.states.items() if not s.applied}
     if failed:
         (_, cluster), state = next(iter(failed.items()))
@@ -244,10 +239,16 @@ def main() -> None:
         try:
             conns, proxies = _connections(state, clusters, latency_s)
             direct, _ = _connections(state, clusters, None)
-            rows = []
-            for concurrency in (1, 10, 50):
-                rows.append(measure(conns, direct, concurrency, f"c{concurrency}", latency_s))
-                rows[-1]["speedup"] = rows[0]["wall_s"] / rows[-1]["wall_s"]
+
+            async def runs() -> list[dict[str, Any]]:
+                rows = []
+                for concurrency in (1, 10, 50):
+                    run = f"c{concurrency}"
+                    rows.append(await measure(conns, direct, concurrency, run, latency_s))
+                    rows[-1]["speedup"] = rows[0]["wall_s"] / rows[-1]["wall_s"]
+                return rows
+
+            rows = anyio.run(runs)
         finally:
             for proxy in proxies:
                 proxy.close()

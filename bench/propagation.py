@@ -112,7 +112,8 @@ class Controller:
         )
 
 
-def _setup(state: local.FleetState, hub: Any) -> None:
+def _setup_crds(hub: Any) -> None:
+    """Install Propagator's CRDs on the hub and wait until they are established."""
     ext = k8s.ApiextensionsV1Api(hub)
     for crd in crds():
         ext.create_custom_resource_definition(crd)  # type: ignore[arg-type]
@@ -127,6 +128,10 @@ def _setup(state: local.FleetState, hub: Any) -> None:
             ),
             "CRDs established",
         )
+
+
+def _setup(state: local.FleetState, hub: Any) -> None:
+    _setup_crds(hub)
     for member in state.members:
         result = subprocess.run(
             [

@@ -1,34 +1,28 @@
-"""A raw-JSON connection to one Kubernetes API server (the hub or a member).
+"""A raw-JSON connection to one Kubernetes API server (the hub or a member), async.
 
-Dicts in, dicts out: server-side apply, get, list, delete and watch go straight over a
-urllib3 pool without conversion to generated model classes. Credentials stay in memory (a
-client certificate is loaded through an anonymous memory file, never written to disk).
-Retries are not done here: callers decide what is retryable from :class:`ApiError`.
+Dicts in, dicts out: server-side apply, get, list, delete and watch go straight over
+httpx on anyio, without conversion to generated model classes and without a thread per
+call or per watch. Credentials stay in memory (a client certificate is loaded through an
+anonymous memory file, never written to disk). Retries are not done here: callers decide
+what is retryable from :class:`ApiError`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import os
 import ssl
 import subprocess
 import tempfile
-import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-import urllib3
-from urllib3.exceptions import (
-    ConnectTimeoutError,
-    HTTPError,
-    NewConnectionError,
-    ReadTimeoutError,
-    SSLError,
-)
+import anyio
+import anyio.to_thread
+import httpx
 
 from fleet.discovery import Discovery, ResourceInfo
 from fleet.kubeconfig import Credentials, ExecConfig
@@ -45,6 +39,12 @@ class ConnectionOptions:
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 30.0
     pool_size: int = 16
+    """Idle connections kept per server (more are opened while calls and watches need
+    them; the callers bound how many run at once)."""
+    http2: bool = False
+    """HTTP/2 would carry every call and watch of a server over one connection, but
+    httpcore's HTTP/2 (1.0.9) can wedge a connection while long-lived watch streams are open
+    (encode/httpcore#1022, pydantic/httpx2#1133, #1216): off until that is fixed."""
 
 
 class ApiError(Exception):
@@ -131,105 +131,137 @@ def _run_exec(spec: ExecConfig, cluster: str) -> _ExecToken:
     )
 
 
+_ERROR_BODY_LIMIT = 300
+"""Characters of a non-JSON error body kept in a message (member answers are capped)."""
+
+
+def _query(params: dict[str, Any] | None) -> str:
+    if not params:
+        return ""
+    return "?" + "&".join(
+        f"{k}={quote(str(v), safe='')}" for k, v in params.items() if v is not None
+    )
+
+
+def _tls_error(exc: BaseException) -> ssl.SSLError | None:
+    """The TLS failure behind a transport error (httpx wraps it twice), if any."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 class KubeConnection:
-    """Calls to one API server. Thread-safe; one instance per cluster."""
+    """Calls to one API server. One instance per cluster, used from one event loop."""
 
     def __init__(self, name: str, creds: Credentials, options: ConnectionOptions) -> None:
         self.name = name
         self.server = creds.server
         self._creds = creds
         self._options = options
-        self._lock = threading.Lock()
         self._exec: _ExecToken | None = None
-        self._streams: set[urllib3.BaseHTTPResponse] = set()
-        self._pool = self._new_pool()
+        self._client: httpx.AsyncClient | None = None
+        self._client_lock: anyio.Lock | None = None
         self.discovery = Discovery(self)
 
-    def _client_material(self) -> tuple[tuple[bytes, bytes] | None, str | None]:
+    async def _client_material(self) -> tuple[tuple[bytes, bytes] | None, str | None]:
         creds = self._creds
         if creds.exec is None:
             client = (creds.client_cert, creds.client_key) if creds.client_cert else None
             return client, creds.token  # type: ignore[return-value]
         now = dt.datetime.now(dt.UTC)
         if self._exec is None or (self._exec.expires and self._exec.expires <= now):
-            self._exec = _run_exec(creds.exec, self.name)
+            self._exec = await anyio.to_thread.run_sync(_run_exec, creds.exec, self.name)
         return self._exec.client, self._exec.token
 
-    def _new_pool(self) -> urllib3.PoolManager:
-        client, token = self._client_material()
+    async def _new_client(self) -> httpx.AsyncClient:
+        client, token = await self._client_material()
         headers = {"User-Agent": "propagator", "Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        kwargs: dict[str, Any] = {}
-        if self._creds.tls_server_name:
-            kwargs["server_hostname"] = self._creds.tls_server_name
-        return urllib3.PoolManager(
-            num_pools=2,
-            maxsize=self._options.pool_size,
-            block=False,
+        options = self._options
+        return httpx.AsyncClient(
+            base_url=self.server,
             headers=headers,
-            ssl_context=_ssl_context(self._creds, client),
-            retries=False,
-            timeout=urllib3.Timeout(
-                connect=self._options.connect_timeout_s, read=self._options.read_timeout_s
+            verify=_ssl_context(self._creds, client),
+            http2=options.http2,
+            timeout=httpx.Timeout(
+                options.read_timeout_s, connect=options.connect_timeout_s, pool=None
             ),
-            **kwargs,
+            # Each watch holds a connection for its whole life: the pool must not make a
+            # call wait behind watches, so only idle connections are capped.
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=options.pool_size),
+            trust_env=False,  # a proxy from the environment never sees member credentials
         )
 
-    def _pool_now(self) -> urllib3.PoolManager:
-        if self._creds.exec is not None:
-            with self._lock:
-                expires = self._exec.expires if self._exec else None
-                if expires and expires <= dt.datetime.now(dt.UTC):
-                    self._pool = self._new_pool()
-        return self._pool
+    async def _http(self) -> httpx.AsyncClient:
+        """The client, (re)made on first use and when an exec credential expired."""
+        if self._client_lock is None:
+            self._client_lock = anyio.Lock()
+        async with self._client_lock:
+            expired = (
+                self._exec is not None
+                and self._exec.expires is not None
+                and self._exec.expires <= dt.datetime.now(dt.UTC)
+            )
+            if self._client is None or expired:
+                old, self._client = self._client, await self._new_client()
+                if old is not None:
+                    await old.aclose()
+            return self._client
 
-    def close(self) -> None:
-        """Abort open watches (their threads return at once) and drop pooled connections."""
-        with self._lock:
-            streams, self._streams = list(self._streams), set()
-        for resp in streams:
-            with contextlib.suppress(Exception):
-                resp.shutdown()
-        self._pool.clear()
+    async def close(self) -> None:
+        """Drop the connection (watches on it end)."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
 
     # -- raw calls -----------------------------------------------------------------------
 
-    def _raise_for(self, resp: urllib3.BaseHTTPResponse, method: str, path: str) -> None:
+    def _error_for(self, status: int, data: bytes, headers: httpx.Headers, what: str) -> ApiError:
         try:
-            body = json.loads(resp.data or b"{}")
+            body = json.loads(data or b"{}")
+            if not isinstance(body, dict):
+                body = {}
         except ValueError:
             body = {}
-        message = body.get("message") or (resp.data or b"").decode(errors="replace")[:300]
-        status = resp.status
+        message = body.get("message") or data.decode(errors="replace")[:_ERROR_BODY_LIMIT]
         retry_after = None
         if status == 429:
             try:
-                retry_after = float(resp.headers.get("Retry-After", "1"))
+                retry_after = float(headers.get("Retry-After", "1"))
             except ValueError:
                 retry_after = 1.0
-        raise ApiError(
+        return ApiError(
             self.name,
-            f"{method} {path}: {status} {body.get('reason', '')}: {message}".replace(": :", ":"),
+            f"{what}: {status} {body.get('reason', '')}: {message}".replace(": :", ":"),
             status=status,
-            reason=body.get("reason", ""),
+            reason=str(body.get("reason", "")),
             retryable=status == 429 or status >= 500,
             retry_after_s=retry_after,
         )
 
-    def _transport_error(self, exc: Exception, method: str, path: str) -> ApiError:
-        if isinstance(exc, SSLError):
-            return ApiError(self.name, f"{method} {path}: TLS failed: {exc.__cause__ or exc}")
-        # NewConnectionError subclasses ConnectTimeoutError: test it first.
-        if isinstance(exc, NewConnectionError):
-            what = "connection refused or unreachable"
-        elif isinstance(exc, ConnectTimeoutError | ReadTimeoutError):
-            what = "timeout"
+    def _transport_error(self, exc: Exception, what: str) -> ApiError:
+        tls = _tls_error(exc)
+        if tls is not None:
+            return ApiError(self.name, f"{what}: TLS failed: {tls}")
+        if isinstance(exc, httpx.ConnectTimeout):
+            problem = "timeout"
+        elif isinstance(exc, httpx.ConnectError):
+            problem = "connection refused or unreachable"
+        elif isinstance(exc, httpx.TimeoutException):
+            problem = "timeout"
         else:
-            what = f"connection error ({type(exc).__name__})"
-        return ApiError(self.name, f"{method} {path}: {what}: {self.server}", retryable=True)
+            problem = f"connection error ({type(exc).__name__})"
+        return ApiError(self.name, f"{what}: {problem}: {self.server}", retryable=True)
 
-    def request(
+    def _extensions(self) -> dict[str, Any]:
+        name = self._creds.tls_server_name
+        return {"sni_hostname": name} if name else {}
+
+    async def request(
         self,
         method: str,
         path: str,
@@ -243,91 +275,76 @@ class KubeConnection:
     ) -> dict[str, Any]:
         """One call; returns the decoded JSON body ({} if ``decode`` is false) or raises
         :class:`ApiError`."""
-        url = self.server + path
-        if params:
-            url += "?" + "&".join(
-                f"{k}={quote(str(v), safe='')}" for k, v in params.items() if v is not None
-            )
         headers = {}
-        data = None
+        content = None
         if body is not None:
-            data = json.dumps(body).encode()
+            content = json.dumps(body).encode()
             headers["Content-Type"] = content_type
         if accept:
             headers["Accept"] = accept
-        timeout = (
-            urllib3.Timeout(connect=self._options.connect_timeout_s, read=timeout_s)
-            if timeout_s
-            else None
-        )
+        what = f"{method} {path}"
+        client = await self._http()
         try:
-            resp = self._pool_now().request(
-                method, url, body=data, headers=headers or None, timeout=timeout
+            resp = await client.request(
+                method,
+                path + _query(params),
+                content=content,
+                headers=headers,
+                timeout=httpx.Timeout(timeout_s, connect=self._options.connect_timeout_s)
+                if timeout_s
+                else httpx.USE_CLIENT_DEFAULT,
+                extensions=self._extensions(),
             )
-        except HTTPError as exc:
-            raise self._transport_error(exc, method, path) from exc
-        if resp.status >= 400:
-            self._raise_for(resp, method, path)
-        return json.loads(resp.data) if decode and resp.data else {}
+        except httpx.TransportError as exc:
+            raise self._transport_error(exc, what) from exc
+        if resp.status_code >= 400:
+            raise self._error_for(resp.status_code, resp.content, resp.headers, what)
+        return json.loads(resp.content) if decode and resp.content else {}
 
-    def stream(
+    async def stream(
         self, path: str, params: dict[str, Any], read_timeout_s: float
-    ) -> Iterator[dict[str, Any]]:
-        """A watch: yields each event ({"type", "object"}) until the server ends the stream."""
-        url = (
-            self.server
-            + path
-            + "?"
-            + "&".join(f"{k}={quote(str(v), safe='')}" for k, v in params.items() if v is not None)
-        )
+    ) -> AsyncIterator[dict[str, Any]]:
+        """A watch: yields each event ({"type", "object"}) until the server ends the
+        stream."""
+        client = await self._http()
+        what = f"WATCH {path}"
         try:
-            resp = self._pool_now().request(
+            async with client.stream(
                 "GET",
-                url,
-                preload_content=False,
-                timeout=urllib3.Timeout(
-                    connect=self._options.connect_timeout_s, read=read_timeout_s
-                ),
-            )
-        except HTTPError as exc:
-            raise self._transport_error(exc, "WATCH", path) from exc
-        with self._lock:
-            self._streams.add(resp)
-        try:
-            if resp.status >= 400:
-                resp.read()
-                self._raise_for(resp, "WATCH", path)
-            buffer = b""
-            for chunk in resp.stream(65536):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
+                path + _query(params),
+                timeout=httpx.Timeout(read_timeout_s, connect=self._options.connect_timeout_s),
+                extensions=self._extensions(),
+            ) as resp:
+                if resp.status_code >= 400:
+                    data = await resp.aread()
+                    raise self._error_for(resp.status_code, data, resp.headers, what)
+                async for line in resp.aiter_lines():
                     if line.strip():
                         yield json.loads(line)
-        except (HTTPError, OSError) as exc:
-            raise self._transport_error(exc, "WATCH", path) from exc
-        finally:
-            with self._lock:
-                self._streams.discard(resp)
-            resp.release_conn()
+        except httpx.TransportError as exc:
+            raise self._transport_error(exc, what) from exc
+        except httpx.StreamError as exc:
+            raise ApiError(self.name, f"{what}: stream ended: {exc}", retryable=True) from exc
 
     # -- resources -----------------------------------------------------------------------
 
-    def resource(self, api_version: str, kind: str) -> ResourceInfo:
+    async def resource(self, api_version: str, kind: str) -> ResourceInfo:
         """How ``kind`` is served (plural, namespaced), from discovery (refreshed on a miss)."""
-        return self.discovery.resource(api_version, kind)
+        return await self.discovery.resource(api_version, kind)
 
-    def get(
+    async def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
     ) -> dict[str, Any]:
-        return self.request("GET", self.resource(api_version, kind).path(namespace, name))
+        info = await self.resource(api_version, kind)
+        return await self.request("GET", info.path(namespace, name))
 
-    def list(
+    async def list(
         self, api_version: str, kind: str, namespace: str | None = None, **params: Any
     ) -> dict[str, Any]:
-        return self.request("GET", self.resource(api_version, kind).path(namespace), params=params)
+        info = await self.resource(api_version, kind)
+        return await self.request("GET", info.path(namespace), params=params)
 
-    def apply(
+    async def apply(
         self,
         obj: dict[str, Any],
         *,
@@ -336,7 +353,7 @@ class KubeConnection:
         timeout_s: float | None = None,
     ) -> dict[str, Any]:
         """Server-side apply ``obj`` (force: Propagator owns what it propagates)."""
-        info = self.resource(obj["apiVersion"], obj["kind"])
+        info = await self.resource(obj["apiVersion"], obj["kind"])
         meta = obj.get("metadata") or {}
         path = info.path(meta.get("namespace") if info.namespaced else None, meta["name"])
         params = {
@@ -344,7 +361,7 @@ class KubeConnection:
             "force": "true",
             "dryRun": "All" if dry_run else None,
         }
-        return self.request(
+        return await self.request(
             "PATCH",
             path,
             params=params,
@@ -353,7 +370,7 @@ class KubeConnection:
             timeout_s=timeout_s,
         )
 
-    def merge_patch(
+    async def merge_patch(
         self,
         api_version: str,
         kind: str,
@@ -364,21 +381,22 @@ class KubeConnection:
         subresource: str | None = None,
     ) -> dict[str, Any]:
         """JSON merge patch of an object (or its ``subresource``, e.g. ``status``)."""
-        path = self.resource(api_version, kind).path(namespace, name)
-        return self.request(
+        path = (await self.resource(api_version, kind)).path(namespace, name)
+        return await self.request(
             "PATCH",
             f"{path}/{subresource}" if subresource else path,
             body=body,
             content_type=MERGE_PATCH_CONTENT_TYPE,
         )
 
-    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
-        """Delete an object (foreground-free, background propagation); False if it was gone."""
+    async def delete(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> bool:
+        """Delete an object (background propagation); False if it was gone."""
+        info = await self.resource(api_version, kind)
         try:
-            self.request(
-                "DELETE",
-                self.resource(api_version, kind).path(namespace, name),
-                body={"propagationPolicy": "Background"},
+            await self.request(
+                "DELETE", info.path(namespace, name), body={"propagationPolicy": "Background"}
             )
         except ApiError as exc:
             if exc.not_found:
@@ -386,9 +404,9 @@ class KubeConnection:
             raise
         return True
 
-    def readyz(self, timeout_s: float) -> None:
+    async def readyz(self, timeout_s: float) -> None:
         """Raise :class:`ApiError` unless ``/readyz`` answers 200 within ``timeout_s``."""
-        self.request("GET", "/readyz", timeout_s=timeout_s, accept="text/plain", decode=False)
+        await self.request("GET", "/readyz", timeout_s=timeout_s, accept="text/plain", decode=False)
 
-    def version(self) -> dict[str, Any]:
-        return self.request("GET", "/version")
+    async def version(self) -> dict[str, Any]:
+        return await self.request("GET", "/version")

@@ -6,7 +6,6 @@ version and kind.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,17 +43,16 @@ class UnknownKind(LookupError):
 
 
 class Discovery:
-    """The kinds one server serves; thread-safe, refreshed when a lookup misses."""
+    """The kinds one server serves; refreshed when a lookup misses."""
 
     def __init__(self, connection: KubeConnection) -> None:
         self._connection = connection
-        self._lock = threading.Lock()
         self._kinds: dict[tuple[str, str], ResourceInfo] | None = None
 
-    def _fetch(self) -> dict[tuple[str, str], ResourceInfo]:
+    async def _fetch(self) -> dict[tuple[str, str], ResourceInfo]:
         kinds: dict[tuple[str, str], ResourceInfo] = {}
         for root in ("/api", "/apis"):
-            listing = self._connection.request("GET", root, accept=_AGGREGATED)
+            listing = await self._connection.request("GET", root, accept=_AGGREGATED)
             for group in listing.get("items") or []:
                 group_name = (group.get("metadata") or {}).get("name", "")
                 for version in group.get("versions") or []:
@@ -72,30 +70,26 @@ class Discovery:
                         kinds[(info.api_version, kind)] = info
         return kinds
 
-    def refresh(self) -> dict[tuple[str, str], ResourceInfo]:
+    async def refresh(self) -> dict[tuple[str, str], ResourceInfo]:
         """Fetch the server's kinds again."""
-        kinds = self._fetch()
-        with self._lock:
-            self._kinds = kinds
-        return kinds
+        self._kinds = await self._fetch()
+        return self._kinds
 
-    def kinds(self) -> dict[tuple[str, str], ResourceInfo]:
+    async def kinds(self) -> dict[tuple[str, str], ResourceInfo]:
         """Every served (apiVersion, kind), fetched on first use."""
-        with self._lock:
-            cached = self._kinds
-        return cached if cached is not None else self.refresh()
+        return self._kinds if self._kinds is not None else await self.refresh()
 
-    def resource(self, api_version: str, kind: str) -> ResourceInfo:
+    async def resource(self, api_version: str, kind: str) -> ResourceInfo:
         """Look ``kind`` up; a miss refreshes once (a CRD may just have been installed)."""
         key = (api_version, kind)
-        info = self.kinds().get(key) or self.refresh().get(key)
+        info = (await self.kinds()).get(key) or (await self.refresh()).get(key)
         if info is None:
             raise UnknownKind(f"{self._connection.name} does not serve {kind} in {api_version}")
         return info
 
-    def enablements(self) -> list[dict[str, Any]]:
+    async def enablements(self) -> list[dict[str, Any]]:
         """Group/versions with their kinds, sorted (for MemberCluster.status.apiEnablements)."""
         by_gv: dict[str, set[str]] = {}
-        for gv, kind in self.kinds():
+        for gv, kind in await self.kinds():
             by_gv.setdefault(gv, set()).add(kind)
         return [{"groupVersion": gv, "kinds": sorted(k)} for gv, k in sorted(by_gv.items())]

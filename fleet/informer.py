@@ -1,20 +1,22 @@
-"""List+watch of one kind into a local cache (what client-go calls an informer).
+"""List+watch of one kind into a local cache (what client-go calls an informer), async.
 
 The first list fills the cache; the watch continues from its resourceVersion with
 bookmarks; ``410 Gone`` (the server no longer has that version) or a broken stream leads
 to a fresh list, and the cache is replaced with what the server has, reporting the
-differences as events. Runs in a thread: calls are blocking.
+differences as events. Runs as a task in the event loop (no thread); the handler is
+called there too, and must not block.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import random
-import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+import anyio
 
 from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
@@ -25,7 +27,7 @@ Object = dict[str, Any]
 Handler = Callable[[str, Object | None, Object | None], None]
 """Called as handler(event, old, new) with event ADDED, MODIFIED or DELETED."""
 
-_WATCH_TIMEOUT_S = 60  # also bounds how long stop() waits on a quiet stream
+_WATCH_TIMEOUT_S = 60
 _MAX_BACKOFF_S = 30.0
 
 
@@ -50,25 +52,45 @@ class Informer:
     transform: Callable[[Object], Object] | None = None
     """Applied to every object before caching (e.g. keep only the fields used)."""
     cache: dict[str, Object] = field(default_factory=dict)
-    synced: threading.Event = field(default_factory=threading.Event)
-    stopped: threading.Event = field(default_factory=threading.Event)
     relists: int = 0
     last_error: str | None = None
     not_served: bool = False
     """The server does not serve the kind (it is retried with backoff all the same)."""
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _synced: bool = False
+    _synced_event: anyio.Event | None = None
+    _scope: anyio.CancelScope | None = None
+    _stopped: bool = False
+
+    @property
+    def synced(self) -> bool:
+        """Whether the first list has filled the cache."""
+        return self._synced
+
+    def mark_synced(self) -> None:
+        self._synced = True
+        if self._synced_event is not None:
+            self._synced_event.set()
+
+    async def wait_synced(self) -> None:
+        """Return once the first list has filled the cache."""
+        if self._synced:
+            return
+        if self._synced_event is None:
+            self._synced_event = anyio.Event()
+        await self._synced_event.wait()
 
     def snapshot(self) -> list[Object]:
-        """The cached objects, safe to read from any thread."""
-        with self._lock:
-            return list(self.cache.values())
+        """The cached objects."""
+        return list(self.cache.values())
 
     def get(self, key: str) -> Object | None:
-        with self._lock:
-            return self.cache.get(key)
+        return self.cache.get(key)
 
     def stop(self) -> None:
-        self.stopped.set()
+        """End :meth:`run` (now if it runs, at once if it has not started)."""
+        self._stopped = True
+        if self._scope is not None:
+            self._scope.cancel()
 
     def _params(self) -> dict[str, Any]:
         return {"labelSelector": self.label_selector, "fieldSelector": self.field_selector}
@@ -76,13 +98,14 @@ class Informer:
     def _prepare(self, obj: Object) -> Object:
         return self.transform(obj) if self.transform else obj
 
-    def _relist(self) -> str:
+    async def _relist(self) -> str:
         """List everything, replace the cache, emit the differences; returns the version."""
-        info = self.connection.resource(self.api_version, self.kind)
-        listing = self.connection.request("GET", info.path(self.namespace), params=self._params())
+        info = await self.connection.resource(self.api_version, self.kind)
+        listing = await self.connection.request(
+            "GET", info.path(self.namespace), params=self._params()
+        )
         fresh = {key_of(o): self._prepare(o) for o in listing.get("items") or []}
-        with self._lock:
-            old, self.cache = self.cache, fresh
+        old, self.cache = self.cache, fresh
         for key, obj in fresh.items():
             before = old.get(key)
             if before is None:
@@ -94,13 +117,13 @@ class Informer:
                 self.handler("DELETED", obj, None)
         self.relists += 1
         self.not_served = False
-        self.synced.set()
+        self.mark_synced()
         return str((listing.get("metadata") or {}).get("resourceVersion", ""))
 
-    def _watch(self, version: str) -> str:
+    async def _watch(self, version: str) -> str:
         """Follow changes from ``version``; returns the last version seen when the stream
         ends. Raises ApiError (410 included) on failure."""
-        info = self.connection.resource(self.api_version, self.kind)
+        info = await self.connection.resource(self.api_version, self.kind)
         params = {
             **self._params(),
             "watch": "1",
@@ -108,11 +131,10 @@ class Informer:
             "resourceVersion": version,
             "timeoutSeconds": _WATCH_TIMEOUT_S,
         }
-        for event in self.connection.stream(
+        events = self.connection.stream(
             info.path(self.namespace), params, read_timeout_s=_WATCH_TIMEOUT_S + 30
-        ):
-            if self.stopped.is_set():
-                break
+        )
+        async for event in events:
             kind, obj = str(event.get("type")), event.get("object") or {}
             if kind == "ERROR":
                 code = obj.get("code")
@@ -126,46 +148,51 @@ class Informer:
                 continue
             obj = self._prepare(obj)
             key = key_of(obj)
-            with self._lock:
-                before = self.cache.get(key)
-                if kind == "DELETED":
-                    self.cache.pop(key, None)
-                else:
-                    self.cache[key] = obj
+            before = self.cache.get(key)
+            if kind == "DELETED":
+                self.cache.pop(key, None)
+            else:
+                self.cache[key] = obj
             self.handler(kind, before, None if kind == "DELETED" else obj)
         return version
 
-    def run(self) -> None:
-        """List and watch until :meth:`stop`; errors are logged and retried with backoff."""
-        version = ""
-        backoff = 0.5
-        while not self.stopped.is_set():
-            try:
-                if not version:
-                    version = self._relist()
-                version = self._watch(version)
-                backoff = 0.5
-                self.last_error = None
-            except (ApiError, UnknownKind, ValueError) as exc:
-                gone = isinstance(exc, ApiError) and exc.status == 410
-                version = ""  # relist: after 410 the version is too old, after errors unknown
-                if gone:
-                    continue
-                self.last_error = str(exc)
-                self.not_served = isinstance(exc, UnknownKind)
-                log.debug("informer %s/%s: %s", self.connection.name, self.kind, exc)
-                self.stopped.wait(backoff * (0.5 + random.random()))
-                backoff = min(backoff * 2, _MAX_BACKOFF_S)
+    async def run(self) -> None:
+        """List and watch until :meth:`stop` or cancellation; errors are logged and
+        retried with backoff."""
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            if self._stopped:
+                return
+            version = ""
+            backoff = 0.5
+            while True:
+                try:
+                    if not version:
+                        version = await self._relist()
+                    version = await self._watch(version)
+                    backoff = 0.5
+                    self.last_error = None
+                except (ApiError, UnknownKind, ValueError) as exc:
+                    gone = isinstance(exc, ApiError) and exc.status == 410
+                    version = ""  # relist: after 410 the version is too old, after errors unknown
+                    if gone:
+                        continue
+                    self.last_error = str(exc)
+                    self.not_served = isinstance(exc, UnknownKind)
+                    log.debug("informer %s/%s: %s", self.connection.name, self.kind, exc)
+                    await anyio.sleep(backoff * (0.5 + random.random()))
+                    backoff = min(backoff * 2, _MAX_BACKOFF_S)
 
 
 def _rv(obj: Object) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion", ""))
 
 
-def wait_synced(informers: list[Informer], timeout_s: float | None) -> bool:
+async def wait_synced(informers: Iterable[Informer], timeout_s: float | None = None) -> bool:
     """True once every informer has listed, False if ``timeout_s`` passes first (None: wait
     as long as it takes)."""
-    if timeout_s is None:
-        return all(i.synced.wait() for i in informers)
-    deadline = time.monotonic() + timeout_s
-    return all(i.synced.wait(max(0.0, deadline - time.monotonic())) for i in informers)
+    with anyio.move_on_after(math.inf if timeout_s is None else timeout_s):
+        for informer in informers:
+            await informer.wait_synced()
+        return True
+    return False

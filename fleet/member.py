@@ -86,34 +86,36 @@ class MemberMonitor:
         ]
         return monitor
 
-    def probe(self, timeout_s: float, now: float | None = None) -> ProbeResult:
-        """Probe ``/readyz`` (blocking) and fold the result into ``health``."""
-        now = time.monotonic() if now is None else now
+    async def probe(self, timeout_s: float, now: float | None = None) -> ProbeResult:
+        """Probe ``/readyz`` and fold the result into ``health``."""
         if self.connection is None:
             result = ProbeResult(False, self.config_error)
         else:
             try:
-                self.connection.readyz(timeout_s)
+                await self.connection.readyz(timeout_s)
                 if self.version is None or self._probes % _DISCOVERY_EVERY == 0:
-                    self.version = str(self.connection.version().get("gitVersion"))
-                    self.enablements = self.connection.discovery.enablements()
+                    self.version = str((await self.connection.version()).get("gitVersion"))
+                    await self.connection.discovery.refresh()
+                    self.enablements = await self.connection.discovery.enablements()
                 result = ProbeResult(True)
             except ApiError as exc:
                 # /readyz failures carry every check; the first line says which failed.
                 result = ProbeResult(False, exc.message.splitlines()[0][:300])
             self._probes += 1
+        now = time.monotonic() if now is None else now
         self.health = self.health.observe(result.ok, now, self.policy, result.error)
         return result
 
     def capacity(self) -> dict[str, Any] | None:
         """``nodes`` and ``resources`` from the watched nodes and pods, once both listed."""
-        if not self.informers or not all(i.synced.is_set() for i in self.informers):
+        if not self.informers or not all(i.synced for i in self.informers):
             return None
         nodes, pods = self.informers
         return summarize(nodes.snapshot(), pods.snapshot())
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
+        """Stop the watches and drop the connection."""
         for informer in self.informers:
             informer.stop()
         if self.connection is not None:
-            self.connection.close()
+            await self.connection.close()

@@ -36,7 +36,7 @@ def secret_name(cluster: str) -> str:
     return f"{cluster}-kubeconfig"
 
 
-def verify_member(name: str, loaded: LoadedKubeconfig, options: ConnectionOptions) -> str:
+async def verify_member(name: str, loaded: LoadedKubeconfig, options: ConnectionOptions) -> str:
     """Talk to the member with these credentials; return its version or raise JoinError."""
     source = f"member {name!r} (context {loaded.context!r}, {loaded.credentials.server})"
     try:
@@ -45,13 +45,13 @@ def verify_member(name: str, loaded: LoadedKubeconfig, options: ConnectionOption
         raise JoinError(str(exc)) from exc
     conn = KubeConnection(name, loaded.credentials, options)
     try:
-        conn.readyz(options.read_timeout_s)
-        version = conn.version().get("gitVersion", "unknown")
-        conn.list("v1", "Namespace", limit=1)  # the credentials can read, not only /readyz
+        await conn.readyz(options.read_timeout_s)
+        version = (await conn.version()).get("gitVersion", "unknown")
+        await conn.list("v1", "Namespace", limit=1)  # the credentials can read, not only /readyz
     except ApiError as exc:
         raise JoinError(f"{source}: {_explain(exc)}") from exc
     finally:
-        conn.close()
+        await conn.close()
     return str(version)
 
 
@@ -165,24 +165,24 @@ def _hub_error(exc: Exception) -> JoinError:
     return JoinError(f"the hub refused: {exc}")
 
 
-def _ensure_namespace(hub: KubeConnection, namespace: str, dry_run: bool) -> None:
+async def _ensure_namespace(hub: KubeConnection, namespace: str, dry_run: bool) -> None:
     try:
-        hub.get("v1", "Namespace", namespace)
+        await hub.get("v1", "Namespace", namespace)
     except ApiError as exc:
         if not exc.not_found:
             raise
-        hub.apply(
+        await hub.apply(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
             field_manager=JOIN_MANAGER,
             dry_run=dry_run,
         )
 
 
-def _add_to_fleet(hub: KubeConnection, fleet: str, cluster: str, dry_run: bool) -> None:
-    info = hub.resource(API_VERSION, "Fleet")
+async def _add_to_fleet(hub: KubeConnection, fleet: str, cluster: str, dry_run: bool) -> None:
+    info = await hub.resource(API_VERSION, "Fleet")
     for _ in range(5):  # optimistic concurrency: retry on a conflicting update
         try:
-            current = hub.get(API_VERSION, "Fleet", fleet)
+            current = await hub.get(API_VERSION, "Fleet", fleet)
         except ApiError as exc:
             if not exc.not_found:
                 raise
@@ -192,7 +192,7 @@ def _add_to_fleet(hub: KubeConnection, fleet: str, cluster: str, dry_run: bool) 
                 "metadata": {"name": fleet},
                 "spec": {"clusters": [cluster]},
             }
-            hub.request(
+            await hub.request(
                 "POST", info.path(), body=body, params={"dryRun": "All" if dry_run else None}
             )
             return
@@ -201,7 +201,7 @@ def _add_to_fleet(hub: KubeConnection, fleet: str, cluster: str, dry_run: bool) 
             return
         current["spec"]["clusters"] = [*clusters, cluster]
         try:
-            hub.request(
+            await hub.request(
                 "PUT",
                 info.path(None, fleet),
                 body=current,
@@ -214,19 +214,19 @@ def _add_to_fleet(hub: KubeConnection, fleet: str, cluster: str, dry_run: bool) 
     raise JoinError(f"Fleet {fleet} kept changing while adding {cluster}; try again")
 
 
-def _write_join(hub: KubeConnection, plan: JoinPlan, dry_run: bool) -> None:
-    _ensure_namespace(hub, plan.namespace, dry_run)
+async def _write_join(hub: KubeConnection, plan: JoinPlan, dry_run: bool) -> None:
+    await _ensure_namespace(hub, plan.namespace, dry_run)
     # A Secret cannot be dry-run into a namespace that only the real run will create.
-    if not dry_run or _namespace_exists(hub, plan.namespace):
-        hub.apply(plan.secret, field_manager=JOIN_MANAGER, dry_run=dry_run)
-    hub.apply(plan.member, field_manager=JOIN_MANAGER, dry_run=dry_run)
+    if not dry_run or await _namespace_exists(hub, plan.namespace):
+        await hub.apply(plan.secret, field_manager=JOIN_MANAGER, dry_run=dry_run)
+    await hub.apply(plan.member, field_manager=JOIN_MANAGER, dry_run=dry_run)
     if plan.fleet:
-        _add_to_fleet(hub, plan.fleet, plan.cluster, dry_run)
+        await _add_to_fleet(hub, plan.fleet, plan.cluster, dry_run)
 
 
-def _namespace_exists(hub: KubeConnection, namespace: str) -> bool:
+async def _namespace_exists(hub: KubeConnection, namespace: str) -> bool:
     try:
-        hub.get("v1", "Namespace", namespace)
+        await hub.get("v1", "Namespace", namespace)
     except ApiError as exc:
         if exc.not_found:
             return False
@@ -234,12 +234,12 @@ def _namespace_exists(hub: KubeConnection, namespace: str) -> bool:
     return True
 
 
-def join(hub: KubeConnection, plan: JoinPlan, *, dry_run: bool = False) -> None:
+async def join(hub: KubeConnection, plan: JoinPlan, *, dry_run: bool = False) -> None:
     """Write the plan to the hub, after a server-side dry run of every write succeeded."""
     try:
-        _write_join(hub, plan, dry_run=True)
+        await _write_join(hub, plan, dry_run=True)
         if not dry_run:
-            _write_join(hub, plan, dry_run=False)
+            await _write_join(hub, plan, dry_run=False)
     except (ApiError, UnknownKind) as exc:
         raise _hub_error(exc) from exc
 
@@ -260,11 +260,11 @@ class UnjoinPlan:
         return lines
 
 
-def plan_unjoin(hub: KubeConnection, cluster: str) -> UnjoinPlan:
+async def plan_unjoin(hub: KubeConnection, cluster: str) -> UnjoinPlan:
     """Find the MemberCluster, its Secret and the fleets naming it (raises JoinError)."""
     try:
-        member = hub.get(API_VERSION, "MemberCluster", cluster)
-        fleets = hub.list(API_VERSION, "Fleet")["items"]
+        member = await hub.get(API_VERSION, "MemberCluster", cluster)
+        fleets = (await hub.list(API_VERSION, "Fleet"))["items"]
     except ApiError as exc:
         if exc.not_found:
             raise JoinError(f"no MemberCluster named {cluster!r} on the hub") from exc
@@ -281,20 +281,20 @@ def plan_unjoin(hub: KubeConnection, cluster: str) -> UnjoinPlan:
     return UnjoinPlan(cluster, secret, names)
 
 
-def unjoin(hub: KubeConnection, plan: UnjoinPlan, *, dry_run: bool = False) -> None:
+async def unjoin(hub: KubeConnection, plan: UnjoinPlan, *, dry_run: bool = False) -> None:
     """Remove the cluster from its fleets, then delete the MemberCluster and its Secret."""
     if dry_run:
         return
     try:
         for name in plan.fleets:
-            fleet = hub.get(API_VERSION, "Fleet", name)
+            fleet = await hub.get(API_VERSION, "Fleet", name)
             fleet["spec"]["clusters"] = [
                 c for c in fleet["spec"].get("clusters", []) if c != plan.cluster
             ]
-            info = hub.resource(API_VERSION, "Fleet")
-            hub.request("PUT", info.path(None, name), body=fleet)
-        hub.delete(API_VERSION, "MemberCluster", plan.cluster)
+            info = await hub.resource(API_VERSION, "Fleet")
+            await hub.request("PUT", info.path(None, name), body=fleet)
+        await hub.delete(API_VERSION, "MemberCluster", plan.cluster)
         if plan.secret:
-            hub.delete("v1", "Secret", plan.secret[1], plan.secret[0])
+            await hub.delete("v1", "Secret", plan.secret[1], plan.secret[0])
     except (ApiError, UnknownKind) as exc:
         raise _hub_error(exc) from exc

@@ -7,13 +7,14 @@ either the old or the new snapshot, never a half-updated one.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from types import MappingProxyType
 from typing import Any
+
+import anyio
 
 from api.quantity import QuantityError, parse_quantity
 from api.taints import Taint
@@ -183,12 +184,12 @@ def build_snapshot(
 
 
 class SnapshotStore:
-    """Holds the current snapshot; ``publish`` swaps in a new one atomically."""
+    """Holds the current snapshot; ``publish`` swaps in a new one atomically. Used from
+    one event loop."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._current = build_snapshot((), {}, generation=0)
-        self._changed = threading.Condition(self._lock)
+        self._published: anyio.Event | None = None
         self._confirmed_at = self._current.built_at
 
     def current(self) -> FleetSnapshot:
@@ -206,15 +207,19 @@ class SnapshotStore:
         self, clusters: Iterable[ClusterInfo], fleets: Mapping[str, Iterable[str]]
     ) -> FleetSnapshot:
         """Build the next generation and make it current."""
-        with self._lock:
-            snapshot = build_snapshot(clusters, fleets, self._current.generation + 1)
-            self._current = snapshot
-            self._confirmed_at = snapshot.built_at
-            self._changed.notify_all()
+        snapshot = build_snapshot(clusters, fleets, self._current.generation + 1)
+        self._current = snapshot
+        self._confirmed_at = snapshot.built_at
+        if self._published is not None:
+            self._published.set()
+            self._published = None
         return snapshot
 
-    def wait_for(self, generation: int, timeout_s: float) -> FleetSnapshot:
-        """Block until a snapshot newer than ``generation`` is published (or timeout)."""
-        with self._changed:
-            self._changed.wait_for(lambda: self._current.generation > generation, timeout_s)
-            return self._current
+    async def newer_than(self, generation: int) -> FleetSnapshot:
+        """The current snapshot once it is newer than ``generation`` (waits for a
+        publish)."""
+        while self._current.generation <= generation:
+            if self._published is None:
+                self._published = anyio.Event()
+            await self._published.wait()
+        return self._current

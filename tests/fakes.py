@@ -62,7 +62,10 @@ class FakeMember:
 
     # -- the KubeConnection calls ---------------------------------------------------------
 
-    def resource(self, api_version: str, kind: str) -> ResourceInfo:
+    async def resource(self, api_version: str, kind: str) -> ResourceInfo:
+        return self._resource(api_version, kind)
+
+    def _resource(self, api_version: str, kind: str) -> ResourceInfo:
         if (api_version, kind) not in SERVED:
             raise UnknownKind(f"{self.name} does not serve {kind} in {api_version}")
         group, _, version = api_version.rpartition("/")
@@ -72,11 +75,11 @@ class FakeMember:
         if self.failures:
             raise self.failures.pop(0)
 
-    def apply(self, obj: dict[str, Any], **_: Any) -> dict[str, Any]:
+    async def apply(self, obj: dict[str, Any], **_: Any) -> dict[str, Any]:
         key = _key(obj)
         self.requests.append(("apply", key))
         self._fail()
-        self.resource(obj["apiVersion"], obj["kind"])
+        self._resource(obj["apiVersion"], obj["kind"])
         namespace = key[2]
         if namespace and ("v1", "Namespace", "", namespace) not in self.objects:
             raise ApiError(
@@ -84,7 +87,9 @@ class FakeMember:
             )
         return self.put(obj)
 
-    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> bool:
+    async def delete(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> bool:
         key = (api_version, kind, namespace or "", name)
         self.requests.append(("delete", key))
         self._fail()
@@ -135,6 +140,6 @@ class FakeMember:
             for key, obj in self.objects.items():
                 if key[:2] == (api_version, kind):
                     informer.cache[cache_key(obj)] = cached_form(obj, api_version, kind)
-            informer.synced.set()
+            informer.mark_synced()
             out[api_version, kind] = informer
         return out

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any, cast
 
+import anyio
 import pytest
 
 from fleet.connection import ApiError, KubeConnection
@@ -135,7 +134,7 @@ async def test_a_namespace_the_member_lacks_is_created_first_one_request_each() 
 
 def test_a_namespace_gone_since_the_cache_saw_it_is_created_on_the_refusal() -> None:
     fake = FakeMember()
-    answer = _apply(cast(KubeConnection, fake), config_map("c", "late", a="1"))
+    answer = anyio.run(_apply, cast(KubeConnection, fake), config_map("c", "late", a="1"))
     assert answer["metadata"]["namespace"] == "late"
     assert [key[1] for _, key in fake.requests] == ["ConfigMap", "Namespace", "ConfigMap"]
 
@@ -160,18 +159,15 @@ async def test_a_refusal_fails_the_sync_and_starts_nothing_new() -> None:
 async def test_in_flight_applies_are_bounded() -> None:
     fake = FakeMember(namespaces=["shop"])
     in_flight = peak = 0
-    lock = threading.Lock()
     apply = fake.apply
 
-    def slow_apply(obj: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    async def slow_apply(obj: dict[str, Any], **kw: Any) -> dict[str, Any]:
         nonlocal in_flight, peak
-        with lock:
-            in_flight += 1
-            peak = max(peak, in_flight)
-        time.sleep(0.01)
-        with lock:
-            in_flight -= 1
-        return apply(obj, **kw)
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await anyio.sleep(0.01)
+        in_flight -= 1
+        return await apply(obj, **kw)
 
     fake.apply = slow_apply  # type: ignore[method-assign]
     await _sync(fake, _work([config_map(f"c{i}", "shop", a="1") for i in range(20)]))

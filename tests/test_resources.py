@@ -74,7 +74,7 @@ def test_selector_query() -> None:
 
 
 def test_kinds_name_api_version_and_kind() -> None:
-    from propagator.propagation.prune import kind_of, kinds_of
+    from propagator.propagation.resources import kind_of, kinds_of
 
     assert kind_of({"apiVersion": "apps/v1", "kind": "Deployment"}) == "apps/v1/Deployment"
     assert kinds_of([{"apiVersion": "v1", "kind": "ConfigMap"}] * 2) == {"v1/ConfigMap"}

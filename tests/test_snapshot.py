@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-import threading
 from decimal import Decimal
 
+import anyio
 import pytest
 
 from fleet.snapshot import ClusterInfoCache, SnapshotStore, build_snapshot, cluster_info
@@ -53,14 +53,22 @@ def test_snapshot_cannot_be_changed() -> None:
         snap.clusters["a"].labels["x"] = "y"  # type: ignore[index]
 
 
+async def _append_newer(store: SnapshotStore, seen: list[int]) -> None:
+    seen.append((await store.newer_than(0)).generation)
+
+
 def test_store_publishes_whole_generations() -> None:
     store = SnapshotStore()
     assert store.current().generation == 0
     seen: list[int] = []
-    waiter = threading.Thread(target=lambda: seen.append(store.wait_for(0, 30).generation))
-    waiter.start()
-    store.publish([cluster_info(mc("a", "edge", {}))], {})
-    waiter.join()
+
+    async def wait_and_publish() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: _append_newer(store, seen))
+            await anyio.sleep(0.01)
+            store.publish([cluster_info(mc("a", "edge", {}))], {})
+
+    anyio.run(wait_and_publish)
     assert seen == [1]
     assert store.publish([], {}).generation == 2
     assert store.current().clusters == {}

@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import argparse
 import sys
-from contextlib import closing
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 from fleet.connection import KubeConnection
 from fleet.hub import hub_connection
 from fleet.kubeconfig import KubeconfigError, load_kubeconfig
-from fleet.registration import JoinError, join, plan_join, plan_unjoin, unjoin, verify_member
+from fleet.registration import (
+    JoinError,
+    JoinPlan,
+    UnjoinPlan,
+    join,
+    plan_join,
+    plan_unjoin,
+    unjoin,
+    verify_member,
+)
 from propagator.settings import Settings, SettingsError, add_setting_flags, load_settings
 
 _HUB_FLAGS = [
@@ -112,10 +122,18 @@ def _join(args: argparse.Namespace) -> int:
             labels=labels,
         )
         plan_join(args.name, loaded, "unknown", **plan_args)  # flags first, before any call
-        version = verify_member(args.name, loaded, settings.member_connection())
-        plan = plan_join(args.name, loaded, version, **plan_args)
-        with closing(_hub(settings)) as hub:
-            join(hub, plan, dry_run=args.dry_run)
+
+        async def run() -> JoinPlan:
+            version = await verify_member(args.name, loaded, settings.member_connection())
+            plan = plan_join(args.name, loaded, version, **plan_args)
+            hub = _hub(settings)
+            try:
+                await join(hub, plan, dry_run=args.dry_run)
+            finally:
+                await hub.close()
+            return plan
+
+        plan = anyio.run(run)
     except (SettingsError, KubeconfigError, JoinError) as exc:
         return _fail(str(exc))
     _print_plan(plan.describe(), args.dry_run)
@@ -123,10 +141,17 @@ def _join(args: argparse.Namespace) -> int:
 
 
 def _unjoin(args: argparse.Namespace) -> int:
+
+    async def run(hub: KubeConnection) -> UnjoinPlan:
+        try:
+            plan = await plan_unjoin(hub, args.name)
+            await unjoin(hub, plan, dry_run=args.dry_run)
+        finally:
+            await hub.close()
+        return plan
+
     try:
-        with closing(_hub(load_settings(args))) as hub:
-            plan = plan_unjoin(hub, args.name)
-            unjoin(hub, plan, dry_run=args.dry_run)
+        plan = anyio.run(run, _hub(load_settings(args)))
     except (SettingsError, KubeconfigError, JoinError) as exc:
         return _fail(str(exc))
     _print_plan(plan.describe(), args.dry_run)

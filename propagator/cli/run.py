@@ -90,11 +90,12 @@ async def run_controller(settings: Settings, profile: Profile) -> None:
                 await tg.start(controller.run)
                 log.info("controller started against %s", hub.server)
     finally:
-        if elector is not None:
-            elector.release()  # the next candidate takes over at once
+        with anyio.move_on_after(SHUTDOWN_GRACE_S, shield=True):
+            if elector is not None:
+                await elector.release()  # the next candidate takes over at once
+            await hub.close()
         for server in servers:
             server.shutdown()
-        hub.close()  # aborts the hub watches, so their threads end now, not at their timeout
 
 
 async def _stop_on_signal(

@@ -9,6 +9,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import anyio
 import yaml
 from pydantic import ValidationError
 
@@ -92,16 +93,20 @@ def _application(path: Path) -> ApplicationPropagation:
 def _live_objects(args: argparse.Namespace) -> list[dict[str, Any]]:
     settings = load_settings(args)
     hub = hub_connection(settings.hub_kubeconfig, settings.hub_context)
-    try:
-        objects = []
-        for kind in ("MemberCluster", "Fleet", "TenantQuota"):
-            listing = call_with_retries(partial(hub.list, API_VERSION, kind))
-            objects += [{**o, "kind": kind} for o in listing["items"]]
-        # Namespaces: a tenant may own the application's namespace by its labels.
-        listing = call_with_retries(partial(hub.list, "v1", "Namespace"))
-        return objects + [{**o, "kind": "Namespace"} for o in listing["items"]]
-    finally:
-        hub.close()
+
+    async def read() -> list[dict[str, Any]]:
+        try:
+            objects = []
+            for kind in ("MemberCluster", "Fleet", "TenantQuota"):
+                listing = await call_with_retries(partial(hub.list, API_VERSION, kind))
+                objects += [{**o, "kind": kind} for o in listing["items"]]
+            # Namespaces: a tenant may own the application's namespace by its labels.
+            listing = await call_with_retries(partial(hub.list, "v1", "Namespace"))
+            return objects + [{**o, "kind": "Namespace"} for o in listing["items"]]
+        finally:
+            await hub.close()
+
+    return anyio.run(read)
 
 
 def _decision_json(decision: Any) -> str:

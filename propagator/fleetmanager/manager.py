@@ -9,7 +9,6 @@ wakes one status pass, which writes only what differs.
 from __future__ import annotations
 
 import base64
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -60,8 +59,6 @@ class FleetManager:
         """Told (in the event loop) whenever a monitor is added, rebuilt or dropped."""
         self._infos = ClusterInfoCache()
         self._wake: anyio.Event | None = None
-        self._token: Any = None
-        self._watch_limiter: anyio.CapacityLimiter | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self.members = Informer(hub, API_VERSION, "MemberCluster", self._on_hub_change)
         self.fleets = Informer(hub, API_VERSION, "Fleet", self._on_hub_change)
@@ -71,25 +68,16 @@ class FleetManager:
 
     def ready(self) -> bool:
         """True once the hub watches have listed (the controller's /readyz)."""
-        return all(i.synced.is_set() for i in (self.members, self.fleets, self.secrets))
+        return all(i.synced for i in (self.members, self.fleets, self.secrets))
 
-    # -- waking the status pass from informer threads ------------------------------------
+    # -- waking the status pass ------------------------------------------------------------
 
     def _poke(self) -> None:
         if self._wake is not None:
             self._wake.set()
 
-    def _poke_from_thread(self) -> None:
-        with contextlib.suppress(RuntimeError):  # the event loop is gone: shutting down
-            anyio.from_thread.run_sync(self._poke, token=self._token)
-
     def _on_hub_change(self, _event: str, _old: Any, _new: Any) -> None:
-        self._poke_from_thread()
-
-    async def _run_informer(self, informer: Informer) -> None:
-        await anyio.to_thread.run_sync(
-            informer.run, abandon_on_cancel=True, limiter=self._watch_limiter
-        )
+        self._poke()
 
     # -- member connections ---------------------------------------------------------------
 
@@ -113,7 +101,7 @@ class FleetManager:
         changed = False
         for name in list(self.monitors):
             if name not in wanted:
-                self.monitors.pop(name).stop()
+                self._task_group.start_soon(self.monitors.pop(name).stop)
                 self.metrics.forget_cluster(name)
                 changed = True
         for name, member in wanted.items():
@@ -123,7 +111,7 @@ class FleetManager:
                 continue
             changed = True
             if current is not None:
-                current.stop()
+                self._task_group.start_soon(current.stop)
             monitor = MemberMonitor.from_kubeconfig(
                 name,
                 kubeconfig,
@@ -131,7 +119,7 @@ class FleetManager:
                 options=self.settings.member_connection(),
                 policy=self.policy,
                 allow_exec=self.settings.allow_exec_kubeconfigs,
-                on_change=self._poke_from_thread,
+                on_change=self._poke,
             )
             if monitor.config_error and version.startswith("outside:"):
                 monitor.config_error = (
@@ -142,7 +130,7 @@ class FleetManager:
                 monitor.health = current.health  # a new Secret does not reset readiness
             self.monitors[name] = monitor
             for informer in monitor.informers:
-                self._task_group.start_soon(self._run_informer, informer)
+                self._task_group.start_soon(informer.run)
         if changed and self.on_monitors is not None:
             self.on_monitors(self.monitors)
 
@@ -159,9 +147,8 @@ class FleetManager:
             await anyio.sleep(self.settings.probe_interval_s)
 
     async def _probe(self, monitor: MemberMonitor, limiter: anyio.CapacityLimiter) -> None:
-        result = await anyio.to_thread.run_sync(
-            monitor.probe, self.settings.probe_timeout_s, limiter=limiter
-        )
+        async with limiter:
+            result = await monitor.probe(self.settings.probe_timeout_s)
         self.metrics.member_probes.labels(monitor.name, "ok" if result.ok else "failed").inc()
 
     async def _status_loop(self) -> None:
@@ -172,15 +159,15 @@ class FleetManager:
             self._wake = anyio.Event()
             self._sync_monitors()
             try:
-                await anyio.to_thread.run_sync(self.write_status)
+                await self.write_status()
             except ApiError as exc:
                 log.warning("fleet status pass failed: %s", exc)
                 self._poke()  # retry on the next wake-up
                 await anyio.sleep(1)
 
-    # -- the status pass (blocking, in a worker thread) ----------------------------------
+    # -- the status pass -------------------------------------------------------------------
 
-    def write_status(self) -> None:
+    async def write_status(self) -> None:
         """Write every MemberCluster and Fleet status and taint set that changed, then
         publish a new snapshot if the fleet looks different."""
         now_iso, now = fleetstatus.now_iso(), time.monotonic()
@@ -190,12 +177,12 @@ class FleetManager:
             status = fleetstatus.member_status(member, monitor, now_iso)
             self.metrics.cluster_ready.labels(name).set(fleetstatus.is_ready({"status": status}))
             if fleetstatus.status_changed(member.get("status"), status):
-                self._patch_status("MemberCluster", name, status)
+                await self._patch_status("MemberCluster", name, status)
                 members[name] = {**member, "status": status}
             taints = fleetstatus.desired_taints(monitor, now)
             if taints != fleetstatus.controller_taints(member):
                 self.metrics.status_writes.labels("MemberCluster taints").inc()
-                self.hub.apply(
+                await self.hub.apply(
                     {
                         "apiVersion": API_VERSION,
                         "kind": "MemberCluster",
@@ -209,16 +196,18 @@ class FleetManager:
             name = fleet["metadata"]["name"]
             status = fleetstatus.fleet_status(fleet, members, now_iso)
             if fleetstatus.status_changed(fleet.get("status"), status):
-                self._patch_status("Fleet", name, status)
+                await self._patch_status("Fleet", name, status)
             fleets[name] = fleetstatus.fleet_members(fleet, members)
         # The snapshot shows what the hub holds; what was just written comes back through
         # the watch and wakes another pass.
         self._publish(self.members.snapshot(), fleets)
 
-    def _patch_status(self, kind: str, name: str, status: dict[str, Any]) -> None:
+    async def _patch_status(self, kind: str, name: str, status: dict[str, Any]) -> None:
         self.metrics.status_writes.labels(f"{kind} status").inc()
         try:
-            self.hub.merge_patch(API_VERSION, kind, name, {"status": status}, subresource="status")
+            await self.hub.merge_patch(
+                API_VERSION, kind, name, {"status": status}, subresource="status"
+            )
         except ApiError as exc:
             if not exc.not_found:  # deleted meanwhile: nothing to report
                 raise
@@ -247,21 +236,13 @@ class FleetManager:
         started: Callable[[], None] | None = None,
     ) -> None:
         """Watch, probe and write status until cancelled."""
-        self._token = anyio.lowlevel.current_token()
         self._wake = anyio.Event()
-        # Watches hold a thread each for their whole life; keep them off the default limiter.
-        self._watch_limiter = anyio.CapacityLimiter(1000)
         try:
             async with anyio.create_task_group() as tg:
                 self._task_group = tg
                 for informer in (self.members, self.fleets, self.secrets):
-                    tg.start_soon(self._run_informer, informer)
-                await anyio.to_thread.run_sync(
-                    wait_synced,
-                    [self.members, self.fleets, self.secrets],
-                    None,
-                    abandon_on_cancel=True,
-                )
+                    tg.start_soon(informer.run)
+                await wait_synced([self.members, self.fleets, self.secrets])
                 task_status.started()
                 if started:
                     started()
@@ -270,5 +251,6 @@ class FleetManager:
         finally:
             for informer in (self.members, self.fleets, self.secrets):
                 informer.stop()
-            for monitor in self.monitors.values():
-                monitor.stop()
+            with anyio.move_on_after(2, shield=True):
+                for monitor in self.monitors.values():
+                    await monitor.stop()

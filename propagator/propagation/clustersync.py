@@ -15,13 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import anyio.to_thread
 
 from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
 from fleet.informer import Informer
 from fleet.informer import key_of as cache_key
-from propagator.propagation.apply import in_default_namespace
 from propagator.propagation.drift import fingerprint, in_line
 from propagator.propagation.resources import (
     REVISION_ANNOTATION,
@@ -54,6 +52,21 @@ class SyncReport:
     """Of those written, objects that had been in line and drifted or were deleted."""
 
 
+async def in_default_namespace(
+    conn: KubeConnection, objects: Sequence[dict[str, Any]], namespace: str
+) -> list[dict[str, Any]]:
+    """The objects with ``namespace`` set on the namespaced ones that have none."""
+    out = []
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        info = await conn.resource(obj["apiVersion"], obj["kind"])
+        if meta.get("namespace") or not info.namespaced:
+            out.append(obj)
+        else:
+            out.append({**obj, "metadata": {**meta, "namespace": namespace}})
+    return out
+
+
 def _kind_key(kind: str) -> KindKey:
     api_version, name = kind.rsplit("/", 1)
     return api_version, name
@@ -65,16 +78,16 @@ def _revision(obj: dict[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
-def _apply(conn: KubeConnection, obj: dict[str, Any]) -> dict[str, Any]:
+async def _apply(conn: KubeConnection, obj: dict[str, Any]) -> dict[str, Any]:
     """Apply ``obj``; if its namespace is missing, create the namespace and apply again."""
     try:
-        return conn.apply(obj)
+        return await conn.apply(obj)
     except ApiError as exc:
         namespace = (obj.get("metadata") or {}).get("namespace")
         if not (exc.not_found and namespace and f'namespaces "{namespace}"' in exc.message):
             raise
-    conn.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    return conn.apply(obj)
+    await conn.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    return await conn.apply(obj)
 
 
 def _missing_namespaces(
@@ -117,9 +130,7 @@ async def sync_cluster(
 ) -> SyncReport:
     """Bring ``member`` in line with ``work``; raises ApiError (or UnknownKind)."""
     conn = member.connection
-    objects = await anyio.to_thread.run_sync(
-        in_default_namespace, conn, work.objects, work.namespace
-    )
+    objects = await in_default_namespace(conn, work.objects, work.namespace)
     desired = [stamp(o, work.namespace, work.name, revision_of([o])) for o in objects]
     kinds = {_kind_key(k) for k in work.prune_kinds} | {
         (str(o["apiVersion"]), str(o["kind"])) for o in desired
@@ -139,14 +150,14 @@ async def sync_cluster(
         healed += recorded is not None
 
     async def apply(obj: dict[str, Any]) -> None:
-        answer = await anyio.to_thread.run_sync(_apply, conn, obj)
+        answer = await _apply(conn, obj)
         member.applied[key_of(obj)] = Applied(obj, fingerprint(answer, obj))
 
     async def apply_first(obj: dict[str, Any]) -> None:
         if owned_by(obj, work.namespace, work.name):
             await apply(obj)  # one of the application's objects
         else:
-            await anyio.to_thread.run_sync(conn.apply, obj)
+            await conn.apply(obj)
 
     first = [o for o in stale if (o["apiVersion"], o["kind"]) in FIRST_KINDS]
     await _each(first + _missing_namespaces(stale, first, cache[NAMESPACES]), apply_first)
@@ -164,9 +175,7 @@ async def sync_cluster(
     async def delete(key: tuple[str, str, str, str]) -> None:
         nonlocal deleted
         api_version, kind, namespace, name = key
-        gone = await anyio.to_thread.run_sync(
-            conn.delete, api_version, kind, name, namespace or None
-        )
+        gone = await conn.delete(api_version, kind, name, namespace or None)
         member.applied.pop(key, None)
         deleted += gone
 

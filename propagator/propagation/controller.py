@@ -15,7 +15,6 @@ again at once: drift is healed from the watch caches.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -23,9 +22,6 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import anyio.from_thread
-import anyio.lowlevel
-import anyio.to_thread
 
 from api.common import API_VERSION
 from api.selectors import LabelSelector
@@ -136,14 +132,12 @@ class PropagationController:
         )
         metrics.queue_depth.set_function(lambda: len(self.queue))
         metrics.operations_in_flight.set_function(lambda: self.limiter.borrowed_tokens)
-        self._token: Any = None
         self._task_group: anyio.abc.TaskGroup | None = None
-        self._watch_limiter = anyio.CapacityLimiter(1000)
         self._workers_started = False
         self._workers_done = anyio.Event()
 
     def ready(self) -> bool:
-        return all(i.synced.is_set() for i in (self.apps, self.quotas, self.namespaces))
+        return all(i.synced for i in (self.apps, self.quotas, self.namespaces))
 
     # -- what the reconcile and the member syncs use --------------------------------------
 
@@ -166,12 +160,7 @@ class PropagationController:
         """Refresh ``app``'s status soon (a member sync reported, a workload changed)."""
         self.queue.add_after(app, STATUS_DEBOUNCE_S)
 
-    # -- events (hub informers call from watch threads; member caches in the loop) -------
-
-    def _in_loop(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` in the event loop: the queues and the work table live there."""
-        with contextlib.suppress(RuntimeError):  # the event loop is gone: shutting down
-            anyio.from_thread.run_sync(fn, token=self._token)
+    # -- events (every watch calls in the event loop) ------------------------------------
 
     def _replan_now(self, keys: list[str]) -> None:
         for key in keys:
@@ -179,7 +168,7 @@ class PropagationController:
             self.queue.add(key)
 
     def _enqueue(self, *keys: str) -> None:
-        self._in_loop(lambda: self._replan_now(list(keys)))
+        self._replan_now(list(keys))
 
     def _keys(self, predicate: Callable[[dict[str, Any]], bool] = lambda _: True) -> list[str]:
         return [key_of(a) for a in self.apps.snapshot() if predicate(a)]
@@ -187,14 +176,10 @@ class PropagationController:
     def _on_app(self, event: str, old: Any, new: Any) -> None:
         key = key_of(new or old)
         if event == "DELETED":
-            self._in_loop(lambda: self._forget(key))
+            self._forget(key)
         elif _spec_changed(old, new):
-
-            def changed() -> None:
-                self._replan_now([key])
-                self._watch_selected_kinds()
-
-            self._in_loop(changed)
+            self._replan_now([key])
+            self._watch_selected_kinds()
 
     def _forget(self, key: str) -> None:
         self.reconciler.forget(key)
@@ -248,12 +233,7 @@ class PropagationController:
 
     def _start(self, informer: Informer) -> None:
         assert self._task_group is not None
-        self._task_group.start_soon(self._run_informer, informer)
-
-    async def _run_informer(self, informer: Informer) -> None:
-        await anyio.to_thread.run_sync(
-            informer.run, abandon_on_cancel=True, limiter=self._watch_limiter
-        )
+        self._task_group.start_soon(informer.run)
 
     def _watch_selected_kinds(self) -> None:
         """One hub watch per kind the applications select (so edits re-trigger them)."""
@@ -279,11 +259,7 @@ class PropagationController:
         """Plan again the applications of every Fleet whose clusters changed."""
         before = self.store.current()
         while True:
-            after: FleetSnapshot = await anyio.to_thread.run_sync(
-                self.store.wait_for, before.generation, 5.0, abandon_on_cancel=True
-            )
-            if after.generation == before.generation:
-                continue
+            after: FleetSnapshot = await self.store.newer_than(before.generation)
             changed = {
                 n
                 for n in set(before.clusters) | set(after.clusters)
@@ -359,21 +335,15 @@ class PropagationController:
 
     async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """Watch and reconcile until cancelled."""
-        self._token = anyio.lowlevel.current_token()
         try:
             async with anyio.create_task_group() as tg:
                 self._task_group = tg
                 hub_watches = [self.apps, self.quotas, self.namespaces]
                 for informer in hub_watches:
                     self._start(informer)
-                await anyio.to_thread.run_sync(
-                    wait_synced, hub_watches, None, abandon_on_cancel=True
-                )
+                await wait_synced(hub_watches)
                 # Decisions need the fleet: wait for the fleet manager's first snapshot.
-                while self.store.current().generation == 0:
-                    await anyio.to_thread.run_sync(
-                        self.store.wait_for, 0, 1.0, abandon_on_cancel=True
-                    )
+                await self.store.newer_than(0)
                 await tg.start(self.members.run)
                 self.members.sync(self.manager.monitors)
                 self._watch_selected_kinds()

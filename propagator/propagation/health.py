@@ -108,7 +108,7 @@ def cluster_health(
         if kind not in WORKLOAD_KINDS:
             continue
         informer = cache(*kind) if cache else None
-        if informer is None or not informer.synced.is_set():
+        if informer is None or not informer.synced:
             return "Unknown"
         meta = obj.get("metadata") or {}
         healths.append(

@@ -13,7 +13,6 @@ the resync comes. Every outcome is recorded in the work table and reported throu
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable
 
@@ -23,6 +22,7 @@ from opentelemetry import trace
 from fleet.circuit import CircuitOpen
 from fleet.connection import ApiError
 from fleet.discovery import UnknownKind
+from fleet.retry import backoff_delay
 from propagator.observability.metrics import Metrics
 from propagator.propagation.clustersync import Caches, SyncReport, sync_cluster
 from propagator.propagation.work import ClusterWork, SyncState, WorkTable
@@ -68,8 +68,8 @@ class MemberSync:
 
     def _requeue_delay(self, state: SyncState, work: ClusterWork) -> float:
         """After the application's retries: the controller's requeue backoff."""
-        beyond = max(0, state.attempts - work.policy.attempts - 1)
-        return min(self.settings.requeue_max_delay_s, 0.5 * math.pow(2, beyond))
+        beyond = state.attempts - work.policy.attempts
+        return backoff_delay(beyond, 0.5, self.settings.requeue_max_delay_s)
 
     async def sync(self, member: Member, app: str) -> None:
         """Sync ``app`` on ``member`` once (the registry's SyncFn)."""

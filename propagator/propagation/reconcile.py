@@ -16,8 +16,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
-import anyio.to_thread
 from opentelemetry import trace
 from pydantic import ValidationError
 
@@ -30,9 +28,8 @@ from fleet.snapshot import FleetSnapshot, SnapshotStore
 from propagator.fleetmanager.status import now_iso, status_changed
 from propagator.observability.metrics import Metrics
 from propagator.propagation.health import Health
-from propagator.propagation.prune import kinds_of
 from propagator.propagation.render import ApplicationRef, RenderError, render_for_cluster
-from propagator.propagation.resources import resolve, revision_of
+from propagator.propagation.resources import kinds_of, resolve, revision_of
 from propagator.propagation.results import applied_summary, failures
 from propagator.propagation.status import ClusterState, StatusBuilder, availability
 from propagator.propagation.targets import Target, targets_of
@@ -124,13 +121,13 @@ class Reconciler:
 
     # -- hub writes -----------------------------------------------------------------------
 
-    def _write_status(self, obj: Mapping[str, Any], status: dict[str, Any]) -> None:
+    async def _write_status(self, obj: Mapping[str, Any], status: dict[str, Any]) -> None:
         if not status_changed(obj.get("status"), status):
             return
         self.metrics.status_writes.labels("ApplicationPropagation status").inc()
         meta = obj["metadata"]
         try:
-            self.hub.merge_patch(
+            await self.hub.merge_patch(
                 API_VERSION,
                 "ApplicationPropagation",
                 meta["name"],
@@ -142,11 +139,11 @@ class Reconciler:
             if not exc.not_found:  # deleted meanwhile: nothing to report
                 raise
 
-    def _set_finalizers(self, obj: Mapping[str, Any], finalizers: list[str]) -> None:
+    async def _set_finalizers(self, obj: Mapping[str, Any], finalizers: list[str]) -> None:
         """Replace the finalizers, only if the object is unchanged since it was read."""
         meta = obj["metadata"]
         guarded = {"finalizers": finalizers, "resourceVersion": meta.get("resourceVersion")}
-        self.hub.merge_patch(
+        await self.hub.merge_patch(
             API_VERSION,
             "ApplicationPropagation",
             meta["name"],
@@ -189,11 +186,9 @@ class Reconciler:
             plan.conditions.append(("Scheduled", False, "InvalidSpec", problems))
             return await self._planned(obj, key, plan, Outcome(False, ValueError(problems)))
         if FINALIZER not in (meta.get("finalizers") or []):
-            await anyio.to_thread.run_sync(
-                self._set_finalizers, obj, [*(meta.get("finalizers") or []), FINALIZER]
-            )
+            await self._set_finalizers(obj, [*(meta.get("finalizers") or []), FINALIZER])
         try:
-            objects = await anyio.to_thread.run_sync(resolve, app, self.hub)
+            objects = await resolve(app, self.hub)
         except (ApiError, UnknownKind) as exc:
             plan.conditions.append(("Applied", False, "ResolveFailed", f"resources: {exc}"))
             return await self._planned(obj, key, plan, Outcome(True, exc))
@@ -283,7 +278,7 @@ class Reconciler:
         if plan.targets:
             builder.status["placement"] = [_placed(t) for t in plan.targets]
             self._cluster_status(obj, plan, builder)
-        await anyio.to_thread.run_sync(self._write_status, obj, builder.build())
+        await self._write_status(obj, builder.build())
 
     def _cluster_status(self, obj: dict[str, Any], plan: Plan, builder: StatusBuilder) -> None:
         """Per-cluster lines, ``Applied``, ``Available`` and ``propagatedKinds``."""
@@ -471,14 +466,14 @@ class Reconciler:
                 + applied_summary(states).split("; ", 1)[-1]
                 + f" (annotate {ORPHAN_ANNOTATION}=true to leave them)",
             )
-            await anyio.to_thread.run_sync(self._write_status, obj, builder.build())
+            await self._write_status(obj, builder.build())
             return Outcome(False, failed)
         if failed is not None:
             orphaned = [c for c, s in sorted(states.items()) if s.failed]
             log.warning("%s: orphaned on %s", key, ", ".join(orphaned))
         rest = [f for f in meta.get("finalizers") or [] if f != FINALIZER]
         try:
-            await anyio.to_thread.run_sync(self._set_finalizers, obj, rest)
+            await self._set_finalizers(obj, rest)
         except ApiError as exc:
             if not exc.not_found:
                 raise

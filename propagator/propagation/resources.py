@@ -63,21 +63,22 @@ def strip_server_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
     return clean
 
 
-def resolve(app: ApplicationPropagation, hub: KubeConnection) -> list[dict[str, Any]]:
+async def resolve(app: ApplicationPropagation, hub: KubeConnection) -> list[dict[str, Any]]:
     """Inline manifests, then the hub objects its selectors pick (sorted by name)."""
     namespace = app.metadata.get("namespace", "default")
     objects = [copy.deepcopy(m) for m in app.spec.resources.manifests]
     for selector in app.spec.resources.selectors:
         if selector.name:
-            found = [hub.get(selector.api_version, selector.kind, selector.name, namespace)]
+            found = [await hub.get(selector.api_version, selector.kind, selector.name, namespace)]
         else:
             assert selector.label_selector is not None
-            found = hub.list(
+            listing = await hub.list(
                 selector.api_version,
                 selector.kind,
                 namespace,
                 labelSelector=to_query(selector.label_selector),
-            )["items"]
+            )
+            found = listing["items"]
             for item in found:  # list items carry no apiVersion/kind
                 item.setdefault("apiVersion", selector.api_version)
                 item.setdefault("kind", selector.kind)
@@ -85,6 +86,15 @@ def resolve(app: ApplicationPropagation, hub: KubeConnection) -> list[dict[str, 
             (strip_server_fields(o) for o in found), key=lambda o: o["metadata"]["name"]
         )
     return objects
+
+
+def kind_of(obj: Mapping[str, Any]) -> str:
+    """``apiVersion/kind``, e.g. ``apps/v1/Deployment`` or ``v1/ConfigMap``."""
+    return f"{obj.get('apiVersion')}/{obj.get('kind')}"
+
+
+def kinds_of(objects: Iterable[Mapping[str, Any]]) -> set[str]:
+    return {kind_of(o) for o in objects}
 
 
 def key_of(obj: Mapping[str, Any]) -> ObjectKey:

@@ -9,14 +9,13 @@ already there is not written again).
 
 from __future__ import annotations
 
-import math
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from api.common import duration_seconds
 from api.rollout import Rollout
+from fleet.retry import backoff_delay
 from propagator.settings import Settings
 
 
@@ -58,12 +57,8 @@ class SyncPolicy:
         )
 
     def delay(self, retry: int, retry_after_s: float | None) -> float:
-        """Wait before retry number ``retry`` (1-based): Retry-After if the server gave
-        one, else exponential with jitter (50-100 % of the step), capped."""
-        if retry_after_s is not None:
-            return min(self.max_backoff_s, retry_after_s)
-        step = min(self.max_backoff_s, self.backoff_s * math.pow(2, max(0, retry - 1)))
-        return step * (0.5 + random.random() / 2)
+        """Wait before retry number ``retry`` (1-based), by the project's backoff rule."""
+        return backoff_delay(retry, self.backoff_s, self.max_backoff_s, retry_after_s)
 
 
 @dataclass(frozen=True)

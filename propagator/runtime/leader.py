@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import anyio.to_thread
 
 from fleet.connection import ApiError, KubeConnection
 
@@ -55,8 +54,8 @@ class LeaderElector:
         self._observed_at = 0.0
         self.is_leader = False
 
-    def _path(self, name: str | None = None) -> str:
-        return self.hub.resource(LEASE_API, "Lease").path(self.config.namespace, name)
+    async def _path(self, name: str | None = None) -> str:
+        return (await self.hub.resource(LEASE_API, "Lease")).path(self.config.namespace, name)
 
     def _spec(self, lease: dict[str, Any] | None) -> dict[str, Any]:
         now = _now()
@@ -72,11 +71,11 @@ class LeaderElector:
             spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (1 if lease else 0)
         return spec
 
-    def try_acquire_or_renew(self) -> bool:
+    async def try_acquire_or_renew(self) -> bool:
         """One attempt; True when this candidate holds the Lease afterwards."""
         c = self.config
         try:
-            lease = self.hub.request("GET", self._path(c.name))
+            lease = await self.hub.request("GET", await self._path(c.name))
         except ApiError as exc:
             if not exc.not_found:
                 raise
@@ -87,7 +86,7 @@ class LeaderElector:
                 "spec": self._spec(None),
             }
             try:
-                self.hub.request("POST", self._path(), body=body)
+                await self.hub.request("POST", await self._path(), body=body)
             except ApiError as create_exc:
                 if create_exc.status == 409:  # another candidate created it first
                     return False
@@ -107,7 +106,7 @@ class LeaderElector:
             return False
         lease["spec"] = self._spec(lease)
         try:
-            updated = self.hub.request("PUT", self._path(c.name), body=lease)
+            updated = await self.hub.request("PUT", await self._path(c.name), body=lease)
         except ApiError as exc:
             if exc.status == 409:  # someone else wrote it since we read it
                 self.is_leader = False
@@ -119,16 +118,16 @@ class LeaderElector:
         self.is_leader = True
         return True
 
-    def release(self) -> None:
+    async def release(self) -> None:
         """Give the Lease up (clean shutdown), if this candidate holds it."""
         if not self.is_leader:
             return
         try:
-            lease = self.hub.request("GET", self._path(self.config.name))
+            lease = await self.hub.request("GET", await self._path(self.config.name))
             if (lease.get("spec") or {}).get("holderIdentity") == self.config.identity:
                 lease["spec"]["holderIdentity"] = ""
                 lease["spec"]["leaseDurationSeconds"] = 1
-                self.hub.request("PUT", self._path(self.config.name), body=lease)
+                await self.hub.request("PUT", await self._path(self.config.name), body=lease)
         except ApiError as exc:
             log.warning("could not release lease %s: %s", self.config.name, exc)
         self.is_leader = False
@@ -137,7 +136,7 @@ class LeaderElector:
 
     async def _attempt(self) -> bool:
         try:
-            return await anyio.to_thread.run_sync(self.try_acquire_or_renew)
+            return await self.try_acquire_or_renew()
         except ApiError as exc:
             log.warning("lease %s/%s: %s", self.config.namespace, self.config.name, exc)
             return False

@@ -8,13 +8,13 @@ sync queue served by a few workers of its own. A slow or dead member only holds 
 workers: its keys wait in its queue, not in anyone else's.
 
 The registry follows the fleet manager's monitors when told they changed (no polling).
-Watch events reach ``on_object`` in the event loop. Units are keyed by cluster name, so
-the members could be sharded across controller replicas by that key.
+Watches are tasks in the event loop (no thread); their events reach ``on_object`` there.
+Units are keyed by cluster name, so the members could be sharded across controller
+replicas by that key.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -22,9 +22,6 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import anyio.from_thread
-import anyio.lowlevel
-import anyio.to_thread
 
 from fleet.circuit import CircuitBreaker
 from fleet.connection import ApiError, KubeConnection
@@ -112,8 +109,6 @@ class MemberRegistry:
         self.members: dict[str, Member] = {}
         self._breakers: dict[str, CircuitBreaker] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
-        self._token: Any = None
-        self._watch_limiter = anyio.CapacityLimiter(1000)
         self._pending: Mapping[str, MemberMonitor] | None = None
 
     def get(self, name: str) -> Member | None:
@@ -196,7 +191,7 @@ class MemberRegistry:
             assert self._task_group is not None
 
             def changed(event: str, old: Object | None, new: Object | None) -> None:
-                self._in_loop(lambda: self._on_object(member, event, old, new))
+                self._on_object(member, event, old, new)
 
             informer = Informer(
                 member.connection,
@@ -211,12 +206,7 @@ class MemberRegistry:
         return informer
 
     async def _run_informer(self, member: Member, informer: Informer) -> None:
-        async def run() -> None:
-            await anyio.to_thread.run_sync(
-                informer.run, abandon_on_cancel=True, limiter=self._watch_limiter
-            )
-
-        await self._scoped(member, run)
+        await self._scoped(member, informer.run)
 
     async def caches_synced(
         self, member: Member, kinds: Iterable[KindKey], timeout_s: float
@@ -226,11 +216,11 @@ class MemberRegistry:
         caches = {k: self.cache(member, *k) for k in kinds}
         with anyio.move_on_after(timeout_s):
             delay = _CACHE_POLL_S
-            while not all(i.synced.is_set() or i.not_served for i in caches.values()):
+            while not all(i.synced or i.not_served for i in caches.values()):
                 await anyio.sleep(delay)
                 delay = min(delay * 2, 0.2)
             return caches
-        waiting = next(i for i in caches.values() if not (i.synced.is_set() or i.not_served))
+        waiting = next(i for i in caches.values() if not (i.synced or i.not_served))
         raise ApiError(
             member.name,
             f"the watch of {waiting.kind} has not listed within {timeout_s:g}s"
@@ -238,15 +228,10 @@ class MemberRegistry:
             retryable=True,
         )
 
-    def _in_loop(self, fn: Callable[[], None]) -> None:
-        with contextlib.suppress(RuntimeError):  # the event loop is gone: shutting down
-            anyio.from_thread.run_sync(fn, token=self._token)
-
     # -- running --------------------------------------------------------------------------
 
     async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve the members until cancelled."""
-        self._token = anyio.lowlevel.current_token()
         try:
             async with anyio.create_task_group() as tg:
                 self._task_group = tg

@@ -1,14 +1,22 @@
-"""Applying to a real member: namespaces created, unchanged objects not written again."""
+"""One member sync on a real member: the namespace created, unchanged objects (judged from
+the watch caches) not written again."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import anyio
+
 from fleet.connection import ConnectionOptions, KubeConnection
+from fleet.health import HealthPolicy
 from fleet.kubeconfig import load_kubeconfig
-from propagator.propagation.apply import apply_objects
-from propagator.propagation.resources import owned_by
+from fleet.member import MemberMonitor
+from propagator.propagation.clustersync import SyncReport, sync_cluster
+from propagator.propagation.resources import APP_LABEL, owned_by
+from propagator.propagation.work import ClusterWork, SyncPolicy
+from propagator.runtime.members import Member, MemberRegistry
 from tests.e2e.conftest import Fleet
+from tests.e2e.waiting import HANG_GUARD_S
 
 
 def _member(fleet: Fleet, name: str) -> KubeConnection:
@@ -41,27 +49,71 @@ def _objects(image: str) -> list[dict[str, Any]]:
     ]
 
 
-def test_apply_creates_the_namespace_and_skips_what_is_unchanged(fleet: Fleet) -> None:
-    conn = _member(fleet, fleet.member_names[0])
-    try:
-        assert (
-            apply_objects(conn, _objects("nginx:1.27"), app_namespace="shop", app_name="web") == 2
+async def _caught_up(member: Member, conn: KubeConnection, api_version: str, kind: str) -> None:
+    """Wait until the member's cache of ``kind`` holds what the member holds (the
+    Deployment controller keeps writing status for a while)."""
+    informer = member.cached(api_version, kind)
+    assert informer is not None
+    with anyio.fail_after(HANG_GUARD_S):
+        while True:
+            listing = await conn.list(api_version, kind, "applied", labelSelector=APP_LABEL)
+            live = listing["items"]
+            versions = {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in live}
+            cached = {
+                o["metadata"]["name"]: o["metadata"]["resourceVersion"]
+                for o in informer.snapshot()
+                if o["metadata"].get("namespace") == "applied"
+            }
+            if versions and versions == cached:
+                return
+            await anyio.sleep(0.1)
+
+
+def test_a_member_sync_creates_the_namespace_and_writes_only_what_changed(fleet: Fleet) -> None:
+    name = fleet.member_names[0]
+    conn = _member(fleet, name)
+
+    async def noop(*_: Any) -> None:
+        return None
+
+    async def scenario() -> None:
+        registry = MemberRegistry(
+            label_selector=APP_LABEL,
+            sync=noop,
+            on_object=lambda *_: None,
+            on_added=lambda _: None,
+            workers_per_member=1,
+            circuit_failure_threshold=5,
+            circuit_cool_down_s=30,
+            requeue_max_delay_s=30,
         )
-        assert conn.get("v1", "Namespace", "applied")
-        live = conn.get("apps/v1", "Deployment", "web", "applied")
-        assert owned_by(live, "shop", "web")
-        assert live["metadata"]["managedFields"][0]["manager"] == "propagator"
-        # Nothing changed: no write at all.
-        assert (
-            apply_objects(conn, _objects("nginx:1.27"), app_namespace="shop", app_name="web") == 0
-        )
-        version = conn.get("apps/v1", "Deployment", "web", "applied")["metadata"]["resourceVersion"]
-        # One object changed: only that one is written.
-        assert (
-            apply_objects(conn, _objects("nginx:1.28"), app_namespace="shop", app_name="web") == 1
-        )
-        live = conn.get("apps/v1", "Deployment", "web", "applied")
-        assert live["metadata"]["resourceVersion"] != version
-        assert live["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.28"
-    finally:
-        conn.close()
+        async with anyio.create_task_group() as tg:
+            await tg.start(registry.run)
+            registry.sync({name: MemberMonitor(name, "v", HealthPolicy(), connection=conn)})
+            member = registry.get(name)
+            assert member is not None
+
+            async def sync(image: str) -> SyncReport:
+                objects = tuple(_objects(image))
+                work = ClusterWork("shop/web", name, objects, image, frozenset(), SyncPolicy())
+                return await sync_cluster(member, work, registry.caches_synced, 30)
+
+            assert (await sync("nginx:1.27")).applied == 2
+            assert await conn.get("v1", "Namespace", "applied")
+            live = await conn.get("apps/v1", "Deployment", "web", "applied")
+            assert owned_by(live, "shop", "web")
+            assert live["metadata"]["managedFields"][0]["manager"] == "propagator"
+            version = live["metadata"]["resourceVersion"]
+            await _caught_up(member, conn, "apps/v1", "Deployment")
+            await _caught_up(member, conn, "v1", "ConfigMap")
+            # Nothing changed: judged from the caches, nothing is written.
+            assert (await sync("nginx:1.27")).applied == 0
+            # One object changed: only that one is written.
+            assert (await sync("nginx:1.28")).applied == 1
+            live = await conn.get("apps/v1", "Deployment", "web", "applied")
+            assert live["metadata"]["resourceVersion"] != version
+            assert live["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.28"
+            tg.cancel_scope.cancel()
+        await conn.close()
+
+    anyio.run(scenario)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import anyio
+
 from api.application import ApplicationPropagation
 from fleet.connection import ConnectionOptions
 from fleet.hub import hub_connection
@@ -46,10 +50,14 @@ def test_selectors_pick_hub_objects_without_server_fields(fleet: Fleet) -> None:
         }
     )
     hub = hub_connection(fleet.kubeconfig(HUB), options=ConnectionOptions())
-    try:
-        objects = resolve(app, hub)
-    finally:
-        hub.close()
+
+    async def resolved() -> list[dict[str, Any]]:
+        try:
+            return await resolve(app, hub)
+        finally:
+            await hub.close()
+
+    objects = anyio.run(resolved)
     assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
         ("Service", "web"),
         ("ConfigMap", "a-config"),

@@ -1,0 +1,304 @@
+"""The controller at fleet scale: N MemberClusters far away, served by three real members.
+
+A local hub and three members start here; N MemberClusters (100, 300 and 1,000 by default)
+are registered on the hub, each with a kubeconfig Secret that reaches one of the three
+members through its own loopback proxy adding a fixed latency (50 ms per request by
+default), so every far cluster is a separate connection far away. ``propagator run``
+runs as a child process. For each N it prints:
+
+- the controller at rest with every watch open (all N members Ready): threads, open
+  connections, RSS, CPU over 20 s;
+- the time to notice a member outage (its proxy stops answering) as NotReady, next to the
+  probe settings' own bound (failure threshold x probe interval);
+- one application of 10 ConfigMaps to all N clusters (each cluster its own namespace,
+  templated from the cluster's name): create -> Applied N/N, and its ratio to the ideal,
+  the larger of the latency limit, ceil(N / concurrency) x 3 x latency, and the servers'
+  limit, the time a bare loop takes to send the same writes straight to the members at
+  the same concurrency, measured in the same run.
+
+    python -m bench.scale [--quick] [--json] [--clusters 100,300,1000] [--latency-ms MS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import math
+import os
+import re
+import resource
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from kubernetes import client as k8s
+
+from bench.fanout import OBJECTS, _bare_loop, _connections
+from bench.latency_proxy import LatencyProxy
+from bench.propagation import Controller, _condition, _setup_crds, _wait
+from bench.report import arguments, emit
+from fleet import local
+from fleet.local import cluster as local_cluster
+from tests.e2e.manifests import GROUP, PLURAL, VERSION, application
+
+NAMESPACE = "propagator-system"
+CONCURRENCY = 100
+PROBE_INTERVAL_S = 10.0
+PROBE_FAILURE_THRESHOLD = 3
+
+
+_SERVER = re.compile(r"server: https://127\.0\.0\.1:(\d+)")
+
+
+def _far_kubeconfig(member_kubeconfig: str, port: int) -> str:
+    return _SERVER.sub(f"server: https://127.0.0.1:{port}", member_kubeconfig)
+
+
+def _register(
+    hub: Any, state: local.FleetState, count: int, latency_s: float
+) -> list[LatencyProxy]:
+    """N far MemberClusters (label bench=far) with their Secrets and proxies."""
+    core, custom = k8s.CoreV1Api(hub), k8s.CustomObjectsApi(hub)
+    proxies = []
+    kubeconfigs = [m.kubeconfig.read_text() for m in state.members]
+    for i in range(count):
+        text = kubeconfigs[i % len(kubeconfigs)]
+        found = _SERVER.search(text)
+        assert found is not None
+        port = int(found.group(1))
+        proxy = LatencyProxy(("127.0.0.1", port), latency_s)
+        proxies.append(proxy)
+        name = f"far-{i:04d}"
+        secret = {
+            "metadata": {"name": f"{name}-kubeconfig", "namespace": NAMESPACE},
+            "data": {
+                "kubeconfig": base64.b64encode(_far_kubeconfig(text, proxy.port).encode()).decode()
+            },
+        }
+        core.create_namespaced_secret(NAMESPACE, secret)  # type: ignore[arg-type]
+        custom.create_cluster_custom_object(
+            GROUP,
+            VERSION,
+            "memberclusters",
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "MemberCluster",
+                "metadata": {"name": name, "labels": {"bench": "far"}},
+                "spec": {
+                    "layer": "edge",
+                    "region": "far",
+                    "secretRef": {
+                        "namespace": NAMESPACE,
+                        "name": f"{name}-kubeconfig",
+                        "key": "kubeconfig",
+                    },
+                },
+            },
+        )
+    return proxies
+
+
+def _fleet(hub: Any) -> Any:
+    return k8s.CustomObjectsApi(hub).get_cluster_custom_object(GROUP, VERSION, "fleets", "far")
+
+
+def _threads(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _connections_open(pid: int) -> int:
+    """TCP connections of the process (sockets in its fd table that are TCP)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[9] in inodes and fields[3] == "01":  # ESTABLISHED
+                count += 1
+    return count
+
+
+def _at_rest(controller: Controller) -> dict[str, Any]:
+    assert controller.proc is not None
+    pid = controller.proc.pid
+    cpu0, t0 = controller.cpu_s(), time.perf_counter()
+    time.sleep(20)
+    idle = (controller.cpu_s() - cpu0) / (time.perf_counter() - t0) * 100
+    return {
+        "threads": _threads(pid),
+        "connections": _connections_open(pid),
+        "rss_mib": controller.rss_mib(),
+        "idle_cpu_pct": idle,
+    }
+
+
+def _outage(hub: Any, proxy: LatencyProxy, name: str) -> float:
+    """Seconds from a member's proxy closing to its MemberCluster NotReady."""
+    custom = k8s.CustomObjectsApi(hub)
+    start = time.perf_counter()
+    proxy.close()
+
+    def not_ready() -> bool:
+        member: Any = custom.get_cluster_custom_object(GROUP, VERSION, "memberclusters", name)
+        return any(
+            c["type"] == "Ready" and c["status"] != "True"
+            for c in (member.get("status") or {}).get("conditions") or []
+        )
+
+    _wait(not_ready, f"{name} NotReady", limit_s=600, every_s=0.2)
+    return time.perf_counter() - start
+
+
+def _one_application(hub: Any, count: int) -> float:
+    api = k8s.CustomObjectsApi(hub)
+    manifests = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": f"object-{i}", "namespace": "bench-{{ cluster.name }}"},
+            "data": {"index": str(i)},
+        }
+        for i in range(OBJECTS)
+    ]
+    app = application("everywhere", "scale", manifests, "far")
+    start = time.perf_counter()
+    api.create_namespaced_custom_object(GROUP, VERSION, "scale", PLURAL, app)
+
+    def applied() -> bool:
+        got: Any = api.get_namespaced_custom_object(GROUP, VERSION, "scale", PLURAL, "everywhere")
+        status = got.get("status") or {}
+        return _condition(got, "Applied") == "True" and status.get("totalClusters") == count
+
+    _wait(applied, f"Applied on {count} clusters", limit_s=1800, every_s=0.1)
+    return time.perf_counter() - start
+
+
+def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
+    state = anyio.run(
+        local.up,
+        tmp / f"n{count}",
+        local.testbin_dir(),
+        local.FleetOptions(members=3, nodes_per_cluster=1),
+    )
+    hub = local_cluster.api_client(state.hub)
+    controller = Controller(state.hub.kubeconfig, tmp / f"controller-{count}.log")
+    controller.env.update(
+        {
+            "PROPAGATOR_PROBE_INTERVAL_S": str(PROBE_INTERVAL_S),
+            "PROPAGATOR_PROBE_FAILURE_THRESHOLD": str(PROBE_FAILURE_THRESHOLD),
+            "PROPAGATOR_MAX_CONCURRENCY": str(CONCURRENCY),
+            "PROPAGATOR_NAMESPACE": NAMESPACE,
+        }
+    )
+    proxies: list[LatencyProxy] = []
+    try:
+        _setup_crds(hub)
+        core = k8s.CoreV1Api(hub)
+        for namespace in (NAMESPACE, "scale"):
+            core.create_namespace({"metadata": {"name": namespace}})  # type: ignore[arg-type]
+        proxies = _register(hub, state, count, latency_s)
+        k8s.CustomObjectsApi(hub).create_cluster_custom_object(
+            GROUP,
+            VERSION,
+            "fleets",
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "Fleet",
+                "metadata": {"name": "far"},
+                "spec": {"clusterSelector": {"matchLabels": {"bench": "far"}}},
+            },
+        )
+        started = time.perf_counter()
+        controller.start()
+        _wait(
+            lambda: (_fleet(hub).get("status") or {}).get("readyClusters") == count,
+            f"{count} members Ready",
+            limit_s=1800,
+            every_s=1,
+        )
+        ready_s = time.perf_counter() - started
+        rest = _at_rest(controller)
+        applied_s = _one_application(hub, count)
+
+        async def servers() -> float:
+            direct, _ = _connections(state, count, None)
+            for conn in direct.values():
+                await conn.discovery.kinds()
+            return await _bare_loop(direct, CONCURRENCY, "bare")
+
+        servers_s = anyio.run(servers)
+        outage_s = _outage(hub, proxies[0], "far-0000")
+    finally:
+        if controller.proc is not None:
+            controller.stop()
+        for proxy in proxies:
+            proxy.close()
+        hub.close()
+        local.down(state)
+    latency_limit = math.ceil(count / CONCURRENCY) * 3 * latency_s
+    ideal = max(latency_limit, servers_s)
+    return {
+        "clusters": count,
+        "all_ready_s": ready_s,
+        **rest,
+        "outage_noticed_s": outage_s,
+        "outage_bound_s": PROBE_FAILURE_THRESHOLD * PROBE_INTERVAL_S,
+        "applied_s": applied_s,
+        "latency_limit_s": latency_limit,
+        "servers_s": servers_s,
+        "ratio": applied_s / ideal,
+    }
+
+
+def main() -> None:
+    def more(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--clusters", default="100,300,1000")
+        parser.add_argument("--latency-ms", type=float, default=50.0)
+
+    args = arguments(__doc__, "100 clusters only", more)
+    sizes = [100] if args.quick else [int(n) for n in args.clusters.split(",")]
+    # Each far cluster is a few connections on both ends of its proxy.
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        for count in sizes:
+            rows.append(run_size(count, args.latency_ms / 1000, Path(tmp)))
+    print(
+        f"{OBJECTS} objects per cluster, {args.latency_ms:g} ms added per request, "
+        f"concurrency {CONCURRENCY}"
+    )
+    emit(
+        rows,
+        [
+            ("clusters", "clusters"),
+            ("all_ready_s", "all Ready s"),
+            ("threads", "threads"),
+            ("connections", "connections"),
+            ("rss_mib", "RSS MiB"),
+            ("idle_cpu_pct", "idle CPU %"),
+            ("outage_noticed_s", "outage noticed s"),
+            ("outage_bound_s", "probe bound s"),
+            ("applied_s", "app Applied s"),
+            ("latency_limit_s", "latency limit s"),
+            ("servers_s", "servers limit s"),
+            ("ratio", "ratio to ideal"),
+        ],
+        args.json,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""The async connection against a small local HTTP server: answers classified, watches
+streamed, credentials sent as a header and never in a message."""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import anyio
+import pytest
+
+from fleet.connection import ApiError, ConnectionOptions, KubeConnection, _tls_error
+from fleet.kubeconfig import Credentials
+
+SEEN: list[dict[str, Any]] = []
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *_: Any) -> None:
+        pass
+
+    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        SEEN.append({"path": self.path, "authorization": self.headers.get("Authorization")})
+        path = self.path.split("?")[0]
+        if path == "/ok":
+            self._send(200, b'{"kind": "Status", "n": 1}')
+        elif path == "/busy":
+            self._send(
+                429, b'{"reason": "TooManyRequests", "message": "slow down"}', {"Retry-After": "7"}
+            )
+        elif path == "/broken":
+            self._send(503, b"<html>" + b"x" * 5000 + b"</html>")
+        elif path == "/invalid":
+            self._send(422, b'{"reason": "Invalid", "message": "spec.replicas: must be >= 0"}')
+        elif path == "/watch":
+            events = [
+                {"type": "ADDED", "object": {"metadata": {"name": "a", "resourceVersion": "1"}}},
+                {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "2"}}},
+            ]
+            self._send(200, b"".join(json.dumps(e).encode() + b"\n" for e in events))
+        else:
+            self._send(404, b'{"reason": "NotFound", "message": "no"}')
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def _conn(server: str) -> KubeConnection:
+    return KubeConnection("m1", Credentials(server=server, token="s3cret"), ConnectionOptions())
+
+
+def _call(conn: KubeConnection, path: str) -> dict[str, Any]:
+    async def call() -> dict[str, Any]:
+        try:
+            return await conn.request("GET", path)
+        finally:
+            await conn.close()
+
+    return anyio.run(call)
+
+
+def test_an_answer_is_decoded_and_the_token_sent_as_a_header(server: str) -> None:
+    assert _call(_conn(server), "/ok") == {"kind": "Status", "n": 1}
+    assert SEEN[-1]["authorization"] == "Bearer s3cret"
+
+
+def test_answers_are_classified(server: str) -> None:
+    with pytest.raises(ApiError) as busy:
+        _call(_conn(server), "/busy")
+    assert busy.value.retryable
+    assert busy.value.retry_after_s == 7.0
+    assert busy.value.status == 429
+    with pytest.raises(ApiError) as broken:
+        _call(_conn(server), "/broken")
+    assert broken.value.retryable
+    assert len(broken.value.message) < 400  # a member's error body is capped
+    with pytest.raises(ApiError) as invalid:
+        _call(_conn(server), "/invalid")
+    assert not invalid.value.retryable
+    assert "spec.replicas: must be >= 0" in invalid.value.message
+    with pytest.raises(ApiError) as missing:
+        _call(_conn(server), "/nothing")
+    assert missing.value.not_found
+    assert "s3cret" not in str(invalid.value) + str(missing.value)
+
+
+def test_a_server_that_is_not_there_is_retryable() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ApiError) as down:
+        _call(_conn(f"http://127.0.0.1:{port}"), "/ok")
+    assert down.value.retryable
+    assert "connection refused or unreachable" in down.value.message
+
+
+def test_a_watch_yields_each_event(server: str) -> None:
+    conn = _conn(server)
+
+    async def watch() -> list[str]:
+        try:
+            return [e["type"] async for e in conn.stream("/watch", {"watch": "1"}, 5)]
+        finally:
+            await conn.close()
+
+    assert anyio.run(watch) == ["ADDED", "BOOKMARK"]
+
+
+def test_a_tls_failure_is_found_behind_the_wrappers() -> None:
+    inner = ssl.SSLCertVerificationError("CERTIFICATE_VERIFY_FAILED")
+    outer = ConnectionError("connect failed")
+    outer.__cause__ = OSError("wrapped")
+    outer.__cause__.__context__ = inner
+    assert _tls_error(outer) is inner
+    assert _tls_error(ValueError("x")) is None
