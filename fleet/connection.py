@@ -192,7 +192,13 @@ class KubeConnection:
             ),
             # Each watch holds a connection for its whole life: the pool must not make a
             # call wait behind watches, so only idle connections are capped.
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=options.pool_size),
+            # Idle connections live a minute: a far member's syncs come in bursts, and a
+            # new TLS connection costs round trips.
+            limits=httpx.Limits(
+                max_connections=None,
+                max_keepalive_connections=options.pool_size,
+                keepalive_expiry=60.0,
+            ),
             trust_env=False,  # a proxy from the environment never sees member credentials
         )
 

@@ -31,7 +31,7 @@ _WATCH_TIMEOUT_S = 60
 _MAX_BACKOFF_S = 30.0
 
 
-def key_of(obj: Object) -> str:
+def cache_key(obj: Object) -> str:
     """``namespace/name``, or ``name`` for cluster-scoped objects."""
     meta = obj.get("metadata") or {}
     ns = meta.get("namespace")
@@ -57,7 +57,7 @@ class Informer:
     not_served: bool = False
     """The server does not serve the kind (it is retried with backoff all the same)."""
     _synced: bool = False
-    _synced_event: anyio.Event | None = None
+    _settled: anyio.Event | None = None
     _scope: anyio.CancelScope | None = None
     _stopped: bool = False
 
@@ -68,16 +68,21 @@ class Informer:
 
     def mark_synced(self) -> None:
         self._synced = True
-        if self._synced_event is not None:
-            self._synced_event.set()
+        self._settle()
 
-    async def wait_synced(self) -> None:
-        """Return once the first list has filled the cache."""
-        if self._synced:
-            return
-        if self._synced_event is None:
-            self._synced_event = anyio.Event()
-        await self._synced_event.wait()
+    def _settle(self) -> None:
+        """Wake whoever waits for the cache to list (or the kind to be refused)."""
+        if self._settled is not None:
+            self._settled.set()
+            self._settled = None
+
+    async def wait_synced(self, or_not_served: bool = False) -> None:
+        """Return once the first list has filled the cache (or, with ``or_not_served``,
+        once the server said it does not serve the kind)."""
+        while not (self._synced or (or_not_served and self.not_served)):
+            if self._settled is None:
+                self._settled = anyio.Event()
+            await self._settled.wait()
 
     def snapshot(self) -> list[Object]:
         """The cached objects."""
@@ -104,7 +109,7 @@ class Informer:
         listing = await self.connection.request(
             "GET", info.path(self.namespace), params=self._params()
         )
-        fresh = {key_of(o): self._prepare(o) for o in listing.get("items") or []}
+        fresh = {cache_key(o): self._prepare(o) for o in listing.get("items") or []}
         old, self.cache = self.cache, fresh
         for key, obj in fresh.items():
             before = old.get(key)
@@ -147,7 +152,7 @@ class Informer:
             if kind == "BOOKMARK":
                 continue
             obj = self._prepare(obj)
-            key = key_of(obj)
+            key = cache_key(obj)
             before = self.cache.get(key)
             if kind == "DELETED":
                 self.cache.pop(key, None)
@@ -179,6 +184,7 @@ class Informer:
                         continue
                     self.last_error = str(exc)
                     self.not_served = isinstance(exc, UnknownKind)
+                    self._settle()
                     log.debug("informer %s/%s: %s", self.connection.name, self.kind, exc)
                     await anyio.sleep(backoff * (0.5 + random.random()))
                     backoff = min(backoff * 2, _MAX_BACKOFF_S)

@@ -16,8 +16,7 @@ import anyio
 from fleet.circuit import CircuitBreaker
 from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import ResourceInfo, UnknownKind
-from fleet.informer import Informer
-from fleet.informer import key_of as cache_key
+from fleet.informer import Informer, cache_key
 from propagator.runtime.members import KindKey, Member, cached_form
 from propagator.runtime.workqueue import WorkQueue
 

@@ -22,9 +22,9 @@ from fleet.kubeconfig import KubeconfigError
 from fleet.retry import call_with_retries
 from fleet.snapshot import ClusterInfoCache, build_snapshot
 from propagator.fleetmanager import status as fleetstatus
+from propagator.propagation.placement import FleetNotFound, place
 from propagator.scheduler import PluginError, Scheduler, build_profile, demand_of, explain
 from propagator.settings import SettingsError, add_setting_flags, load_settings
-from propagator.tenancy import quota
 
 _SETTINGS = ["hub_kubeconfig", "hub_context", "scheduler_plugins"]
 # A snapshot built here from what was just read is fresh (age 0); the staleness bounds
@@ -151,14 +151,6 @@ def _run(args: argparse.Namespace) -> int:
         for o in objects
         if o.get("kind") == "Fleet"
     }
-    if app.spec.fleet not in fleets:
-        known = ", ".join(sorted(fleets)) or "none"
-        print(
-            f"propagator schedule: spec.fleet {app.spec.fleet!r} is not a Fleet here "
-            f"(fleets: {known})",
-            file=sys.stderr,
-        )
-        return 2
     snapshot = build_snapshot(ClusterInfoCache().infos(members.values()), fleets, generation=1)
     namespace = app.metadata.get("namespace", "default")
     namespace_labels = next(
@@ -169,28 +161,26 @@ def _run(args: argparse.Namespace) -> int:
         ),
         None,
     )
-    tenant = quota.tenant_of(
-        [o for o in objects if o.get("kind") == "TenantQuota"], namespace, namespace_labels
-    )
-    remaining = None
-    if tenant is not None:
-        labels = {n: (m["metadata"].get("labels") or {}) for n, m in members.items()}
-        remaining = quota.remaining(tenant, labels)
     kinds = [(s.api_version, s.kind) for s in app.spec.resources.selectors]
     scheduler = Scheduler(
         profile,
         stale_after_s=settings.snapshot_stale_after_s,
         fresh_for_s=settings.snapshot_fresh_for_s,
     )
-    decision = scheduler.schedule(
-        snapshot,
-        app.spec.fleet,
-        app.spec.placement,
-        demand_of(app.spec.resources.manifests, kinds),
-        remaining,
-        age_s=0.0,
-        explain=args.explain,
-    )
+    try:
+        decision = place(
+            scheduler,
+            snapshot,
+            app,
+            demand_of(app.spec.resources.manifests, kinds),
+            [o for o in objects if o.get("kind") == "TenantQuota"],
+            namespace_labels,
+            age_s=0.0,
+            explain=args.explain,
+        )
+    except FleetNotFound as exc:
+        print(f"propagator schedule: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         print(_decision_json(decision))
     elif args.explain:

@@ -18,8 +18,7 @@ import anyio
 
 from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
-from fleet.informer import Informer
-from fleet.informer import key_of as cache_key
+from fleet.informer import Informer, cache_key
 from propagator.propagation.drift import fingerprint, in_line
 from propagator.propagation.resources import (
     REVISION_ANNOTATION,

@@ -26,11 +26,11 @@ import anyio.abc
 from api.common import API_VERSION
 from api.selectors import LabelSelector
 from fleet.connection import ApiError, KubeConnection
-from fleet.informer import Informer, key_of, wait_synced
+from fleet.informer import Informer, cache_key, wait_synced
 from fleet.snapshot import FleetSnapshot, SnapshotStore
 from propagator.fleetmanager import FleetManager
 from propagator.observability.metrics import Metrics
-from propagator.propagation.health import Health, cluster_health
+from propagator.propagation.health import WorkloadHealth, cluster_health
 from propagator.propagation.membersync import MemberSync
 from propagator.propagation.reconcile import MemberAccess, Reconciler
 from propagator.propagation.resources import APP_LABEL
@@ -149,7 +149,9 @@ class PropagationController:
         member.queue.add(app)
         return None
 
-    def _health(self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str) -> Health:
+    def _health(
+        self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str
+    ) -> WorkloadHealth:
         member = self.members.get(cluster)
         return cluster_health(member.cached if member else None, objects, namespace)
 
@@ -171,10 +173,10 @@ class PropagationController:
         self._replan_now(list(keys))
 
     def _keys(self, predicate: Callable[[dict[str, Any]], bool] = lambda _: True) -> list[str]:
-        return [key_of(a) for a in self.apps.snapshot() if predicate(a)]
+        return [cache_key(a) for a in self.apps.snapshot() if predicate(a)]
 
     def _on_app(self, event: str, old: Any, new: Any) -> None:
-        key = key_of(new or old)
+        key = cache_key(new or old)
         if event == "DELETED":
             self._forget(key)
         elif _spec_changed(old, new):
@@ -274,7 +276,7 @@ class PropagationController:
             before = after
             self._replan_now(
                 [
-                    key_of(a)
+                    cache_key(a)
                     for a in self.apps.snapshot()
                     if a.get("spec", {}).get("fleet") in fleets
                 ]

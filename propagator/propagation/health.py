@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from fleet.informer import Informer
 
-Health = Literal["Healthy", "Progressing", "Degraded", "Unknown"]
-_ORDER: dict[Health, int] = {"Healthy": 0, "Unknown": 1, "Progressing": 2, "Degraded": 3}
+WorkloadHealth = Literal["Healthy", "Progressing", "Degraded", "Unknown"]
+_ORDER: dict[WorkloadHealth, int] = {"Healthy": 0, "Unknown": 1, "Progressing": 2, "Degraded": 3}
 
 
 def _condition(status: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
@@ -25,7 +25,7 @@ def _observed(obj: Mapping[str, Any]) -> bool:
     return generation is None or observed is None or observed >= generation
 
 
-def _deployment(obj: Mapping[str, Any]) -> Health:
+def _deployment(obj: Mapping[str, Any]) -> WorkloadHealth:
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     progressing = _condition(status, "Progressing")
     if progressing and progressing.get("reason") == "ProgressDeadlineExceeded":
@@ -41,24 +41,24 @@ def _deployment(obj: Mapping[str, Any]) -> Health:
     return "Progressing"
 
 
-def _rolled_out(obj: Mapping[str, Any], want: int, ready: str, updated: str) -> Health:
+def _rolled_out(obj: Mapping[str, Any], want: int, ready: str, updated: str) -> WorkloadHealth:
     status = obj.get("status") or {}
     if _observed(obj) and status.get(ready, 0) >= want and status.get(updated, want) >= want:
         return "Healthy"
     return "Progressing"
 
 
-def _statefulset(obj: Mapping[str, Any]) -> Health:
+def _statefulset(obj: Mapping[str, Any]) -> WorkloadHealth:
     want = (obj.get("spec") or {}).get("replicas", 1)
     return _rolled_out(obj, want, "readyReplicas", "updatedReplicas")
 
 
-def _daemonset(obj: Mapping[str, Any]) -> Health:
+def _daemonset(obj: Mapping[str, Any]) -> WorkloadHealth:
     want = (obj.get("status") or {}).get("desiredNumberScheduled", 0)
     return _rolled_out(obj, want, "numberReady", "updatedNumberScheduled")
 
 
-def _job(obj: Mapping[str, Any]) -> Health:
+def _job(obj: Mapping[str, Any]) -> WorkloadHealth:
     status = obj.get("status") or {}
     failed = _condition(status, "Failed")
     if failed and failed.get("status") == "True":
@@ -77,7 +77,7 @@ _JUDGES = {
 }
 
 
-def health_of(obj: Mapping[str, Any] | None) -> Health:
+def health_of(obj: Mapping[str, Any] | None) -> WorkloadHealth:
     """The health of one live object (None: it is not there yet)."""
     if obj is None:
         return "Progressing"
@@ -85,7 +85,7 @@ def health_of(obj: Mapping[str, Any] | None) -> Health:
     return judge(obj) if judge else "Healthy"
 
 
-def worst(healths: Iterable[Health]) -> Health:
+def worst(healths: Iterable[WorkloadHealth]) -> WorkloadHealth:
     """A cluster's health: its least healthy object (Healthy when there is none)."""
     return max(healths, key=_ORDER.__getitem__, default="Healthy")
 
@@ -98,11 +98,11 @@ def cluster_health(
     cache: Callable[[str, str], Informer | None] | None,
     objects: Sequence[Mapping[str, Any]],
     namespace: str,
-) -> Health:
+) -> WorkloadHealth:
     """The worst health of ``objects`` as the member's watch caches (``cache(apiVersion,
     kind)``) hold them (objects without a namespace are in ``namespace``); Unknown while a
     cache has not listed, or without a member (``cache`` None)."""
-    healths: list[Health] = []
+    healths: list[WorkloadHealth] = []
     for obj in objects:
         kind = (str(obj.get("apiVersion")), str(obj.get("kind")))
         if kind not in WORKLOAD_KINDS:

@@ -23,11 +23,12 @@ from api.application import ORPHAN_ANNOTATION, ApplicationPropagation
 from api.common import API_VERSION
 from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
-from fleet.informer import key_of
+from fleet.informer import cache_key
 from fleet.snapshot import FleetSnapshot, SnapshotStore
 from propagator.fleetmanager.status import now_iso, status_changed
 from propagator.observability.metrics import Metrics
-from propagator.propagation.health import Health
+from propagator.propagation.health import WorkloadHealth
+from propagator.propagation.placement import FleetNotFound, place
 from propagator.propagation.render import ApplicationRef, RenderError, render_for_cluster
 from propagator.propagation.resources import kinds_of, resolve, revision_of
 from propagator.propagation.results import applied_summary, failures
@@ -36,7 +37,6 @@ from propagator.propagation.targets import Target, targets_of
 from propagator.propagation.work import ClusterWork, SyncPolicy, SyncState, WorkTable
 from propagator.scheduler import Scheduler, demand_of
 from propagator.settings import Settings
-from propagator.tenancy import quota
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("propagator")
@@ -83,7 +83,7 @@ class MemberAccess:
 
     enqueue: Callable[[str, str], str | None]
     """enqueue(cluster, application): queue a sync; returns why it cannot (no connection)."""
-    health: Callable[[str, Sequence[Mapping[str, Any]], str], Health]
+    health: Callable[[str, Sequence[Mapping[str, Any]], str], WorkloadHealth]
     """health(cluster, objects, namespace) from the member's caches."""
     known: Callable[[str], bool]
     """Whether a MemberCluster of that name exists."""
@@ -157,7 +157,7 @@ class Reconciler:
         """Bring the work for ``obj`` (the cached ApplicationPropagation) in line and write
         its status if it changed. Without ``replan``, and when the last plan was made for
         this generation, only the status is refreshed from the member syncs' results."""
-        key = key_of(obj)
+        key = cache_key(obj)
         plan = self.plans.get(key)
         if obj["metadata"].get("deletionTimestamp"):
             return await self._finalize(obj, key)
@@ -282,7 +282,7 @@ class Reconciler:
 
     def _cluster_status(self, obj: dict[str, Any], plan: Plan, builder: StatusBuilder) -> None:
         """Per-cluster lines, ``Applied``, ``Available`` and ``propagatedKinds``."""
-        key = key_of(obj)
+        key = cache_key(obj)
         namespace = obj["metadata"].get("namespace", "default")
         previous = {c["name"]: c for c in builder.previous.get("clusters") or []}
         target_states: dict[str, SyncState] = {}
@@ -347,35 +347,23 @@ class Reconciler:
     ) -> list[Target]:
         """Schedule, and keep what is placed under NoSchedule; adds ``Scheduled`` to the
         plan."""
-        if app.spec.fleet not in snapshot.fleets:
-            known = ", ".join(sorted(snapshot.fleets)) or "none"
-            self.metrics.scheduling_results.labels("fleet-not-found").inc()
-            plan.conditions.append(
-                (
-                    "Scheduled",
-                    False,
-                    "FleetNotFound",
-                    f"spec.fleet {app.spec.fleet!r} is not a Fleet (fleets: {known})",
-                )
-            )
-            return []
         namespace = app.metadata.get("namespace", "default")
-        tenant = quota.tenant_of(self.quotas(), namespace, self.namespace_labels(namespace))
-        remaining = (
-            quota.remaining(tenant, {n: c.labels for n, c in snapshot.clusters.items()})
-            if tenant
-            else None
-        )
         with tracer.start_as_current_span("schedule"):
             t0 = time.perf_counter()
-            decision = self.scheduler.schedule(
-                snapshot,
-                app.spec.fleet,
-                app.spec.placement,
-                demand_of(objects),
-                remaining,
-                age_s=self.store.age_s(),
-            )
+            try:
+                decision = place(
+                    self.scheduler,
+                    snapshot,
+                    app,
+                    demand_of(objects),
+                    self.quotas(),
+                    self.namespace_labels(namespace),
+                    age_s=self.store.age_s(),
+                )
+            except FleetNotFound as exc:
+                self.metrics.scheduling_results.labels("fleet-not-found").inc()
+                plan.conditions.append(("Scheduled", False, "FleetNotFound", str(exc)))
+                return []
             self.metrics.scheduling_duration.observe(time.perf_counter() - t0)
         self.metrics.scheduling_results.labels(
             "scheduled" if decision.schedulable else "unschedulable"

@@ -26,8 +26,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from api.application import Override
 from api.selectors import selects
 from fleet.snapshot import ClusterInfo
-
-WORKLOADS = {("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("apps/v1", "ReplicaSet")}
+from propagator.scheduler.demand import REPLICATED_KINDS
 
 _ENV = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
 
@@ -197,7 +196,7 @@ def render_for_cluster(
                 raise RenderError(f"{where}: override {number + 1} does not apply: {exc}") from exc
         if problem := _identity_problem(obj):
             raise RenderError(f"{where}: {problem}")
-        if replicas is not None and (obj.get("apiVersion"), obj.get("kind")) in WORKLOADS:
+        if replicas is not None and (obj.get("apiVersion"), obj.get("kind")) in REPLICATED_KINDS:
             obj.setdefault("spec", {})["replicas"] = replicas
         rendered.append(obj)
     return rendered

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from propagator.fleetmanager.status import condition
-from propagator.propagation.health import Health
+from propagator.propagation.health import WorkloadHealth
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class ClusterState:
 
     name: str
     applied: bool
-    health: Health
+    health: WorkloadHealth
     attempts: int
     last_error: str | None
     revision: str | None

@@ -37,7 +37,6 @@ KindKey = tuple[str, str]
 ObjectKey = tuple[str, str, str, str]
 """(apiVersion, kind, namespace or "", name)."""
 
-_CACHE_POLL_S = 0.01
 NAMESPACES: KindKey = ("v1", "Namespace")
 """Cached whole (not only ours): a sync must know which namespaces a member lacks."""
 
@@ -215,10 +214,8 @@ class MemberRegistry:
         retryable ApiError naming the first kind still not listed after ``timeout_s``."""
         caches = {k: self.cache(member, *k) for k in kinds}
         with anyio.move_on_after(timeout_s):
-            delay = _CACHE_POLL_S
-            while not all(i.synced or i.not_served for i in caches.values()):
-                await anyio.sleep(delay)
-                delay = min(delay * 2, 0.2)
+            for informer in caches.values():
+                await informer.wait_synced(or_not_served=True)
             return caches
         waiting = next(i for i in caches.values() if not (i.synced or i.not_served))
         raise ApiError(

@@ -25,7 +25,7 @@ from propagator.scheduler.types import (
     Demand,
     LayerAttempt,
     Placed,
-    Resources,
+    ResourceAmounts,
     SchedulingContext,
     Verdict,
 )
@@ -111,7 +111,7 @@ class Scheduler:
         fleet: str,
         placement: Placement,
         demand: Demand,
-        quota: Mapping[str, Resources] | None = None,
+        quota: Mapping[str, ResourceAmounts] | None = None,
         *,
         age_s: float | None = None,
         fresh_clusters: Callable[[], Iterable[ClusterInfo]] | None = None,

@@ -9,7 +9,10 @@ from typing import Any
 from api.quantity import QuantityError, parse_quantity
 from propagator.scheduler.types import Demand
 
-WORKLOADS = {("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("apps/v1", "ReplicaSet")}
+REPLICATED_KINDS = frozenset(
+    {("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("apps/v1", "ReplicaSet")}
+)
+"""Kinds whose ``spec.replicas`` counts as demand and that ``Divided`` placement scales."""
 
 
 def _requests(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
@@ -39,7 +42,7 @@ def demand_of(
     for obj in manifests:
         key = (str(obj.get("apiVersion")), str(obj.get("kind")))
         kinds.add(key)
-        if key not in WORKLOADS:
+        if key not in REPLICATED_KINDS:
             continue
         spec = obj.get("spec") or {}
         requests = _requests(((spec.get("template") or {}).get("spec")) or {})

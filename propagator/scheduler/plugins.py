@@ -14,7 +14,7 @@ from api.selectors import selects
 from api.taints import NOT_READY_TAINT, UNREACHABLE_TAINT
 from fleet.snapshot import ClusterInfo
 from propagator.scheduler.types import (
-    Resources,
+    ResourceAmounts,
     SchedulingContext,
     first_short,
     replicas_that_fit,
@@ -93,7 +93,7 @@ class ApiEnablement:
         return None
 
 
-def _fit(available: Resources, ctx: SchedulingContext, what: str) -> Rejection | None:
+def _fit(available: ResourceAmounts, ctx: SchedulingContext, what: str) -> Rejection | None:
     demand = ctx.demand
     # Duplicated: every replica lands here; Divided: at least one must.
     need = demand.replicas if ctx.placement.replicas.mode == "Duplicated" else 1

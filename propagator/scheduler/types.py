@@ -9,7 +9,7 @@ from decimal import Decimal
 from api.placement import Placement
 from fleet.snapshot import ClusterInfo
 
-Resources = Mapping[str, Decimal]
+ResourceAmounts = Mapping[str, Decimal]
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class Demand:
     """What the workload needs: replicas, requests per replica, kinds it propagates."""
 
     replicas: int = 1
-    per_replica: Resources = field(default_factory=dict)
+    per_replica: ResourceAmounts = field(default_factory=dict)
     """Requests of one replica, e.g. {"cpu": 0.5, "memory": 256Mi, "pods": 1}."""
     kinds: frozenset[tuple[str, str]] = frozenset()
     """(apiVersion, kind) of every object to propagate."""
@@ -36,7 +36,7 @@ class SchedulingContext:
 
     placement: Placement
     demand: Demand
-    quota: Mapping[str, Resources] | None = None
+    quota: Mapping[str, ResourceAmounts] | None = None
     """Remaining tenant quota per cluster (None: no quota applies)."""
     layer_rank: Mapping[str, int] = field(default_factory=dict)
     """Position of each layer in placement.layers (for the layer-order score)."""
@@ -44,11 +44,11 @@ class SchedulingContext:
     """True when the candidates came from indexes that already applied the placement's
     names, exclusions and selector exactly (so ClusterAffinity need not check again)."""
 
-    def quota_for(self, cluster: str) -> Resources | None:
+    def quota_for(self, cluster: str) -> ResourceAmounts | None:
         return None if self.quota is None else self.quota.get(cluster, {})
 
 
-def replicas_that_fit(available: Resources, per_replica: Resources) -> int | None:
+def replicas_that_fit(available: ResourceAmounts, per_replica: ResourceAmounts) -> int | None:
     """How many replicas fit in ``available`` (None: no resource is requested, no limit)."""
     fits: int | None = None
     for resource, need in per_replica.items():
@@ -62,7 +62,9 @@ def replicas_that_fit(available: Resources, per_replica: Resources) -> int | Non
     return fits
 
 
-def first_short(available: Resources, per_replica: Resources, replicas: int) -> str | None:
+def first_short(
+    available: ResourceAmounts, per_replica: ResourceAmounts, replicas: int
+) -> str | None:
     """The first resource of which ``replicas`` replicas need more than ``available``."""
     for resource, need in per_replica.items():
         have = available.get(resource)

@@ -1,0 +1,57 @@
+"""Where an application goes: its tenant's remaining quota and the scheduler's decision.
+
+One function for the controller's reconcile and for ``propagator schedule``, so the
+command shows what the controller would decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from api.application import ApplicationPropagation
+from fleet.snapshot import FleetSnapshot
+from propagator.scheduler import Decision, Demand, Scheduler
+from propagator.tenancy import quota
+
+
+class FleetNotFound(LookupError):
+    """The application's ``spec.fleet`` names no Fleet; the message lists those there are."""
+
+    def __init__(self, fleet: str, fleets: Sequence[str]) -> None:
+        known = ", ".join(sorted(fleets)) or "none"
+        super().__init__(f"spec.fleet {fleet!r} is not a Fleet (fleets: {known})")
+
+
+def place(
+    scheduler: Scheduler,
+    snapshot: FleetSnapshot,
+    app: ApplicationPropagation,
+    demand: Demand,
+    quotas: Sequence[Mapping[str, Any]],
+    namespace_labels: Mapping[str, str] | None,
+    *,
+    age_s: float,
+    explain: bool = False,
+) -> Decision:
+    """Schedule ``app`` on ``snapshot`` within its tenant's remaining quota (the tenant is
+    found among ``quotas`` by the application's namespace and that namespace's labels);
+    raises FleetNotFound."""
+    if app.spec.fleet not in snapshot.fleets:
+        raise FleetNotFound(app.spec.fleet, list(snapshot.fleets))
+    namespace = app.metadata.get("namespace", "default")
+    tenant = quota.tenant_of(list(quotas), namespace, namespace_labels)
+    remaining = (
+        quota.remaining(tenant, {n: c.labels for n, c in snapshot.clusters.items()})
+        if tenant
+        else None
+    )
+    return scheduler.schedule(
+        snapshot,
+        app.spec.fleet,
+        app.spec.placement,
+        demand,
+        remaining,
+        age_s=age_s,
+        explain=explain,
+    )
