@@ -41,6 +41,7 @@ class LatencyProxy:
             asyncio.start_server(self._serve, "127.0.0.1", 0), self._loop
         ).result()
         self.port: int = self._server.sockets[0].getsockname()[1]
+        self._open: set[asyncio.StreamWriter] = set()
 
     async def _serve(
         self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter
@@ -51,6 +52,7 @@ class LatencyProxy:
             client_out.close()
             return
         for writer in (client_out, server_out):
+            self._open.add(writer)
             sock = writer.get_extra_info("socket")
             if sock is not None:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -61,6 +63,7 @@ class LatencyProxy:
             self._pump(server_in, client_out),
             return_exceptions=True,
         )
+        self._open.difference_update((client_out, server_out))
 
     async def _read(
         self, source: asyncio.StreamReader, chunks: asyncio.Queue[tuple[float, bytes]]
@@ -102,4 +105,11 @@ class LatencyProxy:
                 sink.close()
 
     def close(self) -> None:
-        self._loop.call_soon_threadsafe(self._server.close)
+        """Stop: refuse new connections and cut the open ones (a member gone away)."""
+
+        def cut() -> None:
+            self._server.close()
+            for writer in self._open:
+                writer.close()
+
+        self._loop.call_soon_threadsafe(cut)

@@ -7,6 +7,7 @@ import logging
 
 from opentelemetry.sdk.trace import TracerProvider
 
+from propagator.observability import logs
 from propagator.observability.logs import JsonFormatter, TraceIdFilter
 
 
@@ -26,3 +27,14 @@ def test_log_lines_carry_the_trace_id_inside_a_span() -> None:
     TraceIdFilter().filter(record)
     assert record.trace_id == ""  # type: ignore[attr-defined]
     assert "trace_id" not in json.loads(JsonFormatter().format(_record()))
+
+
+def test_the_http_client_does_not_log_every_request() -> None:
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        logs.configure("text", "debug")
+        assert not logging.getLogger("httpx").isEnabledFor(logging.INFO)
+        assert logging.getLogger("propagator").isEnabledFor(logging.DEBUG)
+    finally:
+        root.handlers[:], root.level = handlers, level

@@ -65,3 +65,9 @@ def test_objects_of_applications_without_work_here_are_ignored() -> None:
     assert route_member_event(member, table, other, None).sync is None
     table.forget(APP)
     assert route_member_event(member, table, live, None).sync is None
+
+
+def test_our_own_apply_of_a_new_revision_is_not_drift() -> None:
+    member, table, live = _setup(config_map("settings", "shop", a="1"))
+    newer = stamp(config_map("settings", "shop", a="2"), "shop", "web", "r2")
+    assert route_member_event(member, table, live, newer).sync is None

@@ -50,3 +50,6 @@ def configure(fmt: Literal["json", "text"], level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # The HTTP client logs every request at INFO: thousands a second at fleet scale.
+    for noisy in ("httpx", "httpcore", "hpack"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -7,7 +7,7 @@ from typing import Any
 
 from propagator.propagation.drift import fingerprint
 from propagator.propagation.health import WORKLOAD_KINDS
-from propagator.propagation.resources import APP_ANNOTATION, key_of
+from propagator.propagation.resources import APP_ANNOTATION, REVISION_ANNOTATION, key_of
 from propagator.propagation.work import WorkTable
 from propagator.runtime.members import Member
 
@@ -26,8 +26,9 @@ def route_member_event(
     """Route one cache event (``new`` None: deleted) of an object carrying our label.
 
     Only objects of an application that has work on this member count. A deleted object is
-    synced again; a changed one when the fields last applied no longer have the values the
-    member gave back then (status updates and fields of other managers do not count).
+    synced again; a changed one when, at the revision last applied, the fields applied no
+    longer have the values the member gave back then (status updates and fields of other
+    managers do not count).
     """
     obj = new or old or {}
     app = ((obj.get("metadata") or {}).get("annotations") or {}).get(APP_ANNOTATION)
@@ -36,7 +37,14 @@ def route_member_event(
     app = str(app)
     applied = member.applied.get(key_of(obj))
     drifted = new is None or (
-        applied is not None and fingerprint(new, applied.desired) != applied.fingerprint
+        applied is not None
+        # Another revision: our own apply of it, whose answer is not recorded yet.
+        and _revision(new) == _revision(applied.desired)
+        and fingerprint(new, applied.desired) != applied.fingerprint
     )
     workload = (obj.get("apiVersion"), obj.get("kind")) in WORKLOAD_KINDS
     return Route(sync=app if drifted else None, refresh=app if workload else None)
+
+
+def _revision(obj: dict[str, Any]) -> Any:
+    return ((obj.get("metadata") or {}).get("annotations") or {}).get(REVISION_ANNOTATION)
