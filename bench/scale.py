@@ -40,13 +40,15 @@ from kubernetes import client as k8s
 from bench.fanout import OBJECTS, _bare_loop, _connections
 from bench.latency_proxy import LatencyProxy
 from bench.propagation import Controller, _condition, _setup_crds, _wait
-from bench.report import arguments, emit
+from bench.report import arguments, emit, percentile
 from fleet import local
 from fleet.local import cluster as local_cluster
-from tests.e2e.manifests import GROUP, PLURAL, VERSION, application
+from tests.e2e.manifests import GROUP, PLURAL, VERSION, application, config_map
 
 NAMESPACE = "propagator-system"
 CONCURRENCY = 100
+SLOW_MEMBER_AT = 100
+"""The fleet size at which the slow member is measured (100 applications beside it)."""
 PROBE_INTERVAL_S = 10.0
 PROBE_FAILURE_THRESHOLD = 3
 
@@ -194,6 +196,60 @@ def _applications(hub: Any, count: int) -> float:
     return time.perf_counter() - start
 
 
+def _latencies(hub: Any, names: list[tuple[str, str]]) -> list[float]:
+    """Create one application per (name, cluster), each a ConfigMap in a namespace of its
+    own; returns each one's seconds from its creation to Applied."""
+    api = k8s.CustomObjectsApi(hub)
+    created: dict[str, float] = {}
+    applied: dict[str, float] = {}
+
+    def create(item: tuple[str, str]) -> None:
+        name, cluster = item
+        manifests = [config_map(name, f"bench-{name}", index="0")]
+        app = application(name, "latency", manifests, "far", placement={"clusterNames": [cluster]})
+        created[name] = time.perf_counter()
+        api.create_namespaced_custom_object(GROUP, VERSION, "latency", PLURAL, app)
+
+    def watch() -> bool:
+        listing: Any = api.list_namespaced_custom_object(GROUP, VERSION, "latency", PLURAL)
+        now = time.perf_counter()
+        for item in listing["items"]:
+            name = item["metadata"]["name"]
+            if name not in applied and _condition(item, "Applied") == "True":
+                applied[name] = now
+        return all(n in applied for n, _ in names)
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        list(pool.map(create, names))
+    _wait(watch, "latency applications Applied", limit_s=1800, every_s=0.05)
+    return [applied[n] - created[n] for n, _ in names]
+
+
+def _slow_member(hub: Any, proxies: list[LatencyProxy], count: int) -> dict[str, Any]:
+    """create -> Applied of applications on healthy members, alone and while one member
+    takes 30 s per request and as many applications wait for it."""
+    fast = [f"far-{i:04d}" for i in range(1, count)]
+    k8s.CoreV1Api(hub).create_namespace({"metadata": {"name": "latency"}})  # type: ignore[arg-type]
+    alone = _latencies(hub, [(f"alone-{i:03d}", fast[i % len(fast)]) for i in range(100)])
+    proxies[0].latency_s = 30.0  # far-0000 answers, 30 s late
+    api = k8s.CustomObjectsApi(hub)
+    for i in range(100):
+        name = f"stuck-{i:03d}"
+        manifests = [config_map(name, f"bench-{name}", index="0")]
+        app = application(
+            name, "latency", manifests, "far", placement={"clusterNames": ["far-0000"]}
+        )
+        api.create_namespaced_custom_object(GROUP, VERSION, "latency", PLURAL, app)
+    beside = _latencies(hub, [(f"beside-{i:03d}", fast[i % len(fast)]) for i in range(100)])
+    return {
+        "alone_p50_ms": percentile(alone, 50) * 1000,
+        "alone_p99_ms": percentile(alone, 99) * 1000,
+        "slow_p50_ms": percentile(beside, 50) * 1000,
+        "slow_p99_ms": percentile(beside, 99) * 1000,
+        "p99_ratio": percentile(beside, 99) / percentile(alone, 99),
+    }
+
+
 def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
     state = anyio.run(
         local.up,
@@ -248,6 +304,7 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
             return await _bare_loop(direct, CONCURRENCY, "bare")
 
         servers_s = anyio.run(servers)
+        slow = _slow_member(hub, proxies, count) if count == SLOW_MEMBER_AT else {}
         outage_s = _outage(hub, proxies[0], "far-0000")
     finally:
         if controller.proc is not None:
@@ -268,6 +325,7 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         "latency_limit_s": latency_limit,
         "servers_s": servers_s,
         "ratio": applied_s / ideal,
+        **slow,
     }
 
 
@@ -307,6 +365,23 @@ def main() -> None:
         ],
         args.json,
     )
+    slow = [r for r in rows if "alone_p99_ms" in r]
+    if slow:
+        print()
+        print("create -> Applied of 100 applications on healthy members, alone and beside a")
+        print("member that takes 30 s per request with 100 applications waiting for it")
+        emit(
+            slow,
+            [
+                ("clusters", "clusters"),
+                ("alone_p50_ms", "alone p50 ms"),
+                ("alone_p99_ms", "alone p99 ms"),
+                ("slow_p50_ms", "beside slow p50 ms"),
+                ("slow_p99_ms", "beside slow p99 ms"),
+                ("p99_ratio", "p99 ratio"),
+            ],
+            args.json,
+        )
 
 
 if __name__ == "__main__":
