@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from propagator.fleetmanager.status import status_changed
+import pytest
+
+from propagator.conditions import status_changed
 from propagator.propagation.status import ClusterState, StatusBuilder, availability
 
 
@@ -54,3 +56,12 @@ def test_an_unchanged_status_is_not_rewritten() -> None:
     result = changed.build()
     assert status_changed(written, result)
     assert result["conditions"][0]["lastTransitionTime"] == "2026-11-30T01:00:00Z"
+
+
+def test_a_status_the_api_would_not_keep_is_refused() -> None:
+    builder = StatusBuilder({"metadata": {"generation": 1}}, "2026-11-30T00:00:00Z")
+    builder.condition("Applied", True, "Applied", "1/1 clusters applied")
+    assert builder.build()["conditions"][0]["type"] == "Applied"
+    builder.status["appliedEverywhere"] = True  # not a field of the CRD
+    with pytest.raises(ValueError, match="appliedEverywhere"):
+        builder.build()

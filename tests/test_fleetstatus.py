@@ -45,21 +45,6 @@ def test_unusable_kubeconfig_is_reported_and_tainted() -> None:
     ]
 
 
-def test_probe_time_alone_is_not_a_change() -> None:
-    a = {"conditions": [{"type": "Ready"}], "lastProbeTime": "2026-01-01T00:00:00Z"}
-    b = {**a, "lastProbeTime": "2026-01-01T00:00:10Z"}
-    assert not fleetstatus.status_changed(a, b)
-    assert fleetstatus.status_changed(a, {**b, "kubernetesVersion": "v1.37.2"})
-
-
-def test_transition_time_kept_while_the_status_holds() -> None:
-    first = fleetstatus.condition("Ready", True, "Ok", "fine", 1, None, "T1")
-    again = fleetstatus.condition("Ready", True, "Ok", "fine", 1, [first], "T2")
-    flipped = fleetstatus.condition("Ready", False, "Bad", "down", 1, [again], "T3")
-    assert (first["lastTransitionTime"], again["lastTransitionTime"]) == ("T1", "T1")
-    assert flipped["lastTransitionTime"] == "T3"
-
-
 def test_fleet_members_by_name_and_selector() -> None:
     members = {
         "a": member("a", labels={"env": "prod"}),

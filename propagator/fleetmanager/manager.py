@@ -25,6 +25,7 @@ from fleet.health import HealthPolicy
 from fleet.informer import Informer, wait_synced
 from fleet.member import MemberMonitor
 from fleet.snapshot import ClusterInfoCache, SnapshotStore
+from propagator.conditions import now_iso, status_changed
 from propagator.fleetmanager import status as fleetstatus
 from propagator.observability.metrics import Metrics
 from propagator.settings import Settings
@@ -170,13 +171,13 @@ class FleetManager:
     async def write_status(self) -> None:
         """Write every MemberCluster and Fleet status and taint set that changed, then
         publish a new snapshot if the fleet looks different."""
-        now_iso, now = fleetstatus.now_iso(), time.monotonic()
+        stamp, now = now_iso(), time.monotonic()
         members = {m["metadata"]["name"]: m for m in self.members.snapshot()}
         for name, member in members.items():
             monitor = self.monitors.get(name)
-            status = fleetstatus.member_status(member, monitor, now_iso)
+            status = fleetstatus.member_status(member, monitor, stamp)
             self.metrics.cluster_ready.labels(name).set(fleetstatus.is_ready({"status": status}))
-            if fleetstatus.status_changed(member.get("status"), status):
+            if status_changed(member.get("status"), status):
                 await self._patch_status("MemberCluster", name, status)
                 members[name] = {**member, "status": status}
             taints = fleetstatus.desired_taints(monitor, now)
@@ -194,8 +195,8 @@ class FleetManager:
         fleets: dict[str, list[str]] = {}
         for fleet in self.fleets.snapshot():
             name = fleet["metadata"]["name"]
-            status = fleetstatus.fleet_status(fleet, members, now_iso)
-            if fleetstatus.status_changed(fleet.get("status"), status):
+            status = fleetstatus.fleet_status(fleet, members, stamp)
+            if status_changed(fleet.get("status"), status):
                 await self._patch_status("Fleet", name, status)
             fleets[name] = fleetstatus.fleet_members(fleet, members)
         # The snapshot shows what the hub holds; what was just written comes back through

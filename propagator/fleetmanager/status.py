@@ -6,46 +6,16 @@ changed" is a plain comparison and no write is sent for it.
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from api.selectors import LabelSelector
 from api.taints import NOT_READY_TAINT, UNREACHABLE_TAINT
 from fleet.member import MemberMonitor
+from propagator.conditions import condition
 
 CONTROLLER_TAINTS = (NOT_READY_TAINT, UNREACHABLE_TAINT)
 TAINT_EFFECT = "NoSchedule"
-_VOLATILE = ("lastProbeTime",)
-
-
-def now_iso() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def condition(
-    type_: str,
-    ok: bool | None,
-    reason: str,
-    message: str,
-    generation: int | None,
-    previous: Iterable[Mapping[str, Any]] | None,
-    now: str,
-) -> dict[str, Any]:
-    """A metav1.Condition, keeping lastTransitionTime while the status stays the same."""
-    status = "Unknown" if ok is None else ("True" if ok else "False")
-    before = next((c for c in previous or [] if c.get("type") == type_), None)
-    since = before["lastTransitionTime"] if before and before.get("status") == status else now
-    cond: dict[str, Any] = {
-        "type": type_,
-        "status": status,
-        "reason": reason,
-        "message": message[:32768],
-        "lastTransitionTime": since,
-    }
-    if generation is not None:
-        cond["observedGeneration"] = generation
-    return cond
 
 
 def member_status(
@@ -101,15 +71,6 @@ def member_status(
         status.update(capacity)
     status["lastProbeTime"] = now
     return status
-
-
-def status_changed(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
-    """True when ``desired`` differs from ``current`` in more than the probe time."""
-
-    def stable(s: Mapping[str, Any] | None) -> dict[str, Any]:
-        return {k: v for k, v in (s or {}).items() if k not in _VOLATILE}
-
-    return stable(current) != stable(desired)
 
 
 def desired_taints(monitor: MemberMonitor | None, now: float) -> list[dict[str, str]]:

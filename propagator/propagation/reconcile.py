@@ -25,7 +25,7 @@ from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
 from fleet.informer import cache_key
 from fleet.snapshot import FleetSnapshot, SnapshotStore
-from propagator.fleetmanager.status import now_iso, status_changed
+from propagator.conditions import now_iso, status_changed
 from propagator.observability.metrics import Metrics
 from propagator.propagation.health import WorkloadHealth
 from propagator.propagation.placement import FleetNotFound, place

@@ -10,7 +10,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from propagator.fleetmanager.status import condition
+from pydantic import ValidationError
+
+from api.application import ApplicationPropagationStatus
+from propagator.conditions import condition
 from propagator.propagation.health import WorkloadHealth
 
 
@@ -71,11 +74,17 @@ class StatusBuilder:
         self.status["ready"] = f"{min(ready, total)}/{total}"
 
     def build(self) -> dict[str, Any]:
+        """The status to write, checked against the API model first: the API server would
+        silently drop a field the CRD does not know, so a mistake here is raised instead."""
         order = ["Scheduled", "Applied", "Available", "QuotaExceeded", "CanaryProgressing"]
         self.status["conditions"] = sorted(
             self._conditions.values(),
             key=lambda c: (order.index(c["type"]) if c["type"] in order else 99, c["type"]),
         )
+        try:
+            ApplicationPropagationStatus.model_validate(self.status)
+        except ValidationError as exc:
+            raise ValueError(f"the controller built an invalid status: {exc}") from exc
         return self.status
 
 

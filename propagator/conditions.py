@@ -1,0 +1,51 @@
+"""Conditions and status writes, the same way for every resource the controller writes.
+
+A condition keeps its ``lastTransitionTime`` while its status holds; a status is written
+only when it differs in more than the volatile fields (the probe time).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+_VOLATILE = ("lastProbeTime",)
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def condition(
+    type_: str,
+    ok: bool | None,
+    reason: str,
+    message: str,
+    generation: int | None,
+    previous: Iterable[Mapping[str, Any]] | None,
+    now: str,
+) -> dict[str, Any]:
+    """A metav1.Condition, keeping lastTransitionTime while the status stays the same."""
+    status = "Unknown" if ok is None else ("True" if ok else "False")
+    before = next((c for c in previous or [] if c.get("type") == type_), None)
+    since = before["lastTransitionTime"] if before and before.get("status") == status else now
+    cond: dict[str, Any] = {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": message[:32768],
+        "lastTransitionTime": since,
+    }
+    if generation is not None:
+        cond["observedGeneration"] = generation
+    return cond
+
+
+def status_changed(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
+    """True when ``desired`` differs from ``current`` in more than the probe time."""
+
+    def stable(s: Mapping[str, Any] | None) -> dict[str, Any]:
+        return {k: v for k, v in (s or {}).items() if k not in _VOLATILE}
+
+    return stable(current) != stable(desired)
