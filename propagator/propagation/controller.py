@@ -43,7 +43,7 @@ from propagator.settings import Settings
 
 log = logging.getLogger(__name__)
 
-STATUS_DEBOUNCE_S = 0.1
+STATUS_DEBOUNCE_S = 0.02
 """Member results within this long make one status refresh."""
 
 
