@@ -38,12 +38,14 @@ e2e: install testbin
 
 test: lint typecheck unit e2e
 
-# bench.fanout and bench.propagation start local clusters (about 10 minutes together).
+# bench.fanout, bench.propagation and bench.scale start local clusters (bench.scale with
+# 100, 300 and 1,000 far members takes the longest; --clusters 100,300 for a shorter run).
 bench: install testbin
 	$(PY) -m bench.snapshot
 	$(PY) -m bench.scheduler
 	$(PY) -m bench.fanout
 	$(PY) -m bench.propagation
+	$(PY) -m bench.scale
 
 local-up: install testbin
 	$(VENV)/bin/propagator local up --state-dir $(STATE_DIR)

@@ -155,9 +155,9 @@ def owned_config_maps(fleet: Fleet, cluster: str, namespace: str, app: str) -> l
     )
 
 
-def kubectl(fleet: Fleet, *args: str) -> str:
+def kubectl(fleet: Fleet, *args: str, cluster: str = HUB) -> str:
     result = subprocess.run(
-        [str(fleet.binaries / "kubectl"), "--kubeconfig", str(fleet.kubeconfig(HUB)), *args],
+        [str(fleet.binaries / "kubectl"), "--kubeconfig", str(fleet.kubeconfig(cluster)), *args],
         capture_output=True,
         text=True,
         check=False,
@@ -568,17 +568,6 @@ def test_a_tenant_found_by_namespace_labels_is_kept_in_its_quota(
         custom(fleet).delete_cluster_custom_object(GROUP, VERSION, "tenantquotas", "capped-team")
 
 
-def member_kubectl(fleet: Fleet, cluster: str, *args: str) -> str:
-    result = subprocess.run(
-        [str(fleet.binaries / "kubectl"), "--kubeconfig", str(fleet.kubeconfig(cluster)), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
 def heals(controller: Controller) -> float:
     return sum(
         value
@@ -596,13 +585,14 @@ def test_drift_on_a_member_is_healed(fleet: Fleet, controller: Controller) -> No
     healed_before = heals(controller)
 
     # What a new user tries first: kubectl set image on a member.
-    member_kubectl(fleet, "member-1", "-n", ns, "set", "image", f"deployment/{name}", "main=evil:1")
-    # A label we set removed, data we set edited, and our own label removed.
-    member_kubectl(fleet, "member-2", "-n", ns, "label", "configmap", "settings", "team-")
-    member_kubectl(
-        fleet, "member-3", "-n", ns, "patch", "configmap", "settings", "-p", '{"data":{"mode":"b"}}'
+    kubectl(
+        fleet, "-n", ns, "set", "image", f"deployment/{name}", "main=evil:1", cluster="member-1"
     )
-    member_kubectl(fleet, "member-3", "-n", ns, "label", "deployment", name, f"{APP_LABEL}-")
+    # A label we set removed, data we set edited, and our own label removed.
+    kubectl(fleet, "-n", ns, "label", "configmap", "settings", "team-", cluster="member-2")
+    patch = '{"data":{"mode":"b"}}'
+    kubectl(fleet, "-n", ns, "patch", "configmap", "settings", "-p", patch, cluster="member-3")
+    kubectl(fleet, "-n", ns, "label", "deployment", name, f"{APP_LABEL}-", cluster="member-3")
 
     def image(cluster: str) -> str:
         live = member_object(fleet, cluster, "Deployment", ns, name)
