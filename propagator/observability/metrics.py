@@ -99,6 +99,11 @@ class Metrics:
         self.queue_depth = Gauge(
             "propagator_workqueue_depth", "Applications waiting to be reconciled", registry=r
         )
+        self.member_sync_depth = Gauge(
+            "propagator_member_sync_queue_depth",
+            "Member syncs (application, cluster) waiting, across every member's queue",
+            registry=r,
+        )
         self.reconciles = Counter(
             "propagator_reconciles_total",
             "Reconciles of an ApplicationPropagation, by result (success, error)",

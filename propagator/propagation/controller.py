@@ -131,6 +131,9 @@ class PropagationController:
             metrics,
         )
         metrics.queue_depth.set_function(lambda: len(self.queue))
+        metrics.member_sync_depth.set_function(
+            lambda: sum(len(m.queue) for m in self.members.members.values())
+        )
         metrics.operations_in_flight.set_function(lambda: self.limiter.borrowed_tokens)
         self._task_group: anyio.abc.TaskGroup | None = None
         self._workers_started = False
