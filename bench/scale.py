@@ -258,15 +258,7 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         local.FleetOptions(members=3, nodes_per_cluster=1),
     )
     hub = local_cluster.api_client(state.hub)
-    controller = Controller(state.hub.kubeconfig, tmp / f"controller-{count}.log")
-    controller.env.update(
-        {
-            "PROPAGATOR_PROBE_INTERVAL_S": str(PROBE_INTERVAL_S),
-            "PROPAGATOR_PROBE_FAILURE_THRESHOLD": str(PROBE_FAILURE_THRESHOLD),
-            "PROPAGATOR_MAX_CONCURRENCY": str(CONCURRENCY),
-            "PROPAGATOR_NAMESPACE": NAMESPACE,
-        }
-    )
+    controller: Controller | None = None
     proxies: list[LatencyProxy] = []
     try:
         _setup_crds(hub)
@@ -284,6 +276,16 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
                 "metadata": {"name": "far"},
                 "spec": {"clusterSelector": {"matchLabels": {"bench": "far"}}},
             },
+        )
+        # Its ports are picked after the proxies bound theirs, so none is taken meanwhile.
+        controller = Controller(state.hub.kubeconfig, tmp / f"controller-{count}.log")
+        controller.env.update(
+            {
+                "PROPAGATOR_PROBE_INTERVAL_S": str(PROBE_INTERVAL_S),
+                "PROPAGATOR_PROBE_FAILURE_THRESHOLD": str(PROBE_FAILURE_THRESHOLD),
+                "PROPAGATOR_MAX_CONCURRENCY": str(CONCURRENCY),
+                "PROPAGATOR_NAMESPACE": NAMESPACE,
+            }
         )
         started = time.perf_counter()
         controller.start()
@@ -307,7 +309,7 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         slow = _slow_member(hub, proxies, count) if count == SLOW_MEMBER_AT else {}
         outage_s = _outage(hub, proxies[0], "far-0000")
     finally:
-        if controller.proc is not None:
+        if controller is not None and controller.proc is not None:
             controller.stop()
         for proxy in proxies:
             proxy.close()
