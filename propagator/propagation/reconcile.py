@@ -46,7 +46,7 @@ FINALIZER = "propagator.io/cleanup"
 REMOVAL = "removal"
 """The revision of the work that removes an application from a cluster."""
 STATUS_CATCH_UP_S = 1.0
-"""A reconcile that queued member syncs leaves the status write to their results; this
+"""A reconcile with member syncs in flight leaves the status write to their results; this
 long at most."""
 
 Condition = tuple[str, bool | None, str, str]
@@ -225,8 +225,12 @@ class Reconciler:
         for cluster in plan.removed:
             works[cluster] = ClusterWork(key, cluster, (), REMOVAL, frozenset(plan.kinds), policy)
         queued = self._set_work(key, works)
+        # Syncs in flight (queued now, or by an earlier plan of this revision) report back.
+        pending = queued or any(
+            not s.applied and not s.failed for s in self.table.states_of(key).values()
+        )
         return await self._planned(
-            obj, key, plan, Outcome(False, refresh_after_s=STATUS_CATCH_UP_S if queued else None)
+            obj, key, plan, Outcome(False, refresh_after_s=STATUS_CATCH_UP_S if pending else None)
         )
 
     def _leaving(self, key: str, previous: Mapping[str, Any], wanted: set[str]) -> list[str]:

@@ -1,0 +1,192 @@
+"""The application reconcile without I/O: a fake hub records its writes; the member
+registry is reduced to what the reconcile asks of it."""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+import anyio
+import pytest
+
+from fleet.connection import KubeConnection
+from fleet.snapshot import SnapshotStore
+from propagator.observability.metrics import Metrics
+from propagator.propagation.health import WorkloadHealth
+from propagator.propagation.reconcile import FINALIZER, MemberAccess, Reconciler
+from propagator.propagation.work import WorkTable
+from propagator.scheduler import Scheduler
+from propagator.settings import Settings
+from tests.e2e.manifests import application, config_map
+from tests.test_scheduler import PROFILE, cluster
+
+
+class FakeHub:
+    """The hub's merge patches, recorded and applied to the stored application."""
+
+    def __init__(self, app: dict[str, Any]) -> None:
+        self.app = app
+        self.patches: list[tuple[str | None, dict[str, Any]]] = []
+
+    async def merge_patch(
+        self, api_version: str, kind: str, name: str, body: dict[str, Any], **kw: Any
+    ) -> dict[str, Any]:
+        self.patches.append((kw.get("subresource"), body))
+        if kw.get("subresource") == "status":
+            self.app["status"] = body["status"]
+        else:
+            self.app["metadata"]["finalizers"] = body["metadata"]["finalizers"]
+        return self.app
+
+
+class Harness:
+    def __init__(self, app: dict[str, Any], clusters: Sequence[str] = ("a", "b")) -> None:
+        app["metadata"]["generation"] = 1
+        self.hub = FakeHub(app)
+        self.table = WorkTable()
+        self.queued: list[tuple[str, str]] = []
+        store = SnapshotStore()
+        kinds = frozenset({("v1", "ConfigMap")})
+        store.publish([cluster(c, kinds=kinds) for c in clusters], {"f": list(clusters)})
+        self.reconciler = Reconciler(
+            cast(KubeConnection, self.hub),
+            Settings(),
+            store,
+            Scheduler(PROFILE),
+            lambda: [],
+            lambda _: {},
+            self.table,
+            MemberAccess(self._enqueue, self._health, lambda c: c in clusters),
+            Metrics(),
+        )
+
+    def _enqueue(self, cluster: str, app: str) -> str | None:
+        self.queued.append((cluster, app))
+        return None
+
+    def _health(
+        self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str
+    ) -> WorkloadHealth:
+        return "Healthy"
+
+    def reconcile(self, replan: bool = True) -> Any:
+        obj = copy.deepcopy(self.hub.app)  # what the informer's cache would hold
+        return anyio.run(lambda: self.reconciler.reconcile(obj, replan=replan))
+
+    def synced(self, app: str, *clusters: str) -> None:
+        for c in clusters:
+            state = self.table.state(app, c)
+            assert state is not None
+            state.applied, state.attempts, state.tried_at = True, 1, time.monotonic()
+
+    def condition(self, type_: str) -> dict[str, Any]:
+        conditions = self.hub.app.get("status", {}).get("conditions", [])
+        return next(c for c in conditions if c["type"] == type_)
+
+
+def _app(**spec: Any) -> dict[str, Any]:
+    return application("web", "shop", [config_map("web", "shop", a="1")], "f", **spec)
+
+
+def test_a_new_application_gets_its_finalizer_and_work_and_waits_for_the_syncs() -> None:
+    h = Harness(_app())
+    outcome = h.reconcile()
+    assert h.hub.app["metadata"]["finalizers"] == [FINALIZER]
+    assert sorted(h.queued) == [("a", "shop/web"), ("b", "shop/web")]
+    assert outcome.refresh_after_s is not None  # the status waits for the syncs
+    assert "status" not in h.hub.app
+    work = h.table.get("shop/web", "a")
+    assert work is not None
+    assert work.objects[0]["data"] == {"a": "1"}
+
+    h.synced("shop/web", "a", "b")
+    h.reconcile(replan=False)
+    assert h.condition("Applied")["message"] == "2/2 clusters applied"
+    assert h.hub.app["status"]["ready"] == "2/2"
+    assert h.condition("Available")["status"] == "True"
+    # Nothing changed: no second write, and no sync queued again.
+    writes, h.queued = len(h.hub.patches), []
+    h.reconcile()
+    assert len(h.hub.patches) == writes
+    assert h.queued == []
+
+
+def test_a_cluster_still_syncing_is_named_in_progress() -> None:
+    h = Harness(_app())
+    h.reconcile()
+    h.synced("shop/web", "a")
+    state = h.table.state("shop/web", "b")
+    assert state is not None
+    state.error, state.tries, state.attempts = "connection refused", 1, 1
+    h.reconcile(replan=False)
+    applied = h.condition("Applied")
+    assert applied["reason"] == "Applying"
+    assert (
+        applied["message"]
+        == "1/2 clusters applied; 1 in progress: b (retrying: connection refused)"
+    )
+
+
+def test_a_template_error_records_no_work() -> None:
+    app = _app()
+    app["spec"]["resources"]["manifests"][0]["data"] = {"a": "{{ cluster.zon }}"}
+    h = Harness(app)
+    h.reconcile()
+    assert h.queued == []
+    assert h.table.work == {}
+    assert h.condition("Applied")["reason"] == "RenderFailed"
+
+
+def test_a_cluster_the_application_leaves_gets_removal_work() -> None:
+    h = Harness(_app())
+    h.reconcile()
+    h.synced("shop/web", "a", "b")
+    h.reconcile(replan=False)
+    h.hub.app["spec"]["placement"] = {"excludeClusters": ["b"]}
+    h.hub.app["metadata"]["generation"] = 2
+    h.queued = []
+    h.reconcile()
+    removal = h.table.get("shop/web", "b")
+    assert removal is not None
+    assert removal.removal
+    assert h.queued == [("b", "shop/web")]
+
+
+def test_deletion_waits_for_the_removals_then_lets_go() -> None:
+    h = Harness(_app())
+    h.reconcile()
+    h.synced("shop/web", "a", "b")
+    h.reconcile(replan=False)
+    h.hub.app["metadata"]["deletionTimestamp"] = "2026-11-30T00:00:00Z"
+    h.reconcile()
+    assert all(w.removal for w in h.table.work["shop/web"].values())
+    assert h.hub.app["metadata"]["finalizers"] == [FINALIZER]  # removals in flight
+    h.synced("shop/web", "a", "b")
+    h.reconcile(replan=False)
+    assert h.hub.app["metadata"]["finalizers"] == []
+    assert h.table.work == {}
+
+
+@pytest.mark.parametrize("orphan", [False, True])
+def test_a_cluster_that_cannot_be_cleaned_holds_deletion_unless_orphaned(orphan: bool) -> None:
+    h = Harness(_app())
+    h.reconcile()
+    h.synced("shop/web", "a", "b")
+    h.reconcile(replan=False)
+    h.hub.app["metadata"]["deletionTimestamp"] = "2026-11-30T00:00:00Z"
+    if orphan:
+        h.hub.app["metadata"]["annotations"] = {"propagator.io/orphan-unreachable": "true"}
+    h.reconcile()
+    h.synced("shop/web", "a")
+    state = h.table.state("shop/web", "b")
+    assert state is not None
+    state.failed, state.error, state.attempts = True, "connection refused", 3
+    h.reconcile(replan=False)
+    if orphan:
+        assert h.hub.app["metadata"]["finalizers"] == []
+    else:
+        assert h.hub.app["metadata"]["finalizers"] == [FINALIZER]
+        assert h.condition("Applied")["reason"] == "CleanupFailed"
+        assert "b: connection refused after 3 attempts" in h.condition("Applied")["message"]
