@@ -148,7 +148,7 @@ async def _sync_all(
         reported,
     )
     registry = MemberRegistry(
-        label_selector=APP_LABEL,
+        owner_label=APP_LABEL,
         sync=member_sync.sync,
         on_object=lambda *_: None,
         on_added=lambda _: None,

@@ -105,7 +105,7 @@ class PropagationController:
             settings, self.table, metrics, self.limiter, self._caches, self._refresh
         )
         self.members = MemberRegistry(
-            label_selector=APP_LABEL,
+            owner_label=APP_LABEL,
             sync=self.sync.sync,
             on_object=self._on_member_object,
             on_added=self._on_member_added,

@@ -41,11 +41,18 @@ NAMESPACES: KindKey = ("v1", "Namespace")
 """Cached whole (not only ours): a sync must know which namespaces a member lacks."""
 
 
-def cached_form(obj: Object, api_version: str, kind: str) -> Object:
+def cached_form(obj: Object, api_version: str, kind: str, label: str | None = None) -> Object:
     """What a cache keeps of an object: all but managedFields (large, never read), with
-    its apiVersion and kind (listed items carry none)."""
+    its apiVersion and kind (listed items carry none). With ``label``, an object without
+    that label (a namespace that is not ours) keeps only its name and version: its
+    existence is all a sync asks of it."""
     meta = obj.get("metadata")
-    if isinstance(meta, dict) and "managedFields" in meta:
+    if not isinstance(meta, dict):
+        return {**obj, "apiVersion": api_version, "kind": kind}
+    if label is not None and label not in (meta.get("labels") or {}):
+        slim = {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta}
+        return {"apiVersion": api_version, "kind": kind, "metadata": slim}
+    if "managedFields" in meta:
         meta = {k: v for k, v in meta.items() if k != "managedFields"}
     return {**obj, "apiVersion": api_version, "kind": kind, "metadata": meta}
 
@@ -89,7 +96,7 @@ class MemberRegistry:
     def __init__(
         self,
         *,
-        label_selector: str,
+        owner_label: str,
         sync: SyncFn,
         on_object: ObjectFn,
         on_added: Callable[[Member], None],
@@ -98,7 +105,9 @@ class MemberRegistry:
         circuit_cool_down_s: float,
         requeue_max_delay_s: float,
     ) -> None:
-        self._label_selector = label_selector
+        self._owner_label = owner_label
+        """The label every propagated object carries; caches list what has it (an
+        existence selector on its key)."""
         self._sync = sync
         self._on_object = on_object
         self._on_added = on_added
@@ -192,13 +201,16 @@ class MemberRegistry:
             def changed(event: str, old: Object | None, new: Object | None) -> None:
                 self._on_object(member, event, old, new)
 
+            whole = (api_version, kind) == NAMESPACES
             informer = Informer(
                 member.connection,
                 api_version,
                 kind,
                 changed,
-                label_selector=None if (api_version, kind) == NAMESPACES else self._label_selector,
-                transform=lambda obj: cached_form(obj, api_version, kind),
+                label_selector=None if whole else self._owner_label,
+                transform=lambda obj: cached_form(
+                    obj, api_version, kind, self._owner_label if whole else None
+                ),
             )
             member.caches[api_version, kind] = informer
             self._task_group.start_soon(self._run_informer, member, informer)

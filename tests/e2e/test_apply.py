@@ -78,7 +78,7 @@ def test_a_member_sync_creates_the_namespace_and_writes_only_what_changed(fleet:
 
     async def scenario() -> None:
         registry = MemberRegistry(
-            label_selector=APP_LABEL,
+            owner_label=APP_LABEL,
             sync=noop,
             on_object=lambda *_: None,
             on_added=lambda _: None,
