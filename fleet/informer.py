@@ -10,7 +10,6 @@ called there too, and must not block.
 from __future__ import annotations
 
 import logging
-import math
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -194,11 +193,7 @@ def _rv(obj: Object) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion", ""))
 
 
-async def wait_synced(informers: Iterable[Informer], timeout_s: float | None = None) -> bool:
-    """True once every informer has listed, False if ``timeout_s`` passes first (None: wait
-    as long as it takes)."""
-    with anyio.move_on_after(math.inf if timeout_s is None else timeout_s):
-        for informer in informers:
-            await informer.wait_synced()
-        return True
-    return False
+async def wait_synced(informers: Iterable[Informer]) -> None:
+    """Return once every informer has listed."""
+    for informer in informers:
+        await informer.wait_synced()

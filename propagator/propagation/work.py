@@ -149,11 +149,6 @@ class WorkTable:
     def apps_on(self, cluster: str) -> list[str]:
         return sorted(a for a, works in self.work.items() if cluster in works)
 
-    def removed(self, app: str, cluster: str) -> None:
-        """The application is gone from ``cluster``: drop its work and state there."""
-        self.work.get(app, {}).pop(cluster, None)
-        self.states.pop((app, cluster), None)
-
     def forget(self, app: str) -> None:
         self.work.pop(app, None)
         for key in [k for k in self.states if k[0] == app]:
