@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
-from api.quantity import QuantityError, format_quantity, parse_quantity
+from api.quantity import Format, QuantityError, arithmetic, format_quantity, parse_quantity
 
 TRACKED = ("cpu", "memory", "pods")
 _TERMINAL = ("Succeeded", "Failed")
@@ -63,10 +63,13 @@ def pod_requests(pod: dict[str, Any]) -> dict[str, Decimal]:
     sum over containers and the largest init container, plus overhead; plus one pod."""
     spec = pod["spec"]
     total: dict[str, Decimal] = {"pods": Decimal(1)}
-    for resource in ("cpu", "memory"):
-        running = sum((_parse(r.get(resource, 0)) for r in spec["containers"]), Decimal(0))
-        init = max((_parse(r.get(resource, 0)) for r in spec["initContainers"]), default=Decimal(0))
-        total[resource] = max(running, init) + _parse(spec["overhead"].get(resource, 0))
+    with arithmetic():
+        for resource in ("cpu", "memory"):
+            running = sum((_parse(r.get(resource, 0)) for r in spec["containers"]), Decimal(0))
+            init = max(
+                (_parse(r.get(resource, 0)) for r in spec["initContainers"]), default=Decimal(0)
+            )
+            total[resource] = max(running, init) + _parse(spec["overhead"].get(resource, 0))
     return total
 
 
@@ -76,6 +79,11 @@ def summarize(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]]) -
     Allocatable counts Ready, schedulable nodes; allocated counts non-terminated pods bound
     to a node.
     """
+    with arithmetic():
+        return _summarize(nodes, pods)
+
+
+def _summarize(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]]) -> dict[str, Any]:
     total = ready = 0
     allocatable = dict.fromkeys(TRACKED, Decimal(0))
     for node in nodes:
@@ -95,7 +103,11 @@ def summarize(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]]) -
             allocated[resource] += amount
 
     def fmt(values: dict[str, Decimal]) -> dict[str, str]:
-        return {r: format_quantity(v, binary=r == "memory") for r, v in values.items()}
+        # as the kubelet reports them: memory in binary units, cpu and pods in decimal ones
+        return {
+            r: format_quantity(v, Format.BINARY_SI if r == "memory" else Format.DECIMAL_SI)
+            for r, v in values.items()
+        }
 
     available = {r: max(Decimal(0), allocatable[r] - allocated[r]) for r in TRACKED}
     return {

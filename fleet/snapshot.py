@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 
-from api.quantity import QuantityError, parse_quantity
+from api.quantity import ARITHMETIC, QuantityError, parse_quantity
 from api.taints import Taint
 
 _EMPTY: frozenset[str] = frozenset()
@@ -53,7 +53,7 @@ class ClusterInfo:
             if total:
                 object.__setattr__(self, f"total_{resource}", float(total))
                 if resource in self.available:
-                    value = float(self.available[resource] / total)
+                    value = float(ARITHMETIC.divide(self.available[resource], total))
                     object.__setattr__(self, f"free_{resource}", value)
 
     def field_value(self, name: str) -> str | None:

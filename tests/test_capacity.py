@@ -3,7 +3,6 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from api.quantity import format_quantity
 from fleet.capacity import pod_requests, slim_node, slim_pod, summarize
 
 
@@ -66,11 +65,3 @@ def test_init_containers_count_when_larger() -> None:
 def test_available_never_negative() -> None:
     summary = summarize([node("a", cpu="1")], [pod("2")])
     assert summary["resources"]["available"]["cpu"] == "0"
-
-
-def test_format_quantity() -> None:
-    assert format_quantity(Decimal(16)) == "16"
-    assert format_quantity(Decimal("7.25")) == "7250m"
-    assert format_quantity(Decimal(64 * 1024**3), binary=True) == "64Gi"
-    assert format_quantity(Decimal(1000), binary=True) == "1000"
-    assert format_quantity(Decimal("1E-9")) == "1n"

@@ -15,7 +15,7 @@ from propagator.cli.main import main
         (["--members", "-1"], "--members=-1: Input should be greater than or equal to 0"),
         (["--members", "50"], "--members=50: Input should be less than or equal to 20"),
         (["--nodes-per-cluster", "0"], "--nodes-per-cluster=0"),
-        (["--node-memory", "32GB"], "--node-memory: '32GB' has an unknown suffix 'GB'"),
+        (["--node-memory", "32GB"], "--node-memory: '32GB' is not a quantity: unexpected 'B'"),
         (["--node-cpu", "0"], "--node-cpu='0': must be greater than zero"),
         (["--timeout", "0"], "--timeout=0.0"),
     ],

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from api.quantity import QuantityError, parse_quantity
+from api.quantity import QuantityError, arithmetic, parse_quantity
 from propagator.scheduler.types import Demand
 
 REPLICATED_KINDS = frozenset(
@@ -16,6 +16,11 @@ REPLICATED_KINDS = frozenset(
 
 
 def _requests(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
+    with arithmetic():
+        return _sum_requests(pod_spec)
+
+
+def _sum_requests(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
     total: dict[str, Decimal] = {"pods": Decimal(1)}
     for resource in ("cpu", "memory"):
         amount = Decimal(0)
@@ -48,7 +53,8 @@ def demand_of(
         requests = _requests(((spec.get("template") or {}).get("spec")) or {})
         count = spec.get("replicas", 1)
         count = count if isinstance(count, int) else 1
-        weight = requests.get("cpu", Decimal(0)) * count
+        with arithmetic():
+            weight = requests.get("cpu", Decimal(0)) * count
         if weight > best:
             best, replicas, per_replica = weight, count, requests
     return Demand(replicas=replicas, per_replica=per_replica, kinds=frozenset(kinds))

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from api.placement import Placement
+from api.quantity import arithmetic
 from fleet.snapshot import ClusterInfo
 
 ResourceAmounts = Mapping[str, Decimal]
@@ -57,9 +58,24 @@ def replicas_that_fit(available: ResourceAmounts, per_replica: ResourceAmounts) 
         have = available.get(resource)
         if have is None:
             continue  # not tracked there: no limit
-        n = int(have // need) if have > 0 else 0
+        n = _whole_times(have, need)
         fits = n if fits is None else min(fits, n)
     return fits
+
+
+MAX_REPLICAS = 2**31 - 1
+"""A workload's replica count is an int32 in Kubernetes: room for more is room for all."""
+
+
+def _whole_times(have: Decimal, need: Decimal) -> int:
+    """How many times ``need`` fits in ``have`` (at most :data:`MAX_REPLICAS`), for
+    quantities of any size."""
+    if have <= 0:
+        return 0
+    with arithmetic():
+        if have / need >= MAX_REPLICAS:
+            return MAX_REPLICAS
+        return int(have // need)
 
 
 def first_short(
@@ -68,8 +84,9 @@ def first_short(
     """The first resource of which ``replicas`` replicas need more than ``available``."""
     for resource, need in per_replica.items():
         have = available.get(resource)
-        if have is not None and need * replicas > have:
-            return resource
+        with arithmetic():
+            if have is not None and need * replicas > have:
+                return resource
     return None
 
 

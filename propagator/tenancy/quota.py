@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from api.quantity import QuantityError, parse_quantity
+from api.quantity import QuantityError, arithmetic, parse_quantity
 from api.selectors import LabelSelector
 
 Remaining = dict[str, dict[str, Decimal]]
@@ -70,5 +70,8 @@ def remaining(quota: Mapping[str, Any], clusters: Mapping[str, Mapping[str, str]
     for name, labels in clusters.items():
         hard = {k.removeprefix("requests."): v for k, v in hard_for(quota, name, labels).items()}
         used = {k.removeprefix("requests."): v for k, v in used_by.get(name, {}).items()}
-        result[name] = {k: max(Decimal(0), v - used.get(k, Decimal(0))) for k, v in hard.items()}
+        with arithmetic():
+            result[name] = {
+                k: max(Decimal(0), v - used.get(k, Decimal(0))) for k, v in hard.items()
+            }
     return result
