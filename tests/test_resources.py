@@ -70,7 +70,7 @@ def test_selector_query() -> None:
             ],
         }
     )
-    assert to_query(selector) == "app=web,tier in (a,b),env notin (dev),team,!legacy"
+    assert to_query(selector) == "app=web,env notin (dev),!legacy,team,tier in (a,b)"
 
 
 def test_kinds_name_api_version_and_kind() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from api.selectors import selects
-from api.taints import NOT_READY_TAINT, UNREACHABLE_TAINT
+from api.taints import FILTERING_EFFECTS, NOT_READY_TAINT, UNREACHABLE_TAINT, untolerated
 from fleet.snapshot import ClusterInfo
 from propagator.scheduler.types import (
     ResourceAmounts,
@@ -49,9 +49,8 @@ class TaintToleration:
     name = "TaintToleration"
 
     def filter(self, cluster: ClusterInfo, ctx: SchedulingContext) -> Rejection | None:
-        tolerations = ctx.placement.tolerations
-        for taint in cluster.taints:
-            if not any(t.tolerates(taint) for t in tolerations):
+        for taint in untolerated(cluster.taints, ctx.placement.tolerations):
+            if taint.effect in FILTERING_EFFECTS:
                 short = _SHORT_TAINTS.get(taint.key, taint.key)
                 return (
                     f"tainted {short}",
@@ -60,6 +59,22 @@ class TaintToleration:
         if not cluster.ready:
             return "not ready", "the cluster's Ready condition is not True"
         return None
+
+
+class TaintPreference:
+    """Favours clusters without PreferNoSchedule taints the placement does not tolerate
+    (100 with none, 50 with one, 33 with two…), as kube-scheduler's TaintToleration
+    score does for nodes."""
+
+    name = "TaintPreference"
+
+    def score(self, cluster: ClusterInfo, ctx: SchedulingContext) -> float:
+        avoided = [
+            t
+            for t in untolerated(cluster.taints, ctx.placement.tolerations)
+            if t.effect == "PreferNoSchedule"
+        ]
+        return 100 / (1 + len(avoided))
 
 
 class ClusterAffinity:

@@ -14,7 +14,7 @@ GROUP = "propagator.scheduler.plugins"
 SETTING = "PROPAGATOR_SCHEDULER_PLUGINS"
 DEFAULT_PLUGINS = (
     "TaintToleration,ClusterAffinity,ApiEnablement,Capacity,TenantQuota,"
-    "LeastAllocated=1,BalancedAllocation=1,Preference=2,LayerOrder=1"
+    "LeastAllocated=1,BalancedAllocation=1,Preference=2,LayerOrder=1,TaintPreference=3"
 )
 MAX_WEIGHT = 100
 
