@@ -31,6 +31,7 @@ from propagator.scheduler.plugins import (
     LayerOrder,
     LeastAllocated,
     Preference,
+    TaintPreference,
     TaintToleration,
     TenantQuota,
 )
@@ -117,6 +118,39 @@ def test_taints_drop_unless_tolerated() -> None:
     tolerant = placement(tolerations=[{"key": NOT_READY_TAINT, "operator": "Exists"}])
     assert TaintToleration().filter(tainted, ctx(tolerant)) is None
     assert TaintToleration().filter(cluster("b", ready=False), ctx())[0] == "not ready"  # type: ignore[index]
+
+
+def test_prefer_no_schedule_lowers_the_score_instead_of_filtering() -> None:
+    avoided = Taint(key="example.com/spot", value="true", effect="PreferNoSchedule")
+    spot = cluster("spot", taints=(avoided,))
+    plain = cluster("plain")
+    assert TaintToleration().filter(spot, ctx()) is None
+    assert TaintPreference().score(plain, ctx()) == 100
+    assert TaintPreference().score(spot, ctx()) == 50
+    tolerant = placement(tolerations=[{"key": "example.com/spot", "operator": "Exists"}])
+    assert TaintPreference().score(spot, ctx(tolerant)) == 100
+    # with room on both, the untainted cluster wins the single slot
+    decision = decide([spot, plain], placement(maxClusters=1))
+    assert [p.cluster for p in decision.placed] == ["plain"]
+    # the tainted one is still used when it is the only one
+    assert [p.cluster for p in decide([spot], placement()).placed] == ["spot"]
+
+
+def test_tolerations_compare_numbers_with_gt_and_lt() -> None:
+    slow = cluster("slow", taints=(Taint(key="latency-ms", value="250", effect="NoSchedule"),))
+    fast = cluster("fast", taints=(Taint(key="latency-ms", value="20", effect="NoSchedule"),))
+    below_100 = placement(tolerations=[{"key": "latency-ms", "operator": "Lt", "value": "100"}])
+    assert TaintToleration().filter(fast, ctx(below_100)) is None
+    assert TaintToleration().filter(slow, ctx(below_100)) is not None
+
+
+def test_cluster_selector_gt_and_lt_compare_labels_as_integers() -> None:
+    sel = placement(
+        clusterSelector={"matchExpressions": [{"key": "gpus", "operator": "Gt", "values": ["4"]}]}
+    )
+    assert ClusterAffinity().filter(cluster("big", labels={"gpus": "16"}), ctx(sel)) is None
+    for labels in ({"gpus": "4"}, {"gpus": "many"}, {}):
+        assert ClusterAffinity().filter(cluster("x", labels=labels), ctx(sel)) is not None
 
 
 def test_affinity_names_exclusions_and_selector() -> None:
