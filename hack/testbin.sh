@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes test binaries (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubectl, kwok) from the Go modules pinned in hack/tools/go.mod into a cache
-# directory outside the clone. Does nothing when the cache already holds binaries built
-# from the same go.sum. Prints the directory on its last line.
+# directory outside the clone, and k8s-semantics (hack/tools/k8s-semantics: Kubernetes' own
+# answers for quantities, selectors and taints, which the tests compare with ours). Does
+# nothing when the cache already holds binaries built from the same sources. Prints the
+# directory on its last line.
 #
 #   PROPAGATOR_TESTBIN_DIR  where to put the binaries
 #                           (default: ${XDG_CACHE_HOME:-~/.cache}/propagator/testbin/<k8s-version>)
@@ -34,8 +36,22 @@ up_to_date() {
   for b in "${binaries[@]}"; do [ -x "$dir/$b" ] || return 1; done
 }
 
+# The oracle is small and changes apart from the Kubernetes binaries: built on its own.
+oracle_stamp="go.sum=$(sha256sum "$tools/go.sum" | cut -c1-16) main.go=$(sha256sum "$tools/k8s-semantics/main.go" | cut -c1-16)"
+build_oracle() {
+  if [ -x "$dir/k8s-semantics" ] && [ "$(cat "$dir/k8s-semantics.VERSION" 2>/dev/null)" = "$oracle_stamp" ]; then
+    return 0
+  fi
+  command -v go >/dev/null || { echo "testbin: the 'go' command is needed to build k8s-semantics" >&2; exit 1; }
+  echo "testbin: building k8s-semantics ($oracle_stamp)" >&2
+  (cd "$tools" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$dir/k8s-semantics.tmp" ./k8s-semantics)
+  mv -f "$dir/k8s-semantics.tmp" "$dir/k8s-semantics"
+  echo "$oracle_stamp" > "$dir/k8s-semantics.VERSION"
+}
+
 if up_to_date; then
   echo "testbin: up to date ($stamp)" >&2
+  build_oracle
   echo "$dir"
   exit 0
 fi
@@ -61,4 +77,5 @@ mv "$work/server" "$work/etcd"
 for b in "${binaries[@]}"; do mv -f "$work/$b" "$dir/$b"; done
 echo "$stamp" > "$dir/VERSIONS"
 echo "testbin: built in $(( $(date +%s) - start ))s" >&2
+build_oracle
 echo "$dir"
