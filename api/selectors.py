@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, ValidationError
 
 from api.model import KubeModel, Rule
 
@@ -197,6 +197,18 @@ def to_query(selector: LabelSelector) -> str:
     requirements = [(k, f"{k}={v}") for k, v in selector.match_labels.items()]
     requirements += [(r.key, r.to_query()) for r in selector.match_expressions]
     return ",".join(text for _, text in sorted(requirements, key=lambda kv: kv[0]))
+
+
+def stored_selector(raw: Any) -> LabelSelector | None:
+    """A selector read from a stored object, or None (selects nothing) when it is absent
+    or not a valid one (an object written before validation was this strict), as
+    Kubernetes' controllers treat a selector ``LabelSelectorAsSelector`` refuses."""
+    if raw is None:
+        return None
+    try:
+        return LabelSelector.model_validate(raw)
+    except ValidationError:
+        return None
 
 
 def selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:

@@ -12,12 +12,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast, get_args
 
 import anyio
+from pydantic import ValidationError
 
 from api.quantity import ARITHMETIC, QuantityError, parse_quantity
-from api.taints import Taint
+from api.taints import Taint, TaintEffect
 
 _EMPTY: frozenset[str] = frozenset()
 
@@ -71,6 +72,21 @@ def _quantities(values: Mapping[str, Any] | None) -> Mapping[str, Decimal]:
     return MappingProxyType(parsed)
 
 
+def _taint(raw: Mapping[str, Any]) -> Taint:
+    """A MemberCluster's taint. One written before today's validation (the hub keeps it)
+    still keeps applications off, as it reads: an unknown effect counts as NoSchedule, so
+    a bad taint never opens a cluster nor stops the scheduler."""
+    try:
+        return Taint.model_validate(raw)
+    except ValidationError:
+        effect = raw.get("effect")
+        return Taint.model_construct(
+            key=str(raw.get("key", "")),
+            value=str(raw.get("value", "")),
+            effect=cast(TaintEffect, effect if effect in get_args(TaintEffect) else "NoSchedule"),
+        )
+
+
 def cluster_info(member: Mapping[str, Any]) -> ClusterInfo:
     """ClusterInfo from a MemberCluster object (as the hub returns it)."""
     meta, spec = member.get("metadata") or {}, member.get("spec") or {}
@@ -94,7 +110,7 @@ def cluster_info(member: Mapping[str, Any]) -> ClusterInfo:
         region=spec.get("region"),
         zone=spec.get("zone"),
         provider=spec.get("provider"),
-        taints=tuple(Taint.model_validate(t) for t in spec.get("taints") or []),
+        taints=tuple(_taint(t) for t in spec.get("taints") or []),
         ready=ready,
         api_enablements=enablements,
         available=available,

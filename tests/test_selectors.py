@@ -145,3 +145,11 @@ def test_label_error_names_key_or_value() -> None:
     assert label_error("example.com/team", "web") is None
     assert "label key" in (label_error("Example.com/team", "web") or "")
     assert "label value" in (label_error("team", "web!") or "")
+
+
+def test_a_stored_selector_that_no_longer_validates_selects_nothing() -> None:
+    from api.selectors import stored_selector
+
+    assert stored_selector({"matchLabels": {"a": "b,c"}}) is None
+    assert not selects(stored_selector({"matchLabels": {"a": "b,c"}}), {"a": "b,c"})
+    assert selects(stored_selector({"matchLabels": {"a": "b"}}), {"a": "b"})

@@ -94,3 +94,22 @@ def test_store_age_is_time_since_built_or_confirmed() -> None:
     assert store.age_s(built.built_at + 5) == 5
     store.confirm(built.built_at + 4)
     assert store.age_s(built.built_at + 5) == 1
+
+
+def test_a_taint_written_before_validation_still_keeps_applications_off() -> None:
+    from fleet.snapshot import cluster_info
+
+    member = {
+        "metadata": {"name": "old"},
+        "spec": {
+            "taints": [
+                {"key": "team", "value": "a b", "effect": "NoSchedule"},
+                {"key": "legacy", "effect": "NoAdmit"},
+            ]
+        },
+    }
+    taints = cluster_info(member).taints
+    assert [(t.key, t.value, t.effect) for t in taints] == [
+        ("team", "a b", "NoSchedule"),
+        ("legacy", "", "NoSchedule"),
+    ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from api.selectors import LabelSelector
+from api.selectors import selects, stored_selector
 from api.taints import NOT_READY_TAINT, UNREACHABLE_TAINT
 from fleet.member import MemberMonitor
 from propagator.conditions import condition
@@ -97,11 +97,11 @@ def fleet_members(fleet: Mapping[str, Any], members: Mapping[str, Mapping[str, A
     spec = fleet.get("spec") or {}
     names = {n for n in spec.get("clusters") or [] if n in members}
     if spec.get("clusterSelector") is not None:
-        selector = LabelSelector.model_validate(spec["clusterSelector"])
+        selector = stored_selector(spec["clusterSelector"])
         names |= {
             n
             for n, m in members.items()
-            if selector.matches((m.get("metadata") or {}).get("labels") or {})
+            if selects(selector, (m.get("metadata") or {}).get("labels") or {})
         }
     return sorted(names)
 

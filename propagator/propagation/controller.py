@@ -24,7 +24,7 @@ import anyio
 import anyio.abc
 
 from api.common import API_VERSION
-from api.selectors import LabelSelector
+from api.selectors import selects, stored_selector
 from fleet.connection import ApiError, KubeConnection
 from fleet.informer import Informer, cache_key, wait_synced
 from fleet.snapshot import FleetSnapshot, SnapshotStore
@@ -217,7 +217,7 @@ class PropagationController:
         meta = (new or old).get("metadata") or {}
         api_version, kind = kind_key  # listed items carry no apiVersion/kind
 
-        def selects(app: dict[str, Any]) -> bool:
+        def picks_it(app: dict[str, Any]) -> bool:
             if app["metadata"].get("namespace") != meta.get("namespace"):
                 return False
             for sel in ((app.get("spec") or {}).get("resources") or {}).get("selectors") or []:
@@ -226,13 +226,13 @@ class PropagationController:
                 if sel.get("name") == meta.get("name"):
                     return True
                 labels = sel.get("labelSelector")
-                if labels is not None and LabelSelector.model_validate(labels).matches(
-                    meta.get("labels") or {}
+                if labels is not None and selects(
+                    stored_selector(labels), meta.get("labels") or {}
                 ):
                     return True
             return False
 
-        self._enqueue(*self._keys(selects))
+        self._enqueue(*self._keys(picks_it))
 
     # -- watches started on demand --------------------------------------------------------
 

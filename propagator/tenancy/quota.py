@@ -7,7 +7,7 @@ from decimal import Decimal
 from typing import Any
 
 from api.quantity import QuantityError, arithmetic, parse_quantity
-from api.selectors import LabelSelector
+from api.selectors import selects, stored_selector
 
 Remaining = dict[str, dict[str, Decimal]]
 
@@ -26,9 +26,7 @@ def tenant_of(
     if namespace_labels is not None:
         for quota in candidates:
             selector = (quota.get("spec") or {}).get("namespaceSelector")
-            if selector is not None and LabelSelector.model_validate(selector).matches(
-                namespace_labels
-            ):
+            if selector is not None and selects(stored_selector(selector), namespace_labels):
                 return quota
     return None
 
@@ -52,7 +50,7 @@ def hard_for(
         names = entry.get("clusterNames") or []
         selector = entry.get("clusterSelector")
         if cluster in names or (
-            selector is not None and LabelSelector.model_validate(selector).matches(labels)
+            selector is not None and selects(stored_selector(selector), labels)
         ):
             return _parse(entry.get("hard") or {})
     return _parse(spec.get("hard") or {})
