@@ -259,4 +259,70 @@ BAD_OBJECTS = [
         "spec.clusterSelector.matchExpressions[0]",
         "values must be non-empty for operators In and NotIn",
     ),
+    BadObject(
+        "fl-selector-value-with-comma",
+        fl({"clusterSelector": {"matchLabels": {"env": "a,b"}}}),
+        "spec.clusterSelector.matchLabels",
+        "a,b",
+    ),
+    BadObject(
+        "fl-selector-key-not-a-label-key",
+        fl({"clusterSelector": {"matchLabels": {"-env": "prod"}}}),
+        "spec.clusterSelector.matchLabels",
+        "an optional DNS-subdomain prefix of at most 253 characters",
+    ),
+    BadObject(
+        "ap-selector-key-too-long",
+        ap(
+            {
+                "placement": {
+                    "clusterSelector": {
+                        "matchExpressions": [{"key": "k" * 64, "operator": "Exists"}]
+                    }
+                }
+            }
+        ),
+        "spec.placement.clusterSelector.matchExpressions[0].key",
+        "k" * 64,
+    ),
+    BadObject(
+        "ap-selector-value-with-space",
+        ap(
+            {
+                "placement": {
+                    "clusterSelector": {
+                        "matchExpressions": [{"key": "env", "operator": "In", "values": ["a b"]}]
+                    }
+                }
+            }
+        ),
+        "spec.placement.clusterSelector.matchExpressions[0].values[0]",
+        "a b",
+    ),
+    BadObject(
+        "ap-selector-gt-not-an-integer",
+        ap(
+            {
+                "placement": {
+                    "clusterSelector": {
+                        "matchExpressions": [{"key": "gpus", "operator": "Gt", "values": ["many"]}]
+                    }
+                }
+            }
+        ),
+        "spec.placement.clusterSelector.matchExpressions[0]",
+        "one 64-bit integer for Gt and Lt",
+    ),
+    BadObject(
+        "ap-toleration-lt-leading-zero",
+        ap({"placement": {"tolerations": [{"key": "ms", "operator": "Lt", "value": "050"}]}}),
+        "spec.placement.tolerations[0]",
+        "value must be a 64-bit integer",
+    ),
+    BadObject(
+        "mc-taint-value-with-space",
+        mc({"taints": [{"key": "gpu", "value": "a b", "effect": "NoSchedule"}]}),
+        "spec.taints[0].value",
+        "a b",
+    ),
 ]

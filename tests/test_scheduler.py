@@ -471,3 +471,26 @@ def test_properties(
     again = decide(shuffled, p, d)
     assert again.placed == decision.placed  # the cluster order changes nothing
     assert again.summary == decision.summary
+
+
+def test_demand_reads_quantities_as_the_member_api_server_does() -> None:
+    # " 1" is one CPU to the API server (JSON white space): it must count, not vanish
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "spec": {
+            "replicas": 2,
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"resources": {"requests": {"cpu": " 1", "memory": "1e60"}}},
+                        {"resources": {"requests": {"cpu": ".", "memory": "1Ki"}}},
+                    ]
+                }
+            },
+        },
+    }
+    d = demand_of([deployment])
+    assert d.per_replica["cpu"] == Decimal(1)
+    assert d.per_replica["memory"] == Decimal(10**60 + 1024)  # exact
+    assert Capacity().filter(cluster("a"), ctx(d=d)) is not None  # 1e60 bytes fit nowhere
