@@ -88,8 +88,11 @@ LabelKey = Annotated[
 ]
 """A label key; the API server checks its shape, the controller also the prefix length."""
 LabelValue = Annotated[
-    str, AfterValidator(_valid_value), Field(max_length=63, pattern=LABEL_VALUE_PATTERN)
+    str,
+    AfterValidator(_valid_value),
+    Field(json_schema_extra={"maxLength": 63, "pattern": LABEL_VALUE_PATTERN}),
 ]
+"""A label value (the pattern in the CRD; in Python the validator says it in words)."""
 
 
 def _int64(text: str) -> int | None:
@@ -172,7 +175,7 @@ class LabelSelector(KubeModel):
         json_schema_extra={
             "x-kubernetes-validations": [
                 {
-                    "rule": f"self.all(k, k.size() <= 317 && k.matches('{LABEL_KEY_PATTERN}'))",
+                    "rule": f"self.all(k, k.size() <= 317 && k.matches(r'{LABEL_KEY_PATTERN}'))",
                     "message": f"keys must be {KEY_RULE}",
                 }
             ]

@@ -86,13 +86,13 @@ class Toleration(KubeModel):
             check=lambda t: t.operator not in ("Gt", "Lt") or _int64(t.value) is not None,
         ),
         Rule(
-            cel=f"!has(self.key) || self.key == '' || self.key.matches('{LABEL_KEY_PATTERN}')",
+            cel=f"!has(self.key) || self.key == '' || self.key.matches(r'{LABEL_KEY_PATTERN}')",
             message=f"key must be {KEY_RULE}",
             check=lambda t: t.key == "" or label_key_error(t.key) is None,
         ),
         Rule(
             cel="self.operator != 'Equal' || !has(self.value) || "
-            f"self.value.matches('{LABEL_VALUE_PATTERN}')",
+            f"self.value.matches(r'{LABEL_VALUE_PATTERN}')",
             message=f"value must be {VALUE_RULE} when operator is Equal",
             check=lambda t: t.operator != "Equal" or label_value_error(t.value) is None,
         ),
