@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.selectors import LabelSelector, to_query
 from propagator.propagation.resources import (
     APP_LABEL,
     app_label_value,
@@ -56,21 +55,6 @@ def test_stamped_objects_are_owned_and_pruned_when_no_longer_wanted() -> None:
     assert to_prune([*mine, theirs, unmanaged], [cm("keep")], "shop", "web") == [
         ("v1", "ConfigMap", "shop", "gone")
     ]
-
-
-def test_selector_query() -> None:
-    selector = LabelSelector.model_validate(
-        {
-            "matchLabels": {"app": "web"},
-            "matchExpressions": [
-                {"key": "tier", "operator": "In", "values": ["b", "a"]},
-                {"key": "env", "operator": "NotIn", "values": ["dev"]},
-                {"key": "team", "operator": "Exists"},
-                {"key": "legacy", "operator": "DoesNotExist"},
-            ],
-        }
-    )
-    assert to_query(selector) == "app=web,env notin (dev),!legacy,team,tier in (a,b)"
 
 
 def test_kinds_name_api_version_and_kind() -> None:
