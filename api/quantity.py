@@ -226,8 +226,3 @@ def format_quantity(value: Decimal, fmt: Format | str = Format.DECIMAL_SI) -> st
     if fmt is Format.DECIMAL_EXPONENT:
         return f"{digits}e{exponent}" if exponent else str(digits)
     return f"{digits}{_SUFFIX_OF_DECIMAL_EXPONENT.get(exponent, '')}"
-
-
-def canonical(value: str | int | float) -> str:
-    """``value`` rewritten the way Kubernetes writes it back (``1000m`` → ``1``)."""
-    return str(parse(value))

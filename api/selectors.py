@@ -95,7 +95,7 @@ LabelValue = Annotated[
 """A label value (the pattern in the CRD; in Python the validator says it in words)."""
 
 
-def _int64(text: str) -> int | None:
+def _parse_int64(text: str) -> int | None:
     """``strconv.ParseInt(text, 10, 64)``: the number, or None when Go refuses it."""
     if not _INT64.fullmatch(text):
         return None
@@ -127,7 +127,7 @@ class LabelSelectorRequirement(KubeModel):
             check=lambda r: (
                 bool(r.values)
                 if r.operator in ("In", "NotIn")
-                else len(r.values) == 1 and _int64(r.values[0]) is not None
+                else len(r.values) == 1 and _parse_int64(r.values[0]) is not None
                 if r.operator in ("Gt", "Lt")
                 else not r.values
             ),
@@ -145,7 +145,7 @@ class LabelSelectorRequirement(KubeModel):
             return present
         if self.operator == "DoesNotExist":
             return not present
-        have, bound = _int64(labels.get(self.key, "")), _int64(self.values[0])
+        have, bound = _parse_int64(labels.get(self.key, "")), _parse_int64(self.values[0])
         if have is None or bound is None:
             return False
         return have > bound if self.operator == "Gt" else have < bound

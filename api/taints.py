@@ -33,7 +33,7 @@ DECIMAL_INTEGER = r"^(0|-?[1-9][0-9]*)$"
 _DECIMAL_INTEGER = re.compile(DECIMAL_INTEGER)
 
 
-def _int64(text: str) -> int | None:
+def _decimal_integer(text: str) -> int | None:
     """The value as Gt and Lt compare it: a decimal integer without leading zeros or plus
     sign (``content.IsDecimalInteger``) that fits 64 bits, else None."""
     if not _DECIMAL_INTEGER.match(text):
@@ -83,7 +83,7 @@ class Toleration(KubeModel):
             f"(has(self.value) && self.value.matches('{DECIMAL_INTEGER}'))",
             message="value must be a 64-bit integer (no leading zeros or plus sign) "
             "when operator is Gt or Lt",
-            check=lambda t: t.operator not in ("Gt", "Lt") or _int64(t.value) is not None,
+            check=lambda t: t.operator not in ("Gt", "Lt") or _decimal_integer(t.value) is not None,
         ),
         Rule(
             cel=f"!has(self.key) || self.key == '' || self.key.matches(r'{LABEL_KEY_PATTERN}')",
@@ -108,7 +108,7 @@ class Toleration(KubeModel):
             return True
         if self.operator == "Equal":
             return self.value == taint.value
-        mine, theirs = _int64(self.value), _int64(taint.value)
+        mine, theirs = _decimal_integer(self.value), _decimal_integer(taint.value)
         if mine is None or theirs is None:
             return False
         return theirs < mine if self.operator == "Lt" else theirs > mine
