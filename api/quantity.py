@@ -17,6 +17,7 @@ values of any size goes through :data:`ARITHMETIC` so that it never raises.
 from __future__ import annotations
 
 import decimal
+import functools
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -140,7 +141,12 @@ def parse(value: str | int | float) -> Quantity:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise QuantityError(f"{value!r} is not a quantity: expected {ALLOWED}")
     # A JSON number reaches the API server as its text; Python writes floats the same way.
-    text = (repr(value) if isinstance(value, float) else str(value)).strip(_GO_SPACE)
+    return _parse_text(repr(value) if isinstance(value, float) else str(value))
+
+
+@functools.lru_cache(maxsize=4096)  # fleets repeat a few values ("8", "32Gi") thousands of times
+def _parse_text(value: str) -> Quantity:
+    text = value.strip(_GO_SPACE)
     if not text:
         raise QuantityError(f"{value!r} is not a quantity: expected {ALLOWED}")
     positive, has_digit, whole, fraction, suffix = _split(text)
