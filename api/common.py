@@ -94,6 +94,10 @@ _QUANTITY_CEL = (
 
 
 def _check_quantity(value: str | int) -> str | int:
+    # The hub's CEL reads the string with ParseQuantity, which does not trim (a ResourceQuota,
+    # read from JSON, would): both validators refuse the same objects.
+    if isinstance(value, str) and value != value.strip():
+        raise ValueError(f"{value!r} has white space around it: limits are written without")
     try:
         parsed = parse_quantity(value)
     except QuantityError as exc:

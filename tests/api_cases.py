@@ -325,4 +325,10 @@ BAD_OBJECTS = [
         "spec.taints[0].value",
         "a b",
     ),
+    BadObject(
+        "tq-quantity-with-space",
+        tq({"hard": {"cpu": " 1"}}),
+        "spec.hard[cpu]",
+        "must be a non-negative quantity such as 500m, 2Gi or 10",
+    ),
 ]

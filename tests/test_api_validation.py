@@ -60,3 +60,11 @@ def test_examples_are_valid(name: str, doc: dict[str, Any]) -> None:
 
 def test_every_kind_has_an_example() -> None:
     assert {doc["kind"] for _, doc in _examples()} == set(MODELS)
+
+
+def test_tenant_quota_takes_huge_and_exponent_quantities() -> None:
+    # valid Kubernetes quantities that once raised decimal.InvalidOperation here
+    from tests.api_cases import tq
+
+    huge = {"cpu": "1e60", "memory": "1" + "0" * 53, "pods": "1e51"}
+    MODELS["TenantQuota"].model_validate(tq({"hard": huge}))
