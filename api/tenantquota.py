@@ -6,10 +6,30 @@ from typing import Literal
 
 from pydantic import Field
 
-from api.common import Condition, ObjectName, ObservedResources, ResourceList, conditions_field
+from api.common import (
+    Condition,
+    DnsLabel,
+    ObjectName,
+    ObservedResources,
+    ResourceList,
+    conditions_field,
+)
 from api.model import KubeModel, Rule
 from api.resource import AGE, CrdInfo, PrinterColumn, Resource
 from api.selectors import LabelSelector
+
+
+class GroupKind(KubeModel):
+    """A kind by API group and name, as Argo CD's AppProject allow lists name them."""
+
+    group: str = Field(
+        default="",
+        max_length=253,
+        pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$",
+    )
+    """API group ("" for the core group), e.g. ``storage.k8s.io``."""
+    kind: str = Field(min_length=1, max_length=63, pattern=r"^[A-Z][A-Za-z0-9]*$")
+    """Kind, e.g. ``StorageClass``."""
 
 
 class ClusterQuota(KubeModel):
@@ -41,6 +61,14 @@ class TenantQuotaSpec(KubeModel):
     """Hub namespaces whose ApplicationPropagations belong to the tenant."""
     namespace_selector: LabelSelector | None = None
     """Label selector over hub namespaces that belong to the tenant."""
+    destinations: list[DnsLabel] = Field(
+        default_factory=list, max_length=100, json_schema_extra={"x-kubernetes-list-type": "set"}
+    )
+    """Member namespaces the tenant's applications may write (default: the application's
+    own hub namespace name, and nothing else)."""
+    cluster_scoped_kinds: list[GroupKind] = Field(default_factory=list, max_length=50)
+    """Cluster-scoped kinds the tenant's applications may create (default none; a Namespace
+    only when it is one of the destinations). The platform's denied kinds stay denied."""
     hard: ResourceList = Field(default_factory=dict)
     """Default limits per member cluster: cpu, memory, pods, count/<resource>."""
     clusters: list[ClusterQuota] = Field(default_factory=list, max_length=100)

@@ -7,6 +7,7 @@ variable, its flag, the value given and what is allowed.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,6 +17,14 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from api.rollout import MAX_CONCURRENCY_CEILING, MAX_RETRY_ATTEMPTS
 from fleet.connection import ConnectionOptions
 from propagator.scheduler.registry import DEFAULT_PLUGINS
+from propagator.tenancy.policy import (
+    DEFAULT_DENIED_KINDS,
+    DEFAULT_DENIED_NAMESPACES,
+    Platform,
+    parse_group_kind,
+)
+
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 ENV_PREFIX = "PROPAGATOR_"
 
@@ -107,6 +116,15 @@ class Settings(BaseSettings):
     """Log format: json or text."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """Log level."""
+    platform_namespaces: str = Field("propagator-system", max_length=4096)
+    """Hub namespaces (comma-separated) whose applications may propagate anything, the
+    denied kinds and namespaces included."""
+    denied_kinds: str = Field(",".join(DEFAULT_DENIED_KINDS), max_length=8192)
+    """Kinds (comma-separated group/Kind, core/Kind, group/* for a whole group) that only
+    platform namespaces may propagate."""
+    denied_namespaces: str = Field(",".join(DEFAULT_DENIED_NAMESPACES), max_length=4096)
+    """Member namespaces (comma-separated, * and ? patterns) only platform namespaces may
+    write."""
 
     @model_validator(mode="after")
     def _retry_backoff(self) -> Settings:
@@ -132,11 +150,41 @@ class Settings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _platform_rules(self) -> Settings:
+        self.platform()  # raises naming the setting and the bad entry
+        return self
+
+    def platform(self) -> Platform:
+        """The rules only platform namespaces are above."""
+        namespaces = _entries(self.platform_namespaces)
+        for name in namespaces:
+            if not DNS_LABEL.fullmatch(name):
+                raise ValueError(
+                    f"PROPAGATOR_PLATFORM_NAMESPACES: {name!r} is not a namespace name "
+                    "(a DNS label: lower-case letters, digits and '-')"
+                )
+        kinds = set()
+        for entry in _entries(self.denied_kinds):
+            try:
+                kinds.add(parse_group_kind(entry))
+            except ValueError as exc:
+                raise ValueError(f"PROPAGATOR_DENIED_KINDS: {exc}") from None
+        return Platform(
+            namespaces=frozenset(namespaces),
+            denied_kinds=frozenset(kinds),
+            denied_namespaces=tuple(_entries(self.denied_namespaces)),
+        )
+
     def member_connection(self) -> ConnectionOptions:
         return ConnectionOptions(
             connect_timeout_s=self.member_connect_timeout_s,
             read_timeout_s=self.member_read_timeout_s,
         )
+
+
+def _entries(text: str) -> list[str]:
+    return [e.strip() for e in text.split(",") if e.strip()]
 
 
 def _flag(name: str) -> str:

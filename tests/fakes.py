@@ -45,6 +45,14 @@ def _normalise(value: Any) -> Any:
     return "1" if value == "1000m" else value
 
 
+def served(cluster: str, api_version: str, kind: str) -> ResourceInfo:
+    """Discovery of the kinds the fakes serve (UnknownKind for the others)."""
+    if (api_version, kind) not in SERVED:
+        raise UnknownKind(f"{cluster} does not serve {kind} in {api_version}")
+    group, _, version = api_version.rpartition("/")
+    return ResourceInfo(group, version, kind, kind.lower() + "s", kind not in CLUSTER_SCOPED)
+
+
 class FakeMember:
     """One member: its objects, the requests it got, and failures to give."""
 
@@ -65,10 +73,7 @@ class FakeMember:
         return self._resource(api_version, kind)
 
     def _resource(self, api_version: str, kind: str) -> ResourceInfo:
-        if (api_version, kind) not in SERVED:
-            raise UnknownKind(f"{self.name} does not serve {kind} in {api_version}")
-        group, _, version = api_version.rpartition("/")
-        return ResourceInfo(group, version, kind, kind.lower() + "s", kind not in CLUSTER_SCOPED)
+        return served(self.name, api_version, kind)
 
     def _fail(self) -> None:
         if self.failures:

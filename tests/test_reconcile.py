@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from fleet.connection import KubeConnection
+from fleet.discovery import ResourceInfo
 from fleet.snapshot import SnapshotStore
 from propagator.observability.metrics import Metrics
 from propagator.propagation.health import WorkloadHealth
@@ -20,6 +21,7 @@ from propagator.propagation.work import WorkTable
 from propagator.scheduler import Scheduler
 from propagator.settings import Settings
 from tests.e2e.manifests import application, config_map
+from tests.fakes import served
 from tests.test_scheduler import PROFILE, cluster
 
 
@@ -29,6 +31,9 @@ class FakeHub:
     def __init__(self, app: dict[str, Any]) -> None:
         self.app = app
         self.patches: list[tuple[str | None, dict[str, Any]]] = []
+
+    async def resource(self, api_version: str, kind: str) -> ResourceInfo:
+        return served("hub", api_version, kind)
 
     async def merge_patch(
         self, api_version: str, kind: str, name: str, body: dict[str, Any], **kw: Any
@@ -137,6 +142,30 @@ def test_a_template_error_records_no_work() -> None:
     assert h.queued == []
     assert h.table.work == {}
     assert h.condition("Applied")["reason"] == "RenderFailed"
+
+
+def test_an_object_outside_the_tenant_fails_the_whole_application_before_any_write() -> None:
+    app = _app()
+    # an override moves the ConfigMap into another team's namespace on cluster b only
+    app["spec"]["overrides"] = [
+        {
+            "clusterNames": ["b"],
+            "patches": [{"op": "replace", "path": "/metadata/namespace", "value": "billing"}],
+        }
+    ]
+    h = Harness(app)
+    h.reconcile()
+    assert h.queued == []
+    assert h.table.work == {}
+    applied = h.condition("Applied")
+    assert applied["status"] == "False"
+    assert applied["reason"] == "Forbidden"
+    assert applied["message"] == (
+        "1 object(s) outside no tenant (default policy): v1 ConfigMap billing/web on b: "
+        "namespace billing is not among the destinations [shop]; nothing was applied"
+    )
+    rejected = h.reconciler.metrics.tenant_rejections.labels("", "forbidden")
+    assert rejected._value.get() == 1
 
 
 def test_a_cluster_the_application_leaves_gets_removal_work() -> None:

@@ -51,6 +51,14 @@ def test_flags_override_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         ),
         (["--resync-period-s", "1"], "greater than or equal to 10"),
         (["--trace-exporter", "jaeger"], "Input should be 'none' or 'console'"),
+        (
+            ["--denied-kinds", "ClusterRole"],
+            "PROPAGATOR_DENIED_KINDS: 'ClusterRole' is not group/Kind",
+        ),
+        (
+            ["--platform-namespaces", "Platform_Team"],
+            "PROPAGATOR_PLATFORM_NAMESPACES: 'Platform_Team' is not a namespace name",
+        ),
     ],
 )
 def test_bad_values_name_the_setting_value_and_bounds(argv: list[str], says: str) -> None:

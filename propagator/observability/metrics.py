@@ -84,6 +84,13 @@ class Metrics:
             ["cluster"],
             registry=r,
         )
+        self.tenant_rejections = Counter(
+            "propagator_tenant_quota_rejections_total",
+            "Applications refused for their tenant: reason forbidden (an object outside the "
+            "tenant's boundary) or quota",
+            ["tenant", "reason"],
+            registry=r,
+        )
         self.retries = Counter(
             "propagator_apply_retries_total",
             "Retries of a retryable failure on a member cluster",

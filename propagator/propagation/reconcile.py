@@ -37,6 +37,9 @@ from propagator.propagation.targets import Target, targets_of
 from propagator.propagation.work import ClusterWork, SyncPolicy, SyncState, WorkTable
 from propagator.scheduler import Scheduler, demand_of
 from propagator.settings import Settings
+from propagator.tenancy.boundary import check_rendered
+from propagator.tenancy.policy import Forbidden, policy_for
+from propagator.tenancy.quota import tenant_of
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("propagator")
@@ -104,6 +107,7 @@ class Reconciler:
         members: MemberAccess,
         metrics: Metrics,
     ) -> None:
+        self.platform = settings.platform()
         self.hub = hub
         self.settings = settings
         self.store = store
@@ -187,8 +191,16 @@ class Reconciler:
             return await self._planned(obj, key, plan, Outcome(False, ValueError(problems)))
         if FINALIZER not in (meta.get("finalizers") or []):
             await self._set_finalizers(obj, [*(meta.get("finalizers") or []), FINALIZER])
+        namespace = meta.get("namespace", "default")
+        tenancy = policy_for(
+            namespace,
+            tenant_of(self.quotas(), namespace, self.namespace_labels(namespace)),
+            self.platform,
+        )
         try:
-            objects = await resolve(app, self.hub)
+            objects = await resolve(app, self.hub, tenancy)
+        except Forbidden as exc:
+            return await self._forbidden(obj, key, plan, exc)
         except (ApiError, UnknownKind) as exc:
             plan.conditions.append(("Applied", False, "ResolveFailed", f"resources: {exc}"))
             return await self._planned(obj, key, plan, Outcome(True, exc))
@@ -205,6 +217,13 @@ class Reconciler:
                 ("Applied", False, "RenderFailed", f"{exc}; nothing was applied")
             )
             return await self._planned(obj, key, plan, Outcome(False, exc))
+        try:
+            await check_rendered(self.hub, tenancy, self.platform, rendered, namespace)
+        except Forbidden as exc:
+            return await self._forbidden(obj, key, plan, exc)
+        except ApiError as exc:  # hub discovery failed: try again, write nothing meanwhile
+            plan.conditions.append(("Applied", False, "ResolveFailed", f"discovery: {exc}"))
+            return await self._planned(obj, key, plan, Outcome(True, exc))
         plan.targets, plan.rendered = targets, rendered
         plan.revisions = {c: revision_of(objs) for c, objs in rendered.items()}
         plan.desired_kinds = set().union(*(kinds_of(o) for o in rendered.values()))
@@ -232,6 +251,15 @@ class Reconciler:
         return await self._planned(
             obj, key, plan, Outcome(False, refresh_after_s=STATUS_CATCH_UP_S if pending else None)
         )
+
+    async def _forbidden(
+        self, obj: dict[str, Any], key: str, plan: Plan, exc: Forbidden
+    ) -> Outcome:
+        """Refuse the whole application: nothing is applied or pruned anywhere; what an
+        earlier allowed plan put on the members stays as it is."""
+        self.metrics.tenant_rejections.labels(exc.policy.tenant or "", "forbidden").inc()
+        plan.conditions.append(("Applied", False, "Forbidden", f"{exc}; nothing was applied"))
+        return await self._planned(obj, key, plan, Outcome(False, exc))
 
     def _leaving(self, key: str, previous: Mapping[str, Any], wanted: set[str]) -> list[str]:
         """Clusters the application was on and is not wanted on, minus those it is known

@@ -18,6 +18,7 @@ from typing import Any
 from api.application import ApplicationPropagation
 from api.selectors import to_query
 from fleet.connection import KubeConnection
+from propagator.tenancy.policy import Forbidden, Refusal, TenantPolicy
 
 APP_LABEL = "propagator.io/application"
 """Label with a hash of namespace/name (label values are short); for list calls."""
@@ -63,11 +64,23 @@ def strip_server_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
     return clean
 
 
-async def resolve(app: ApplicationPropagation, hub: KubeConnection) -> list[dict[str, Any]]:
-    """Inline manifests, then the hub objects its selectors pick (sorted by name)."""
+async def resolve(
+    app: ApplicationPropagation, hub: KubeConnection, policy: TenantPolicy
+) -> list[dict[str, Any]]:
+    """Inline manifests, then the hub objects its selectors pick (sorted by name). Selectors
+    read the application's own namespace; a cluster-scoped hub kind only for a platform
+    namespace (else :class:`Forbidden`)."""
     namespace = app.metadata.get("namespace", "default")
     objects = [copy.deepcopy(m) for m in app.spec.resources.manifests]
-    for selector in app.spec.resources.selectors:
+    for index, selector in enumerate(app.spec.resources.selectors):
+        info = await hub.resource(selector.api_version, selector.kind)
+        if not info.namespaced and not policy.platform:
+            where = f"spec.resources.selectors[{index}]"
+            rule = (
+                f"selectors read only namespaced objects of the application's namespace; "
+                f"{selector.api_version} {selector.kind} is cluster-scoped on the hub"
+            )
+            raise Forbidden(policy, [Refusal(where, rule)])
         if selector.name:
             found = [await hub.get(selector.api_version, selector.kind, selector.name, namespace)]
         else:

@@ -5,12 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import pytest
 
 from api.application import ApplicationPropagation
 from fleet.connection import ConnectionOptions
 from fleet.hub import hub_connection
 from fleet.local import HUB
 from propagator.propagation.resources import resolve
+from propagator.settings import Settings
+from propagator.tenancy.policy import Forbidden, policy_for
 from tests.e2e.conftest import Fleet
 
 
@@ -53,7 +56,7 @@ def test_selectors_pick_hub_objects_without_server_fields(fleet: Fleet) -> None:
 
     async def resolved() -> list[dict[str, Any]]:
         try:
-            return await resolve(app, hub)
+            return await resolve(app, hub, policy_for("resolve", None, Settings().platform()))
         finally:
             await hub.close()
 
@@ -71,3 +74,40 @@ def test_selectors_pick_hub_objects_without_server_fields(fleet: Fleet) -> None:
             obj["metadata"]
         )
     assert objects[1]["data"] == {"k": "a-config"}
+
+
+def test_selectors_never_reach_cluster_scoped_hub_objects_outside_the_platform(
+    fleet: Fleet,
+) -> None:
+    fleet.ensure_namespace("reach")
+    app = ApplicationPropagation.model_validate(
+        {
+            "metadata": {"name": "grab", "namespace": "reach"},
+            "spec": {
+                "fleet": "f",
+                "resources": {
+                    "selectors": [
+                        {
+                            "apiVersion": "rbac.authorization.k8s.io/v1",
+                            "kind": "ClusterRole",
+                            "name": "cluster-admin",
+                        }
+                    ]
+                },
+            },
+        }
+    )
+    platform = Settings(platform_namespaces="reach").platform()
+
+    async def resolved(namespace_is_platform: bool) -> list[dict[str, Any]]:
+        hub = hub_connection(fleet.kubeconfig(HUB), options=ConnectionOptions())
+        rules = platform if namespace_is_platform else Settings().platform()
+        try:
+            return await resolve(app, hub, policy_for("reach", None, rules))
+        finally:
+            await hub.close()
+
+    with pytest.raises(Forbidden, match=r"spec.resources.selectors\[0\]: selectors read only"):
+        anyio.run(resolved, False)
+    # a platform namespace may pick it
+    assert [o["metadata"]["name"] for o in anyio.run(resolved, True)] == ["cluster-admin"]

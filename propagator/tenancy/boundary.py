@@ -1,0 +1,50 @@
+"""The tenant boundary checked against the hub: which kinds are namespaced (hub discovery)
+and the check over every cluster's rendered objects, before anything is written."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from fleet.connection import KubeConnection
+from fleet.discovery import UnknownKind
+from propagator.tenancy.policy import Forbidden, Platform, Refusal, TenantPolicy, refusals
+
+
+async def hub_scopes(
+    hub: KubeConnection, objects: Iterable[Mapping[str, Any]]
+) -> dict[tuple[str, str], bool | None]:
+    """Per (apiVersion, kind): namespaced on the hub, or None when the hub does not serve it."""
+    scopes: dict[tuple[str, str], bool | None] = {}
+    for obj in objects:
+        key = (str(obj.get("apiVersion")), str(obj.get("kind")))
+        if key in scopes:
+            continue
+        try:
+            scopes[key] = (await hub.resource(*key)).namespaced
+        except UnknownKind:
+            scopes[key] = None
+    return scopes
+
+
+async def check_rendered(
+    hub: KubeConnection,
+    policy: TenantPolicy,
+    platform: Platform,
+    rendered: Mapping[str, Iterable[Mapping[str, Any]]],
+    default_namespace: str,
+) -> None:
+    """Raise :class:`Forbidden` naming every object, on any cluster, that ``policy`` does
+    not allow (an override may move an object on one cluster only)."""
+    if policy.platform:
+        return
+    every = [o for objects in rendered.values() for o in objects]
+    scopes = await hub_scopes(hub, every)
+    found: dict[str, Refusal] = {}
+    for cluster, objects in sorted(rendered.items()):
+        for refusal in refusals(
+            objects, policy, platform, lambda av, k: scopes[av, k], default_namespace
+        ):
+            found.setdefault(str(refusal), Refusal(f"{refusal.object} on {cluster}", refusal.rule))
+    if found:
+        raise Forbidden(policy, list(found.values()))

@@ -1,0 +1,230 @@
+"""The tenant boundary end to end: two tenants on the real hub and members; every escape
+of tenant A is refused before anything is written anywhere, and tenant B's objects on
+every member (and kube-system's) are untouched."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from fleet.local import HUB
+from tests.e2e.conftest import Fleet
+from tests.e2e.controller import Controller
+from tests.e2e.manifests import config_map, deployment
+from tests.e2e.test_propagation import (
+    ENV,
+    MEMBERS,
+    application,
+    condition,
+    create,
+    member_object,
+    ready_everywhere,
+    wait_ap,
+)
+
+TENANT_A, TENANT_B = "tenant-a", "tenant-b"
+
+
+@pytest.fixture(scope="module")
+def controller(
+    fleet: Fleet, joined: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Controller]:
+    custom = k8s.CustomObjectsApi(fleet.api(HUB))
+    for tenant, namespace in (("team-a", TENANT_A), ("team-b", TENANT_B)):
+        quota = {
+            "apiVersion": "propagator.io/v1alpha1",
+            "kind": "TenantQuota",
+            "metadata": {"name": tenant},
+            "spec": {"namespaces": [namespace]},
+        }
+        custom.create_cluster_custom_object("propagator.io", "v1alpha1", "tenantquotas", quota)
+    running = Controller(fleet, tmp_path_factory.mktemp("tenancy"), ENV)
+    running.start()
+    try:
+        yield running
+    finally:
+        if running.proc is not None:
+            running.stop()
+
+
+def _versions(fleet: Fleet) -> dict[str, str]:
+    """resourceVersion of every object in tenant B's and kube-system's namespaces, and of
+    every cluster-wide RBAC binding and webhook, on every member."""
+    seen = {}
+    for cluster in MEMBERS:
+        core, rbac = fleet.core(cluster), k8s.RbacAuthorizationV1Api(fleet.api(cluster))
+        admission = k8s.AdmissionregistrationV1Api(fleet.api(cluster))
+        listings = [
+            core.list_namespaced_config_map(TENANT_B).items,
+            fleet.apps(cluster).list_namespaced_deployment(TENANT_B).items,
+            core.list_namespaced_config_map("kube-system").items,
+            fleet.apps(cluster).list_namespaced_daemon_set("kube-system").items,
+            rbac.list_cluster_role_binding().items,
+            rbac.list_cluster_role().items,
+            admission.list_mutating_webhook_configuration().items,
+        ]
+        for items in listings:
+            for item in items:
+                meta = item.metadata
+                seen[f"{cluster}/{item.kind}/{meta.namespace}/{meta.name}"] = meta.resource_version
+    return seen
+
+
+def _manifest(kind: str, api_version: str, name: str, **rest: Any) -> dict[str, Any]:
+    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": name}, **rest}
+
+
+RBAC = "rbac.authorization.k8s.io/v1"
+ADMIN = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"}
+EVERYONE = [{"kind": "Group", "name": "system:authenticated", "apiGroup": RBAC.split("/")[0]}]
+WEBHOOK = {
+    "name": "grab.example.com",
+    "clientConfig": {"url": "https://example.com/grab"},
+    "rules": [
+        {"operations": ["CREATE"], "apiGroups": ["*"], "apiVersions": ["*"], "resources": ["*"]}
+    ],
+    "sideEffects": "None",
+    "admissionReviewVersions": ["v1"],
+}
+CRD_SPEC = {
+    "group": "grab.example.com",
+    "names": {"kind": "Grab", "plural": "grabs"},
+    "scope": "Namespaced",
+    "versions": [
+        {
+            "name": "v1",
+            "served": True,
+            "storage": True,
+            "schema": {"openAPIV3Schema": {"type": "object"}},
+        }
+    ],
+}
+MOVE_TO_B = [{"op": "replace", "path": "/metadata/namespace", "value": TENANT_B}]
+
+# (name, manifests, extra spec, what the condition must say)
+ESCAPES: list[tuple[str, list[dict[str, Any]], dict[str, Any], str]] = [
+    (
+        "crb",
+        [_manifest("ClusterRoleBinding", RBAC, "grab", roleRef=ADMIN, subjects=EVERYONE)],
+        {},
+        "kind rbac.authorization.k8s.io/ClusterRoleBinding is reserved for the platform",
+    ),
+    (
+        "cr",
+        [_manifest("ClusterRole", RBAC, "grab", rules=[])],
+        {},
+        "kind rbac.authorization.k8s.io/ClusterRole is reserved for the platform",
+    ),
+    (
+        "ds-kube-system",
+        [
+            {
+                **deployment("agent", "kube-system", "busybox:1.36", replicas=1),
+                "kind": "DaemonSet",
+            }
+        ],
+        {},
+        "namespace kube-system is reserved for the platform (kube-*)",
+    ),
+    (
+        "webhook",
+        [
+            _manifest(
+                "MutatingWebhookConfiguration",
+                "admissionregistration.k8s.io/v1",
+                "grab",
+                webhooks=[WEBHOOK],
+            )
+        ],
+        {},
+        "admissionregistration.k8s.io/MutatingWebhookConfiguration is reserved",
+    ),
+    (
+        "crd",
+        [
+            _manifest(
+                "CustomResourceDefinition",
+                "apiextensions.k8s.io/v1",
+                "grabs.grab.example.com",
+                spec=CRD_SPEC,
+            )
+        ],
+        {},
+        "apiextensions.k8s.io/CustomResourceDefinition is reserved",
+    ),
+    (
+        "namespace",
+        [_manifest("Namespace", "v1", TENANT_B)],
+        {},
+        f"namespace {TENANT_B} is not among the destinations [{TENANT_A}]",
+    ),
+    (
+        "override-moves",
+        [config_map("moved", TENANT_A, a="1")],
+        {"overrides": [{"clusterNames": ["member-2"], "patches": MOVE_TO_B}]},
+        f"v1 ConfigMap {TENANT_B}/moved on member-2: namespace {TENANT_B} is not among",
+    ),
+    (
+        "other-tenant",
+        [config_map("web", TENANT_B, takeover="yes")],
+        {},
+        f"v1 ConfigMap {TENANT_B}/web on member-1: namespace {TENANT_B} is not among",
+    ),
+]
+
+
+def test_tenant_escapes_are_refused_before_anything_is_written(
+    fleet: Fleet, controller: Controller
+) -> None:
+    # tenant B runs an application of its own
+    create(
+        fleet,
+        application(
+            "web",
+            TENANT_B,
+            [config_map("web", TENANT_B, owner="b"), deployment("web", TENANT_B, "nginx:1.27", 1)],
+        ),
+    )
+    wait_ap(fleet, TENANT_B, "web", "ready everywhere", ready_everywhere)
+    before = _versions(fleet)
+
+    for name, manifests, spec, says in ESCAPES:
+        innocent = config_map(f"innocent-{name}", TENANT_A, a="1")
+        create(fleet, application(name, TENANT_A, [innocent, *manifests], **spec))
+        app = wait_ap(
+            fleet,
+            TENANT_A,
+            name,
+            "refused",
+            lambda a: condition(a, "Applied").get("reason") == "Forbidden",
+        )
+        message = condition(app, "Applied")["message"]
+        assert says in message, (name, message)
+        assert "outside tenant team-a" in message
+        assert message.endswith("nothing was applied")
+        for cluster in MEMBERS:  # not even the allowed object was written
+            assert member_object(fleet, cluster, "ConfigMap", TENANT_A, f"innocent-{name}") is None
+
+    # a selector reaching a cluster-scoped hub object
+    selector_app = application("grab-role", TENANT_A, [])
+    selector_app["spec"]["resources"] = {
+        "selectors": [{"apiVersion": RBAC, "kind": "ClusterRole", "name": "cluster-admin"}]
+    }
+    create(fleet, selector_app)
+    app = wait_ap(
+        fleet,
+        TENANT_A,
+        "grab-role",
+        "refused",
+        lambda a: condition(a, "Applied").get("reason") == "Forbidden",
+    )
+    message = condition(app, "Applied")["message"]
+    assert "spec.resources.selectors[0]: selectors read only" in message
+
+    assert _versions(fleet) == before  # tenant B, kube-system and cluster RBAC untouched
+    metrics = controller.scrape()
+    key = 'propagator_tenant_quota_rejections_total{reason="forbidden",tenant="team-a"}'
+    assert metrics.get(key, 0) >= len(ESCAPES) + 1
