@@ -331,4 +331,16 @@ BAD_OBJECTS = [
         "spec.hard[cpu]",
         "must be a non-negative quantity such as 500m, 2Gi or 10",
     ),
+    BadObject(
+        "tq-destination-not-a-namespace",
+        tq({"destinations": ["Shop_Team"]}),
+        "spec.destinations[0]",
+        "must be a DNS label",
+    ),
+    BadObject(
+        "tq-cluster-scoped-kind-lower-case",
+        tq({"clusterScopedKinds": [{"group": "storage.k8s.io", "kind": "storageclass"}]}),
+        "spec.clusterScopedKinds[0].kind",
+        "should match",
+    ),
 ]
