@@ -128,6 +128,10 @@ class ApplicationPropagationSpec(KubeModel):
     """Concurrency, retries and timeouts of the fan-out."""
     canary: Canary | None = None
     """Roll new versions out as a canary."""
+    conflict_resolution: Literal["Abort", "Adopt"] = "Abort"
+    """An object that already exists on a member without this application's stamp: Abort
+    leaves it as it is and reports Conflict; Adopt takes it over. An object another
+    application owns is never taken over."""
 
 
 class PlacedCluster(KubeModel):

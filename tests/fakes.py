@@ -17,6 +17,7 @@ from fleet.circuit import CircuitBreaker
 from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import ResourceInfo, UnknownKind
 from fleet.informer import Informer, cache_key
+from propagator.propagation.resources import APP_LABEL
 from propagator.runtime.members import KindKey, Member, cached_form
 from propagator.runtime.workqueue import WorkQueue
 
@@ -91,6 +92,16 @@ class FakeMember:
             )
         return self.put(obj)
 
+    async def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any]:
+        key = (api_version, kind, namespace or "", name)
+        self.requests.append(("get", key))
+        self._fail()
+        if key not in self.objects:
+            raise ApiError(self.name, f'GET: 404 NotFound: {kind} "{name}" not found', status=404)
+        return copy.deepcopy(self.objects[key])
+
     async def delete(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
     ) -> bool:
@@ -136,13 +147,15 @@ class FakeMember:
     async def caches(
         self, member: Member, kinds: Iterable[KindKey], timeout_s: float
     ) -> dict[KindKey, Informer]:
-        """Caches of ``kinds`` holding what the member holds now."""
+        """Caches of ``kinds`` holding what the member holds now: as the registry's, only
+        stamped objects, namespaces all."""
         await anyio.sleep(self.delay_s)
         out = {}
         for api_version, kind in kinds:
             informer = Informer(cast(KubeConnection, self), api_version, kind, lambda *_: None)
             for key, obj in self.objects.items():
-                if key[:2] == (api_version, kind):
+                stamped = APP_LABEL in (obj["metadata"].get("labels") or {})
+                if key[:2] == (api_version, kind) and (stamped or kind == "Namespace"):
                     informer.cache[cache_key(obj)] = cached_form(obj, api_version, kind)
             informer.mark_synced()
             out[api_version, kind] = informer

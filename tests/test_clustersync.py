@@ -9,7 +9,7 @@ import pytest
 
 from fleet.connection import ApiError, KubeConnection
 from propagator.propagation.clustersync import _apply, sync_cluster
-from propagator.propagation.resources import owned_by, stamp
+from propagator.propagation.resources import Owner
 from propagator.propagation.work import ClusterWork, SyncPolicy
 from tests.e2e.manifests import config_map, deployment
 from tests.fakes import FakeMember
@@ -24,8 +24,10 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _work(objects: list[dict[str, Any]], kinds: frozenset[str] = frozenset()) -> ClusterWork:
-    return ClusterWork(APP, "m1", tuple(objects), "r1", kinds, SyncPolicy())
+def _work(
+    objects: list[dict[str, Any]], kinds: frozenset[str] = frozenset(), adopt: bool = False
+) -> ClusterWork:
+    return ClusterWork(APP, "m1", tuple(objects), "r1", kinds, SyncPolicy(), "uid-web", adopt)
 
 
 def _objects() -> list[dict[str, Any]]:
@@ -40,16 +42,21 @@ async def _sync(fake: FakeMember, work: ClusterWork, member: Any = None) -> Any:
     return await sync_cluster(member or fake.unit(), work, fake.caches, 5.0)
 
 
-async def test_a_first_sync_costs_one_request_per_object_namespaces_first() -> None:
+async def test_a_first_sync_writes_each_object_once_after_looking_namespaces_first() -> None:
     fake = FakeMember()
     report = await _sync(fake, _work(_objects()))
     assert report.applied == 3
     assert report.deleted == report.healed == 0
-    kinds = [key[1] for _, key in fake.requests]
-    assert kinds[0] == "Namespace"
-    assert sorted(kinds[1:]) == ["ConfigMap", "Deployment"]
+    # the namespace is written while the objects the caches cannot see are read (one
+    # round), then each object is written once
+    writes = [key[1] for verb, key in fake.requests if verb == "apply"]
+    assert writes[0] == "Namespace"
+    assert sorted(writes[1:]) == ["ConfigMap", "Deployment"]
+    reads = sorted(key[1] for verb, key in fake.requests if verb == "get")
+    assert reads == ["ConfigMap", "Deployment"]
+    assert [verb for verb, _ in fake.requests][-2:] == ["apply", "apply"]
     live = fake.objects["apps/v1", "Deployment", "shop", "web"]
-    assert owned_by(live, "shop", "web")
+    assert Owner("shop", "web", "uid-web").owns(live)
 
 
 async def test_nothing_is_written_when_the_member_holds_it() -> None:
@@ -107,7 +114,7 @@ async def test_only_this_applications_unwanted_objects_are_deleted() -> None:
     fake = FakeMember()
     member = fake.unit()
     await _sync(fake, _work(_objects()), member)
-    fake.put(stamp(config_map("theirs", "shop", a="1"), "shop", "other", "x"))
+    fake.put(Owner("shop", "other", "").stamp(config_map("theirs", "shop", a="1"), "x"))
     fake.put(config_map("unowned", "shop", a="1"))
     kinds = frozenset({"v1/ConfigMap", "apps/v1/Deployment"})
     report = await _sync(fake, _work(_objects()[:1], kinds), member)
@@ -126,7 +133,7 @@ async def test_a_namespace_the_member_lacks_is_created_first_one_request_each() 
     fake = FakeMember()
     report = await _sync(fake, _work([config_map("c", "elsewhere", a="1")]))
     assert report.applied == 1
-    assert fake.requests == [
+    assert fake.writes() == [
         ("apply", ("v1", "Namespace", "", "elsewhere")),
         ("apply", ("v1", "ConfigMap", "elsewhere", "c")),
     ]
@@ -172,3 +179,58 @@ async def test_in_flight_applies_are_bounded() -> None:
     fake.apply = slow_apply  # type: ignore[method-assign]
     await _sync(fake, _work([config_map(f"c{i}", "shop", a="1") for i in range(20)]))
     assert 1 < peak <= 8
+
+
+# -- ownership ----------------------------------------------------------------------------
+
+
+async def test_another_applications_object_is_left_alone_and_named() -> None:
+    fake = FakeMember(namespaces=["shop"])
+    theirs = Owner("shop", "api", "uid-api").stamp(config_map("web-config", "shop", a="x"), "r9")
+    fake.put(theirs)
+    before = fake.objects["v1", "ConfigMap", "shop", "web-config"]["metadata"]["resourceVersion"]
+    report = await _sync(fake, _work(_objects()))
+    assert report.conflicts == ("v1 ConfigMap shop/web-config belongs to application shop/api",)
+    live = fake.objects["v1", "ConfigMap", "shop", "web-config"]
+    assert live["metadata"]["resourceVersion"] == before  # not written
+    assert live["data"] == {"a": "x"}
+    assert ("apps/v1", "Deployment", "shop", "web") in fake.objects  # the rest is applied
+
+
+async def test_an_unstamped_object_is_a_conflict_unless_adopted() -> None:
+    fake = FakeMember(namespaces=["shop"])
+    fake.put(config_map("web-config", "shop", mode="manual"))
+    report = await _sync(fake, _work(_objects()))
+    assert report.conflicts == (
+        "v1 ConfigMap shop/web-config exists on the member without Propagator's stamp "
+        "(spec.conflictResolution: Adopt takes it over)",
+    )
+    assert fake.objects["v1", "ConfigMap", "shop", "web-config"]["data"] == {"mode": "manual"}
+    assert ("apply", ("v1", "ConfigMap", "shop", "web-config")) not in fake.requests
+
+    report = await _sync(fake, _work(_objects(), adopt=True))
+    assert report.conflicts == ()
+    live = fake.objects["v1", "ConfigMap", "shop", "web-config"]
+    assert Owner("shop", "web", "uid-web").owns(live)
+    assert live["data"]["mode"] == "a"
+
+
+async def test_a_namespace_that_exists_is_shared_not_taken_over() -> None:
+    fake = FakeMember(namespaces=["shop"])  # created by someone else, no stamp
+    report = await _sync(fake, _work(_objects()))
+    assert report.conflicts == ()
+    namespace = fake.objects["v1", "Namespace", "", "shop"]
+    assert not Owner("shop", "web", "uid-web").owns(namespace)
+    assert ("apply", ("v1", "Namespace", "", "shop")) not in fake.requests
+
+
+async def test_prune_deletes_only_objects_with_this_applications_uid() -> None:
+    fake = FakeMember()
+    member = fake.unit()
+    await _sync(fake, _work(_objects()), member)
+    # an application of the same name created anew (another UID) left one behind
+    fake.put(Owner("shop", "web", "uid-old").stamp(config_map("older", "shop", a="1"), "r0"))
+    kinds = frozenset({"v1/ConfigMap", "apps/v1/Deployment"})
+    report = await _sync(fake, _work([], kinds), member)
+    assert report.deleted == 2
+    assert ("v1", "ConfigMap", "shop", "older") in fake.objects

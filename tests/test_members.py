@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from propagator.propagation.resources import APP_LABEL, stamp
+from propagator.propagation.resources import APP_LABEL, Owner
 from propagator.runtime.members import cached_form
 
 
@@ -16,7 +16,9 @@ def test_a_namespace_that_is_not_ours_is_cached_as_its_name_only() -> None:
         "kind": "Namespace",
         "metadata": {"name": "team-b", "resourceVersion": "9"},
     }
-    ours = stamp({"metadata": {"name": "shop", "managedFields": [{}]}}, "shop", "web", "r1")
+    ours = Owner("shop", "web", "").stamp(
+        {"metadata": {"name": "shop", "managedFields": [{}]}}, "r1"
+    )
     kept = cached_form(ours, "v1", "Namespace", APP_LABEL)
     assert kept["metadata"]["annotations"] == ours["metadata"]["annotations"]
     assert "managedFields" not in kept["metadata"]

@@ -182,3 +182,21 @@ async def test_a_forgotten_application_is_not_synced() -> None:
     await h.sync.sync(member, APP)
     assert h.fakes["m1"].requests == []
     assert h.reported == []
+
+
+async def test_a_conflict_fails_the_cluster_names_the_object_and_is_not_retried() -> None:
+    h = Harness(attempts=3)
+    member = h.member("m1")
+    h.fakes["m1"].put(config_map("c", "shop", a="theirs"))  # exists without a stamp
+    h.work("m1")
+    await h.sync.sync(member, APP)
+    state = h.table.state(APP, "m1")
+    assert state is not None
+    assert state.failed
+    assert state.conflict
+    assert not state.applied
+    assert state.error is not None
+    assert state.error.startswith("conflict: v1 ConfigMap shop/c exists on the member")
+    assert len(member.queue) == 0  # waits for a change or the resync
+    assert h.value("propagator_applies_total", cluster="m1", result="conflict") == 1
+    assert h.fakes["m1"].objects["v1", "ConfigMap", "shop", "c"]["data"] == {"a": "theirs"}

@@ -4,12 +4,11 @@ from typing import Any
 
 from propagator.propagation.resources import (
     APP_LABEL,
+    Owner,
     app_label_value,
-    owned_by,
+    owner_named,
     revision_of,
-    stamp,
     strip_server_fields,
-    to_prune,
 )
 
 
@@ -45,16 +44,21 @@ def test_revision_follows_content_not_key_order() -> None:
     assert revision_of([a, b]) != revision_of([cm("a", x="2"), b])
 
 
-def test_stamped_objects_are_owned_and_pruned_when_no_longer_wanted() -> None:
-    mine = [stamp(cm(n), "shop", "web", "r1") for n in ("keep", "gone")]
-    theirs = stamp(cm("other"), "shop", "api", "r1")
-    unmanaged = cm("manual")
-    assert all(owned_by(o, "shop", "web") for o in mine)
-    assert not owned_by(theirs, "shop", "web")
-    assert mine[0]["metadata"]["labels"][APP_LABEL] == app_label_value("shop", "web")
-    assert to_prune([*mine, theirs, unmanaged], [cm("keep")], "shop", "web") == [
-        ("v1", "ConfigMap", "shop", "gone")
-    ]
+def test_only_the_stamp_with_the_application_uid_owns_an_object() -> None:
+    web = Owner("shop", "web", "uid-1")
+    mine = web.stamp(cm("keep"), "r1")
+    assert web.owns(mine)
+    assert mine["metadata"]["labels"][APP_LABEL] == app_label_value("shop", "web")
+    # another application, or one of the same name created anew (another UID)
+    assert not Owner("shop", "api", "uid-2").owns(mine)
+    assert not Owner("shop", "web", "uid-3").owns(mine)
+    # a label alone (anyone can set one) is not ownership
+    forged = cm("forged")
+    forged["metadata"]["labels"] = {APP_LABEL: app_label_value("shop", "web")}
+    assert not web.owns(forged)
+    assert owner_named(mine) == "shop/web"
+    assert owner_named(forged) == "an application (label only)"
+    assert owner_named(cm("manual")) is None
 
 
 def test_kinds_name_api_version_and_kind() -> None:

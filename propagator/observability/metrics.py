@@ -68,7 +68,7 @@ class Metrics:
         )
         self.applies = Counter(
             "propagator_applies_total",
-            "Applications applied to a member cluster, by result (applied, failed)",
+            "Applications applied to a member cluster, by result (applied, failed, conflict)",
             ["cluster", "result"],
             registry=r,
         )

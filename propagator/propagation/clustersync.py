@@ -20,15 +20,10 @@ from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
 from fleet.informer import Informer, cache_key
 from propagator.propagation.drift import fingerprint, in_line
-from propagator.propagation.resources import (
-    REVISION_ANNOTATION,
-    key_of,
-    owned_by,
-    revision_of,
-    stamp,
-)
+from propagator.propagation.resources import REVISION_ANNOTATION, key_of, owner_named, revision_of
 from propagator.propagation.work import ClusterWork
 from propagator.runtime.members import NAMESPACES, Applied, KindKey, Member
+from propagator.tenancy.policy import describe
 
 FIRST_KINDS = frozenset(
     {("v1", "Namespace"), ("apiextensions.k8s.io/v1", "CustomResourceDefinition")}
@@ -49,6 +44,8 @@ class SyncReport:
     deleted: int
     healed: int
     """Of those written, objects that had been in line and drifted or were deleted."""
+    conflicts: tuple[str, ...] = ()
+    """Objects left alone: another application's, or unstamped (unless adopting)."""
 
 
 async def in_default_namespace(
@@ -127,25 +124,38 @@ async def _each(items: Sequence[Any], fn: Callable[[Any], Awaitable[None]]) -> N
 async def sync_cluster(
     member: Member, work: ClusterWork, caches: Caches, timeout_s: float
 ) -> SyncReport:
-    """Bring ``member`` in line with ``work``; raises ApiError (or UnknownKind)."""
-    conn = member.connection
+    """Bring ``member`` in line with ``work``; raises ApiError (or UnknownKind). Objects
+    the application does not own are left as they are and named in the report's
+    conflicts."""
+    conn, owner = member.connection, work.owner
     objects = await in_default_namespace(conn, work.objects, work.namespace)
-    desired = [stamp(o, work.namespace, work.name, revision_of([o])) for o in objects]
+    desired = [owner.stamp(o, revision_of([o])) for o in objects]
     kinds = {_kind_key(k) for k in work.prune_kinds} | {
         (str(o["apiVersion"]), str(o["kind"])) for o in desired
     }
     cache = await caches(member, sorted(kinds | {NAMESPACES}), timeout_s)
 
     stale: list[dict[str, Any]] = []
+    unknown: list[dict[str, Any]] = []
+    conflicts: list[str] = []
     healed = 0
     for obj in desired:
         key = key_of(obj)
         live = cache[key[0], key[1]].get(cache_key(obj))
+        if live is not None and not owner.owns(live):
+            if key[:2] == NAMESPACES:
+                continue  # a namespace is shared: one that exists is left as it is
+            if problem := _conflict(obj, live, work):
+                conflicts.append(problem)
+                continue
         before = member.applied.get(key)
         recorded = before if before and _revision(before.desired) == _revision(obj) else None
         if in_line(live, obj, recorded.fingerprint if recorded else None):
             continue
-        stale.append(obj)
+        if live is None and before is None and key[:2] != NAMESPACES:
+            unknown.append(obj)  # the caches hold stamped objects only: look before writing
+        else:
+            stale.append(obj)
         healed += recorded is not None
 
     async def apply(obj: dict[str, Any]) -> None:
@@ -153,20 +163,43 @@ async def sync_cluster(
         member.applied[key_of(obj)] = Applied(obj, fingerprint(answer, obj))
 
     async def apply_first(obj: dict[str, Any]) -> None:
-        if owned_by(obj, work.namespace, work.name):
+        if owner.owns(obj):
             await apply(obj)  # one of the application's objects
         else:
             await conn.apply(obj)
 
+    async def look(obj: dict[str, Any]) -> None:
+        """Read an object the caches cannot see before writing it: one that exists
+        unstamped or stamped by another application is not this one's."""
+        meta = obj["metadata"]
+        try:
+            live = await conn.get(
+                obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace")
+            )
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            live = None
+        problem = None if live is None or owner.owns(live) else _conflict(obj, live, work)
+        if problem is not None:
+            conflicts.append(problem)
+        elif (obj["apiVersion"], obj["kind"]) in FIRST_KINDS:
+            await apply(obj)  # a CRD: before what may be of its kind
+        else:
+            stale.append(obj)
+
     first = [o for o in stale if (o["apiVersion"], o["kind"]) in FIRST_KINDS]
-    await _each(first + _missing_namespaces(stale, first, cache[NAMESPACES]), apply_first)
+    namespaces = _missing_namespaces([*stale, *unknown], first, cache[NAMESPACES])
+    # Namespaces and CRDs first, while the objects the caches cannot see are looked up.
+    calls = [(apply_first, o) for o in first + namespaces] + [(look, o) for o in unknown]
+    await _each(calls, lambda call: call[0](call[1]))
     await _each([o for o in stale if (o["apiVersion"], o["kind"]) not in FIRST_KINDS], apply)
 
     wanted = {key_of(o) for o in desired}
     unwanted = []
     for api_version, kind in sorted(kinds):
         for live in cache[api_version, kind].snapshot():
-            if owned_by(live, work.namespace, work.name) and key_of(live) not in wanted:
+            if owner.owns(live) and key_of(live) not in wanted:
                 unwanted.append(key_of(live))
 
     deleted = 0
@@ -179,4 +212,19 @@ async def sync_cluster(
         deleted += gone
 
     await _each(sorted(unwanted), delete)
-    return SyncReport(len(stale), deleted, healed)
+    return SyncReport(len(stale), deleted, healed, tuple(sorted(conflicts)))
+
+
+def _conflict(obj: dict[str, Any], live: dict[str, Any], work: ClusterWork) -> str | None:
+    """Why ``obj`` must not be written over ``live`` (None: it may). A Namespace that
+    exists is shared, never a conflict: it is left as it is."""
+    owner = owner_named(live)
+    what = describe(obj)
+    if owner is not None:
+        return f"{what} belongs to application {owner}"
+    if work.adopt:
+        return None
+    return (
+        f"{what} exists on the member without Propagator's stamp "
+        "(spec.conflictResolution: Adopt takes it over)"
+    )

@@ -115,6 +115,10 @@ class MemberSync:
         if report is not None:
             member.breaker.record(True)
             self._record_success(member, work, state, report)
+            if report.conflicts:  # the rest is in line; these wait for a change or resync
+                state.applied, state.failed, state.conflict = False, True, True
+                state.error = "conflict: " + "; ".join(report.conflicts)
+                self.metrics.applies.labels(member.name, "conflict").inc()
         else:
             member.breaker.record(answered)
             self._record_failure(member, work, state, reason, retryable, retry_after)
@@ -140,7 +144,7 @@ class MemberSync:
     def _record_success(
         self, member: Member, work: ClusterWork, state: SyncState, report: SyncReport
     ) -> None:
-        state.applied, state.failed, state.error = True, False, None
+        state.applied, state.failed, state.error, state.conflict = True, False, None, False
         state.attempts, state.tries = state.tries, 0
         state.tried_at = time.monotonic()
         cluster = member.name
@@ -163,6 +167,7 @@ class MemberSync:
         retry_after_s: float | None,
     ) -> None:
         state.applied, state.error, state.attempts = False, reason, state.tries
+        state.conflict = False
         state.tried_at = time.monotonic()
         within_retries = retryable and state.tries <= work.policy.attempts
         state.failed = not within_retries

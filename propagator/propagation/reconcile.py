@@ -229,6 +229,7 @@ class Reconciler:
         plan.desired_kinds = set().union(*(kinds_of(o) for o in rendered.values()))
         plan.kinds = plan.desired_kinds | set(previous.get("propagatedKinds") or [])
         policy = SyncPolicy.of(app.spec.rollout, self.settings)
+        uid, adopt = str(meta.get("uid", "")), app.spec.conflict_resolution == "Adopt"
         works = {
             t.cluster: ClusterWork(
                 key,
@@ -237,12 +238,16 @@ class Reconciler:
                 plan.revisions[t.cluster],
                 frozenset(plan.kinds),
                 policy,
+                uid,
+                adopt,
             )
             for t in targets
         }
         plan.removed = self._leaving(key, previous, set(works))
         for cluster in plan.removed:
-            works[cluster] = ClusterWork(key, cluster, (), REMOVAL, frozenset(plan.kinds), policy)
+            works[cluster] = ClusterWork(
+                key, cluster, (), REMOVAL, frozenset(plan.kinds), policy, uid
+            )
         queued = self._set_work(key, works)
         # Syncs in flight (queued now, or by an earlier plan of this revision) report back.
         pending = queued or any(
@@ -361,6 +366,8 @@ class Reconciler:
             )
         if done:
             reason = "Applied"
+        elif any(s.conflict for s in target_states.values()):
+            reason = "Conflict"
         elif any(s.failed for s in (*target_states.values(), *removal.values())):
             reason = "ApplyFailed"
         else:
@@ -467,8 +474,10 @@ class Reconciler:
         except ValidationError:
             rollout = None  # the controller's defaults
         policy = SyncPolicy.of(rollout, self.settings)
+        uid = str(meta.get("uid", ""))
         works = {
-            c: ClusterWork(key, c, (), REMOVAL, kinds, policy) for c in sorted(clusters - set(gone))
+            c: ClusterWork(key, c, (), REMOVAL, kinds, policy, uid)
+            for c in sorted(clusters - set(gone))
         }
         self._set_work(key, works)
         states = self.table.states_of(key)

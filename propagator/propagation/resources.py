@@ -13,6 +13,7 @@ import copy
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from api.application import ApplicationPropagation
@@ -24,6 +25,8 @@ APP_LABEL = "propagator.io/application"
 """Label with a hash of namespace/name (label values are short); for list calls."""
 APP_ANNOTATION = "propagator.io/application"
 """Annotation with the owning application as namespace/name."""
+OWNER_UID_ANNOTATION = "propagator.io/owner-uid"
+"""Annotation with the owning application's UID: prune and clean-up delete only these."""
 REVISION_ANNOTATION = "propagator.io/revision"
 """Annotation with the revision (content hash) the object was rendered from."""
 
@@ -129,33 +132,42 @@ def revision_of(objects: Iterable[Mapping[str, Any]]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def stamp(obj: Mapping[str, Any], namespace: str, name: str, revision: str) -> dict[str, Any]:
-    """The object with its owner label and annotations (a copy)."""
-    out = copy.deepcopy(dict(obj))
-    meta = out.setdefault("metadata", {})
-    meta.setdefault("labels", {})[APP_LABEL] = app_label_value(namespace, name)
-    annotations = meta.setdefault("annotations", {})
-    annotations[APP_ANNOTATION] = f"{namespace}/{name}"
-    annotations[REVISION_ANNOTATION] = revision
-    return out
+@dataclass(frozen=True)
+class Owner:
+    """The application that owns propagated objects, by namespace, name and UID."""
+
+    namespace: str
+    name: str
+    uid: str
+
+    def stamp(self, obj: Mapping[str, Any], revision: str) -> dict[str, Any]:
+        """The object with its owner label and annotations (a copy)."""
+        out = copy.deepcopy(dict(obj))
+        meta = out.setdefault("metadata", {})
+        meta.setdefault("labels", {})[APP_LABEL] = app_label_value(self.namespace, self.name)
+        annotations = meta.setdefault("annotations", {})
+        annotations[APP_ANNOTATION] = f"{self.namespace}/{self.name}"
+        annotations[OWNER_UID_ANNOTATION] = self.uid
+        annotations[REVISION_ANNOTATION] = revision
+        return out
+
+    def owns(self, obj: Mapping[str, Any]) -> bool:
+        """Whether ``obj`` was propagated by this application: label, annotation and UID
+        all name it (a label alone anyone could set; a UID tells a re-created application
+        of the same name apart)."""
+        meta = obj.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        return (
+            (meta.get("labels") or {}).get(APP_LABEL) == app_label_value(self.namespace, self.name)
+            and annotations.get(APP_ANNOTATION) == f"{self.namespace}/{self.name}"
+            and annotations.get(OWNER_UID_ANNOTATION) == self.uid
+        )
 
 
-def owned_by(obj: Mapping[str, Any], namespace: str, name: str) -> bool:
-    """Whether ``obj`` was propagated by this application (label and annotation agree)."""
+def owner_named(obj: Mapping[str, Any]) -> str | None:
+    """The application an object's stamp names (namespace/name), if it has one."""
     meta = obj.get("metadata") or {}
-    return (meta.get("labels") or {}).get(APP_LABEL) == app_label_value(namespace, name) and (
-        meta.get("annotations") or {}
-    ).get(APP_ANNOTATION) == f"{namespace}/{name}"
-
-
-def to_prune(
-    present: Iterable[Mapping[str, Any]],
-    desired: Iterable[Mapping[str, Any]],
-    namespace: str,
-    name: str,
-) -> list[ObjectKey]:
-    """Keys of objects this application owns on a member but no longer wants there."""
-    wanted = {key_of(o) for o in desired}
-    return sorted(
-        key_of(o) for o in present if owned_by(o, namespace, name) and key_of(o) not in wanted
-    )
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    if APP_LABEL not in labels and APP_ANNOTATION not in annotations:
+        return None
+    return str(annotations.get(APP_ANNOTATION) or "an application (label only)")

@@ -16,6 +16,7 @@ from typing import Any
 from api.common import duration_seconds
 from api.rollout import Rollout
 from fleet.retry import backoff_delay
+from propagator.propagation.resources import Owner
 from propagator.settings import Settings
 
 
@@ -74,6 +75,14 @@ class ClusterWork:
     prune_kinds: frozenset[str]
     """``apiVersion/kind`` of everything the application may have left there."""
     policy: SyncPolicy
+    uid: str = ""
+    """The application's UID, stamped on its objects."""
+    adopt: bool = False
+    """Take over objects that exist without a stamp (conflictResolution: Adopt)."""
+
+    @property
+    def owner(self) -> Owner:
+        return Owner(self.namespace, self.name, self.uid)
 
     @property
     def removal(self) -> bool:
@@ -98,6 +107,8 @@ class SyncState:
     """In line with the work at ``revision``."""
     attempts: int = 0
     """Tries of the last sync pass: what it took to get in line, or tries so far."""
+    conflict: bool = False
+    """The last failure was a conflict over an object this application does not own."""
     tries: int = 0
     """Tries since the cluster was last in line."""
     error: str | None = None

@@ -12,7 +12,7 @@ from fleet.health import HealthPolicy
 from fleet.kubeconfig import load_kubeconfig
 from fleet.member import MemberMonitor
 from propagator.propagation.clustersync import SyncReport, sync_cluster
-from propagator.propagation.resources import APP_LABEL, owned_by
+from propagator.propagation.resources import APP_LABEL, Owner
 from propagator.propagation.work import ClusterWork, SyncPolicy
 from propagator.runtime.members import Member, MemberRegistry
 from tests.e2e.conftest import Fleet
@@ -101,7 +101,7 @@ def test_a_member_sync_creates_the_namespace_and_writes_only_what_changed(fleet:
             assert (await sync("nginx:1.27")).applied == 2
             assert await conn.get("v1", "Namespace", "applied")
             live = await conn.get("apps/v1", "Deployment", "web", "applied")
-            assert owned_by(live, "shop", "web")
+            assert Owner("shop", "web", "").owns(live)
             assert live["metadata"]["managedFields"][0]["manager"] == "propagator"
             version = live["metadata"]["resourceVersion"]
             await _caught_up(member, conn, "apps/v1", "Deployment")
