@@ -17,13 +17,16 @@ from tests.e2e.manifests import config_map, deployment
 from tests.e2e.test_propagation import (
     ENV,
     MEMBERS,
+    ap_gone,
     application,
     condition,
     create,
+    delete_ap,
     member_object,
     ready_everywhere,
     wait_ap,
 )
+from tests.e2e.waiting import eventually
 
 TENANT_A, TENANT_B = "tenant-a", "tenant-b"
 
@@ -228,3 +231,68 @@ def test_tenant_escapes_are_refused_before_anything_is_written(
     metrics = controller.scrape()
     key = 'propagator_tenant_quota_rejections_total{reason="forbidden",tenant="team-a"}'
     assert metrics.get(key, 0) >= len(ESCAPES) + 1
+
+
+def test_objects_of_another_application_or_of_nobody_are_left_alone(
+    fleet: Fleet, controller: Controller
+) -> None:
+    first = application("owner", TENANT_A, [config_map("shared", TENANT_A, by="owner")])
+    create(fleet, first)
+    wait_ap(fleet, TENANT_A, "owner", "ready everywhere", ready_everywhere)
+    # an object someone made by hand on member-1
+    fleet.ensure_namespace(TENANT_A, "member-1")
+    fleet.core("member-1").create_namespaced_config_map(
+        TENANT_A, {"metadata": {"name": "manual"}, "data": {"by": "hand"}}
+    )
+    versions = {
+        c: member_object(fleet, c, "ConfigMap", TENANT_A, "shared").metadata.resource_version
+        for c in MEMBERS
+    }
+
+    second = application(
+        "grabber",
+        TENANT_A,
+        [config_map("shared", TENANT_A, by="grabber"), config_map("manual", TENANT_A, by="app")],
+    )
+    create(fleet, second)
+    app = wait_ap(
+        fleet,
+        TENANT_A,
+        "grabber",
+        "conflict",
+        lambda a: (
+            condition(a, "Applied").get("reason") == "Conflict"
+            and all(c.get("lastError") for c in (a.get("status") or {}).get("clusters") or [])
+        ),
+    )
+    errors = {c["name"]: c["lastError"] for c in app["status"]["clusters"]}
+    for cluster in MEMBERS:
+        assert (
+            f"ConfigMap {TENANT_A}/shared belongs to application {TENANT_A}/owner"
+            in errors[cluster]
+        )
+        live = member_object(fleet, cluster, "ConfigMap", TENANT_A, "shared")
+        assert live.metadata.resource_version == versions[cluster]  # untouched
+        assert live.data == {"by": "owner"}
+    assert (
+        "ConfigMap tenant-a/manual exists on the member without Propagator's stamp"
+        in errors["member-1"]
+    )
+    assert member_object(fleet, "member-1", "ConfigMap", TENANT_A, "manual").data == {"by": "hand"}
+
+    # deleting the application that lost the conflict removes nothing of the other's
+    delete_ap(fleet, TENANT_A, "grabber")
+    eventually(lambda: ap_gone(fleet, TENANT_A, "grabber"), "grabber deleted")
+    for cluster in MEMBERS:
+        assert member_object(fleet, cluster, "ConfigMap", TENANT_A, "shared").data == {
+            "by": "owner"
+        }
+    assert member_object(fleet, "member-1", "ConfigMap", TENANT_A, "manual").data == {"by": "hand"}
+
+    # Adopt takes over the unstamped object (never the other application's)
+    adopter = application(
+        "adopter", TENANT_A, [config_map("manual", TENANT_A, by="app")], conflictResolution="Adopt"
+    )
+    create(fleet, adopter)
+    wait_ap(fleet, TENANT_A, "adopter", "ready everywhere", ready_everywhere)
+    assert member_object(fleet, "member-1", "ConfigMap", TENANT_A, "manual").data == {"by": "app"}
