@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from fleet.connection import ApiError, KubeConnection
-from propagator.propagation.clustersync import _apply, sync_cluster
+from propagator.propagation.clustersync import apply_creating_namespace, sync_cluster
 from propagator.propagation.resources import Owner
 from propagator.propagation.work import ClusterWork, SyncPolicy
 from tests.e2e.manifests import config_map, deployment
@@ -141,7 +141,9 @@ async def test_a_namespace_the_member_lacks_is_created_first_one_request_each() 
 
 def test_a_namespace_gone_since_the_cache_saw_it_is_created_on_the_refusal() -> None:
     fake = FakeMember()
-    answer = anyio.run(_apply, cast(KubeConnection, fake), config_map("c", "late", a="1"))
+    answer = anyio.run(
+        apply_creating_namespace, cast(KubeConnection, fake), config_map("c", "late", a="1")
+    )
     assert answer["metadata"]["namespace"] == "late"
     assert [key[1] for _, key in fake.requests] == ["ConfigMap", "Namespace", "ConfigMap"]
 

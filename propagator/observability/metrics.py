@@ -84,6 +84,18 @@ class Metrics:
             ["cluster"],
             registry=r,
         )
+        self.tenant_quota_hard = Gauge(
+            "propagator_tenant_quota_hard",
+            "A tenant's limit on a member cluster, per resource",
+            ["tenant", "cluster", "resource"],
+            registry=r,
+        )
+        self.tenant_quota_used = Gauge(
+            "propagator_tenant_quota_used",
+            "What a tenant uses on a member cluster (its ResourceQuotas' use), per resource",
+            ["tenant", "cluster", "resource"],
+            registry=r,
+        )
         self.tenant_rejections = Counter(
             "propagator_tenant_quota_rejections_total",
             "Applications refused for their tenant: reason forbidden (an object outside the "

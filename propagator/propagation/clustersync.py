@@ -33,6 +33,8 @@ IN_FLIGHT = 8
 """Requests at once to one member within one sync."""
 
 Caches = Callable[[Member, Iterable[KindKey], float], Awaitable[dict[KindKey, Informer]]]
+Guard = Callable[[Member, ClusterWork], Awaitable[None]]
+"""Called before a sync writes anything but namespaces and CRDs (the tenant's quotas)."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ def _revision(obj: dict[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
-async def _apply(conn: KubeConnection, obj: dict[str, Any]) -> dict[str, Any]:
+async def apply_creating_namespace(conn: KubeConnection, obj: dict[str, Any]) -> dict[str, Any]:
     """Apply ``obj``; if its namespace is missing, create the namespace and apply again."""
     try:
         return await conn.apply(obj)
@@ -122,7 +124,11 @@ async def _each(items: Sequence[Any], fn: Callable[[Any], Awaitable[None]]) -> N
 
 
 async def sync_cluster(
-    member: Member, work: ClusterWork, caches: Caches, timeout_s: float
+    member: Member,
+    work: ClusterWork,
+    caches: Caches,
+    timeout_s: float,
+    guard: Guard | None = None,
 ) -> SyncReport:
     """Bring ``member`` in line with ``work``; raises ApiError (or UnknownKind). Objects
     the application does not own are left as they are and named in the report's
@@ -159,7 +165,7 @@ async def sync_cluster(
         healed += recorded is not None
 
     async def apply(obj: dict[str, Any]) -> None:
-        answer = await _apply(conn, obj)
+        answer = await apply_creating_namespace(conn, obj)
         member.applied[key_of(obj)] = Applied(obj, fingerprint(answer, obj))
 
     async def apply_first(obj: dict[str, Any]) -> None:
@@ -193,7 +199,10 @@ async def sync_cluster(
     # Namespaces and CRDs first, while the objects the caches cannot see are looked up.
     calls = [(apply_first, o) for o in first + namespaces] + [(look, o) for o in unknown]
     await _each(calls, lambda call: call[0](call[1]))
-    await _each([o for o in stale if (o["apiVersion"], o["kind"]) not in FIRST_KINDS], apply)
+    rest = [o for o in stale if (o["apiVersion"], o["kind"]) not in FIRST_KINDS]
+    if rest and guard is not None:
+        await guard(member, work)
+    await _each(rest, apply)
 
     wanted = {key_of(o) for o in desired}
     unwanted = []

@@ -40,6 +40,8 @@ from propagator.runtime.members import Member, MemberRegistry
 from propagator.runtime.workqueue import WorkQueue
 from propagator.scheduler import Profile, Scheduler
 from propagator.settings import Settings
+from propagator.tenancy.enforcer import RESOURCE_QUOTA, TENANT_ANNOTATION, QuotaEnforcer
+from propagator.tenancy.status import TenantStatusWriter
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +103,27 @@ class PropagationController:
         )
         self.selected: dict[tuple[str, str], Informer] = {}
         self.table = WorkTable()
+        namespace_labels = self._namespace_labels
+        self.enforcer = QuotaEnforcer(
+            self.quotas.snapshot,
+            namespace_labels,
+            self._cluster_labels,
+            self.table,
+            self._caches,
+            settings.cluster_timeout_s,
+            lambda tenant: self.tenant_status.changed(tenant),
+        )
+        self.tenant_status = TenantStatusWriter(
+            hub, self.quotas.snapshot, self.enforcer.usage, metrics
+        )
         self.sync = MemberSync(
-            settings, self.table, metrics, self.limiter, self._caches, self._refresh
+            settings,
+            self.table,
+            metrics,
+            self.limiter,
+            self._caches,
+            self._refresh,
+            self.enforcer.guard,
         )
         self.members = MemberRegistry(
             owner_label=APP_LABEL,
@@ -125,7 +146,7 @@ class PropagationController:
                 fresh_for_s=settings.snapshot_fresh_for_s,
             ),
             self.quotas.snapshot,
-            lambda ns: (self.namespaces.get(ns) or {}).get("metadata", {}).get("labels") or {},
+            namespace_labels,
             self.table,
             MemberAccess(self._enqueue_sync, self._health, lambda c: c in manager.monitors),
             metrics,
@@ -138,6 +159,16 @@ class PropagationController:
         self._task_group: anyio.abc.TaskGroup | None = None
         self._workers_started = False
         self._workers_done = anyio.Event()
+
+    def _namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        labels: Mapping[str, str] = (self.namespaces.get(namespace) or {}).get("metadata", {}).get(
+            "labels"
+        ) or {}
+        return labels
+
+    def _cluster_labels(self, cluster: str) -> Mapping[str, str] | None:
+        info = self.store.current().clusters.get(cluster)
+        return None if info is None else info.labels
 
     def ready(self) -> bool:
         return all(i.synced for i in (self.apps, self.quotas, self.namespaces))
@@ -203,10 +234,18 @@ class PropagationController:
     def _on_member_added(self, member: Member) -> None:
         for app in self.table.apps_on(member.name):
             member.queue.add(app)
+            if (quota := self.enforcer.tenant_of_app(app)) is not None:
+                self.enforcer.changed(member.name, quota["metadata"]["name"])
 
     def _on_member_object(
         self, member: Member, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None
     ) -> None:
+        obj = new or old or {}
+        if (obj.get("apiVersion"), obj.get("kind")) == RESOURCE_QUOTA:
+            tenant = (obj["metadata"].get("annotations") or {}).get(TENANT_ANNOTATION)
+            if tenant:  # its use changed: share the room again
+                self.enforcer.changed(member.name, str(tenant))
+            return
         route = route_member_event(member, self.table, old, new)
         if route.sync:
             member.queue.add(route.sync)
@@ -355,9 +394,13 @@ class PropagationController:
                 self._replan_now(self._keys())
                 task_status.started()
                 tg.start_soon(self._workers)
+                tg.start_soon(self.enforcer.run, self.members.get)
+                tg.start_soon(self.tenant_status.run)
                 tg.start_soon(self._resync_loop)
                 tg.start_soon(self._snapshot_loop)
         finally:
             self.queue.shut_down()
+            self.enforcer.queue.shut_down()
+            self.tenant_status.queue.shut_down()
             for informer in (self.apps, self.quotas, self.namespaces, *self.selected.values()):
                 informer.stop()

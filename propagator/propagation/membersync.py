@@ -24,7 +24,7 @@ from fleet.connection import ApiError
 from fleet.discovery import UnknownKind
 from fleet.retry import backoff_delay
 from propagator.observability.metrics import Metrics
-from propagator.propagation.clustersync import Caches, SyncReport, sync_cluster
+from propagator.propagation.clustersync import Caches, Guard, SyncReport, sync_cluster
 from propagator.propagation.work import ClusterWork, SyncState, WorkTable
 from propagator.runtime.members import Member
 from propagator.settings import Settings
@@ -46,7 +46,9 @@ class MemberSync:
         limiter: anyio.CapacityLimiter,
         caches: Caches,
         on_result: Callable[[str], None],
+        guard: Guard | None = None,
     ) -> None:
+        self.guard = guard
         self.settings = settings
         self.table = table
         self.metrics = metrics
@@ -99,7 +101,7 @@ class MemberSync:
                 try:
                     with anyio.fail_after(work.policy.timeout_s):
                         report = await sync_cluster(
-                            member, work, self.caches, work.policy.timeout_s
+                            member, work, self.caches, work.policy.timeout_s, self.guard
                         )
                 except TimeoutError:
                     reason, retryable = f"timeout ({work.policy.timeout_s:g}s)", True

@@ -4,8 +4,10 @@ every member (and kube-system's) are untouched."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from kubernetes import client as k8s
@@ -296,3 +298,109 @@ def test_objects_of_another_application_or_of_nobody_are_left_alone(
     create(fleet, adopter)
     wait_ap(fleet, TENANT_A, "adopter", "ready everywhere", ready_everywhere)
     assert member_object(fleet, "member-1", "ConfigMap", TENANT_A, "manual").data == {"by": "app"}
+
+
+def _pods(fleet: Fleet, cluster: str, namespaces: tuple[str, ...]) -> int:
+    core = fleet.core(cluster)
+    return sum(
+        1
+        for ns in namespaces
+        for p in core.list_namespaced_pod(ns).items
+        if p.status.phase not in ("Succeeded", "Failed") and not p.metadata.deletion_timestamp
+    )
+
+
+def _hard_sum(fleet: Fleet, cluster: str, namespaces: tuple[str, ...], resource: str) -> int:
+    total = 0
+    for ns in namespaces:
+        for rq in fleet.core(cluster).list_namespaced_resource_quota(ns).items:
+            if rq.metadata.name == "propagator-tenant-team-q":
+                total += int(rq.spec.hard.get(resource, "0"))
+    return total
+
+
+def test_a_tenant_never_exceeds_its_limit_on_a_member_even_racing(
+    fleet: Fleet, controller: Controller
+) -> None:
+    namespaces = ("quota-a", "quota-b")
+    custom = k8s.CustomObjectsApi(fleet.api(HUB))
+    quota = {
+        "apiVersion": "propagator.io/v1alpha1",
+        "kind": "TenantQuota",
+        "metadata": {"name": "team-q"},
+        "spec": {
+            "namespaces": list(namespaces),
+            "destinations": list(namespaces),
+            "hard": {"pods": 6},
+        },
+    }
+    custom.create_cluster_custom_object("propagator.io", "v1alpha1", "tenantquotas", quota)
+    for ns in namespaces:
+        create(fleet, application("web", ns, [deployment("web", ns, "nginx:1.27", 1)]))
+    for ns in namespaces:
+        wait_ap(fleet, ns, "web", "ready everywhere", ready_everywhere)
+    cluster = "member-1"
+    # the member holds a quota per namespace, their sum the tenant's limit
+    eventually(lambda: _hard_sum(fleet, cluster, namespaces, "pods") == 6 or None, "quotas")
+
+    core = fleet.core(cluster)
+    refusals: list[tuple[int, str]] = []  # (status, body) of each refused create
+    peak = peak_hard = 0
+    stop = threading.Event()
+
+    def sample() -> None:  # throughout: what runs, and what the quotas allow together
+        nonlocal peak, peak_hard
+        while not stop.is_set():
+            peak = max(peak, _pods(fleet, cluster, namespaces))
+            peak_hard = max(peak_hard, _hard_sum(fleet, cluster, namespaces, "pods"))
+
+    def flood(ns: str, thread: int, n: int) -> None:
+        for i in range(n):
+            pod = {
+                "metadata": {"name": f"flood-{thread}-{i}"},
+                "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]},
+            }
+            try:
+                core.create_namespaced_pod(ns, pod)
+            except k8s.ApiException as exc:
+                refusals.append((exc.status, exc.body or ""))
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    floods = [
+        threading.Thread(target=flood, args=(ns, thread, 8))
+        for ns in namespaces
+        for thread in range(2)
+    ]
+    for t in floods:
+        t.start()
+    for t in floods:
+        t.join()
+    time.sleep(2)  # rebalances after the use changed
+    stop.set()
+    sampler.join()
+    assert peak <= 6
+    assert peak_hard <= 6
+    assert _pods(fleet, cluster, namespaces) <= 6
+    assert refusals  # the member itself refused the excess
+    for status, body in refusals:
+        assert status == 403, body
+        assert "exceeded quota: propagator-tenant-team-q" in body
+
+    # the TenantQuota status reports what the member counts, and follows a scale-down
+    def reported() -> int | None:
+        stored = cast(
+            dict[str, Any],
+            custom.get_cluster_custom_object("propagator.io", "v1alpha1", "tenantquotas", "team-q"),
+        )
+        for entry in (stored.get("status") or {}).get("clusters") or []:
+            if entry["name"] == cluster:
+                return int(entry["used"].get("pods", "0"))
+        return None
+
+    eventually(lambda: reported() == _pods(fleet, cluster, namespaces) or None, "status used")
+    for ns in namespaces:
+        for pod in core.list_namespaced_pod(ns).items:
+            if pod.metadata.name.startswith("flood-"):
+                core.delete_namespaced_pod(pod.metadata.name, ns, grace_period_seconds=0)
+    eventually(lambda: reported() == 2 or None, "status used after the scale-down")

@@ -1,0 +1,225 @@
+"""A tenant's limit enforced by each member itself: in every namespace the tenant's
+applications write there, a ResourceQuota ``propagator-tenant-<tenant>`` the controller
+owns, whose ``hard`` values sum to at most the tenant's limit on that member
+(:mod:`propagator.tenancy.shares`). The member's own quota admission then refuses what
+would overflow, whatever writes it, however many at once.
+
+Rebalanced (per member and tenant, one at a time) before a sync writes into a namespace
+and whenever a quota's use changes; lowered values are written before raised ones, so the
+stored values never sum above the limit. The use the members report is kept for the
+TenantQuota status and the metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import anyio
+
+from api.quantity import Format, QuantityError, arithmetic, format_quantity, parse_quantity
+from fleet.connection import ApiError
+from propagator.propagation.clustersync import apply_creating_namespace
+from propagator.propagation.resources import APP_LABEL, app_label_value
+from propagator.propagation.work import ClusterWork, WorkTable
+from propagator.runtime.members import Member
+from propagator.runtime.workqueue import WorkQueue
+from propagator.tenancy.quota import hard_for, tenant_of
+from propagator.tenancy.shares import split_all
+
+log = logging.getLogger(__name__)
+
+RESOURCE_QUOTA = ("v1", "ResourceQuota")
+REBALANCE_DEBOUNCE_S = 0.2
+QUOTA_PREFIX = "propagator-tenant-"
+TENANT_ANNOTATION = "propagator.io/tenant"
+"""On the member's ResourceQuotas: the TenantQuota they enforce."""
+
+Caches = Callable[[Member, Iterable[tuple[str, str]], float], Awaitable[dict[Any, Any]]]
+
+
+def quota_name(tenant: str) -> str:
+    """The ResourceQuota name for a tenant (names over 63 characters are shortened)."""
+    name = f"{QUOTA_PREFIX}{tenant}"
+    return name if len(name) <= 63 else f"{QUOTA_PREFIX}{app_label_value('', tenant)[:40]}"
+
+
+def _amounts(values: Mapping[str, Any] | None) -> dict[str, Decimal]:
+    out = {}
+    for key, value in (values or {}).items():
+        try:
+            out[key] = parse_quantity(value)
+        except QuantityError:
+            continue  # the member computed it; nothing we could read
+    return out
+
+
+def namespaces_written(work: ClusterWork) -> set[str]:
+    """Member namespaces a work writes namespaced objects into."""
+    out = set()
+    for obj in work.objects:
+        if obj.get("kind") == "Namespace":
+            continue
+        out.add(str((obj.get("metadata") or {}).get("namespace") or work.namespace))
+    return out
+
+
+@dataclass
+class Usage:
+    """A tenant's limit and use on one member (from its ResourceQuotas' status)."""
+
+    hard: dict[str, Decimal] = field(default_factory=dict)
+    used: dict[str, Decimal] = field(default_factory=dict)
+
+    def exceeded(self) -> list[str]:
+        return sorted(r for r, v in self.used.items() if r in self.hard and v > self.hard[r])
+
+
+class QuotaEnforcer:
+    """Keeps the tenant ResourceQuotas on the members (one rebalance per member and
+    tenant at a time)."""
+
+    def __init__(
+        self,
+        quotas: Callable[[], list[dict[str, Any]]],
+        namespace_labels: Callable[[str], Mapping[str, str]],
+        cluster_labels: Callable[[str], Mapping[str, str] | None],
+        table: WorkTable,
+        caches: Caches,
+        timeout_s: float,
+        on_usage: Callable[[str], None],
+    ) -> None:
+        self.quotas = quotas
+        self.namespace_labels = namespace_labels
+        self.cluster_labels = cluster_labels
+        self.table = table
+        self.caches = caches
+        self.timeout_s = timeout_s
+        self.on_usage = on_usage
+        self.usage: dict[tuple[str, str], Usage] = {}
+        """(tenant, cluster) -> Usage, as last seen."""
+        self._locks: dict[tuple[str, str], anyio.Lock] = {}
+        self.queue = WorkQueue(max_delay_s=30.0)
+        """``cluster/tenant`` keys to rebalance (a quota's use changed there)."""
+
+    def changed(self, cluster: str, tenant: str) -> None:
+        """A tenant ResourceQuota on ``cluster`` changed: rebalance soon (debounced)."""
+        self.queue.add_after(f"{cluster}/{tenant}", REBALANCE_DEBOUNCE_S)
+
+    async def run(self, members: Callable[[str], Member | None]) -> None:
+        """Rebalance what :meth:`changed` queued, until the queue shuts down."""
+        while (key := await self.queue.get()) is not None:
+            cluster, tenant = key.split("/", 1)
+            member = members(cluster)
+            quota = next((q for q in self.quotas() if q["metadata"]["name"] == tenant), None)
+            try:
+                if member is not None and quota is not None:
+                    await self.rebalance(member, quota)
+                self.queue.forget(key)
+            except (ApiError, TimeoutError) as exc:
+                log.warning("%s: quota of tenant %s not rebalanced: %s", cluster, tenant, exc)
+                self.queue.retry(key)
+            finally:
+                self.queue.done(key)
+
+    def tenant_of_app(self, app: str) -> Mapping[str, Any] | None:
+        namespace = app.split("/", 1)[0]
+        return tenant_of(self.quotas(), namespace, self.namespace_labels(namespace))
+
+    async def guard(self, member: Member, work: ClusterWork) -> None:
+        """Before ``work`` is written to ``member``: the tenant's quotas there cover the
+        namespaces it writes (raises ApiError when they cannot be written)."""
+        quota = self.tenant_of_app(work.app)
+        if quota is not None and not work.removal:
+            await self.rebalance(member, quota, namespaces_written(work))
+
+    async def rebalance(
+        self, member: Member, quota: Mapping[str, Any], extra: Iterable[str] = ()
+    ) -> None:
+        """Split the tenant's limit on ``member`` over the namespaces it uses there."""
+        tenant = str(quota["metadata"]["name"])
+        labels = self.cluster_labels(member.name)
+        if labels is None:
+            return
+        limits = hard_for(quota, member.name, labels)
+        lock = self._locks.setdefault((member.name, tenant), anyio.Lock())
+        async with lock:
+            cache = (await self.caches(member, [RESOURCE_QUOTA], self.timeout_s))[RESOURCE_QUOTA]
+            current = {
+                str(rq["metadata"]["namespace"]): rq
+                for rq in cache.snapshot()
+                if (rq["metadata"].get("annotations") or {}).get(TENANT_ANNOTATION) == tenant
+            }
+            active = set(extra) | self._namespaces(member.name, tenant)
+            used = {
+                ns: _amounts(((current.get(ns) or {}).get("status") or {}).get("used"))
+                for ns in active | set(current)
+            }
+            self._record(tenant, member.name, limits, used)
+            if not limits:
+                return
+            target = split_all(limits, used, active)
+            now = {ns: _amounts((rq.get("spec") or {}).get("hard")) for ns, rq in current.items()}
+            lowered = [ns for ns in target if ns in now and _lowers(now[ns], target[ns])]
+            raised = [ns for ns in target if ns not in lowered and now.get(ns) != target[ns]]
+            for group in (lowered, raised):  # never above the limit, even in between
+                async with anyio.create_task_group() as tg:
+                    for ns in group:
+                        tg.start_soon(self._write, member, tenant, ns, target[ns])
+
+    def _namespaces(self, cluster: str, tenant: str) -> set[str]:
+        """Namespaces the tenant's applications write on ``cluster`` (from the work)."""
+        out: set[str] = set()
+        for app in self.table.apps_on(cluster):
+            work = self.table.get(app, cluster)
+            quota = self.tenant_of_app(app)
+            if work is not None and quota is not None and quota["metadata"]["name"] == tenant:
+                out |= namespaces_written(work)
+        return out
+
+    def _record(
+        self,
+        tenant: str,
+        cluster: str,
+        limits: dict[str, Decimal],
+        used: Mapping[str, Mapping[str, Decimal]],
+    ) -> None:
+        total: dict[str, Decimal] = {}
+        with arithmetic():
+            for per_namespace in used.values():
+                for resource, value in per_namespace.items():
+                    total[resource] = total.get(resource, Decimal(0)) + value
+        usage = Usage(dict(limits), total)
+        if self.usage.get((tenant, cluster)) != usage:
+            self.usage[tenant, cluster] = usage
+            self.on_usage(tenant)
+
+    async def _write(
+        self, member: Member, tenant: str, namespace: str, hard: Mapping[str, Decimal]
+    ) -> None:
+        rq = {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {
+                "name": quota_name(tenant),
+                "namespace": namespace,
+                "labels": {APP_LABEL: app_label_value("tenant", tenant)},
+                "annotations": {TENANT_ANNOTATION: tenant},
+            },
+            "spec": {"hard": {r: written(r, v) for r, v in sorted(hard.items())}},
+        }
+        await apply_creating_namespace(member.connection, rq)
+        log.info("%s: quota of tenant %s in %s: %s", member.name, tenant, namespace, hard)
+
+
+def written(resource: str, value: Decimal) -> str:
+    """A quantity as a quota value: memory and storage in binary units."""
+    binary = "memory" in resource or "storage" in resource
+    return format_quantity(value, Format.BINARY_SI if binary else Format.DECIMAL_SI)
+
+
+def _lowers(now: Mapping[str, Decimal], target: Mapping[str, Decimal]) -> bool:
+    return any(r in now and v < now[r] for r, v in target.items())

@@ -1,0 +1,104 @@
+"""The TenantQuota status: the tenant's limit and use on every member where it has
+quotas, as the members' own ResourceQuotas report it, and ``Exceeded``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from api.common import API_VERSION
+from api.tenantquota import TenantQuotaStatus
+from fleet.connection import ApiError, KubeConnection
+from propagator.conditions import condition, now_iso, status_changed
+from propagator.observability.metrics import Metrics
+from propagator.runtime.workqueue import WorkQueue
+from propagator.tenancy.enforcer import Usage, written
+
+log = logging.getLogger(__name__)
+
+STATUS_DEBOUNCE_S = 1.0
+
+
+def tenant_status(quota: Mapping[str, Any], usage: Mapping[str, Usage], now: str) -> dict[str, Any]:
+    """The status of ``quota`` from its use per cluster (validated against the API)."""
+    previous = quota.get("status") or {}
+    clusters = [
+        {
+            "name": cluster,
+            "hard": {r: written(r, v) for r, v in sorted(u.hard.items())},
+            "used": {r: written(r, v) for r, v in sorted(u.used.items()) if r in u.hard},
+        }
+        for cluster, u in sorted(usage.items())
+    ]
+    over = [f"{c}: {', '.join(u.exceeded())}" for c, u in sorted(usage.items()) if u.exceeded()]
+    exceeded = condition(
+        "Exceeded",
+        bool(over),
+        "Exceeded" if over else "WithinLimits",
+        "over the limit on " + "; ".join(over)
+        if over
+        else f"within the limits on {len(clusters)} cluster(s)",
+        quota["metadata"].get("generation"),
+        previous.get("conditions"),
+        now,
+    )
+    status = {
+        "observedGeneration": quota["metadata"].get("generation"),
+        "clusters": clusters,
+        "conditions": [exceeded],
+    }
+    TenantQuotaStatus.model_validate(status)
+    return status
+
+
+class TenantStatusWriter:
+    """Writes a tenant's status (and its metrics) a moment after its use changed."""
+
+    def __init__(
+        self,
+        hub: KubeConnection,
+        quotas: Callable[[], list[dict[str, Any]]],
+        usage: Mapping[tuple[str, str], Usage],
+        metrics: Metrics,
+    ) -> None:
+        self.hub = hub
+        self.quotas = quotas
+        self.usage = usage
+        self.metrics = metrics
+        self.queue = WorkQueue(max_delay_s=30.0)
+
+    def changed(self, tenant: str) -> None:
+        self.queue.add_after(tenant, STATUS_DEBOUNCE_S)
+
+    async def run(self) -> None:
+        while (tenant := await self.queue.get()) is not None:
+            try:
+                await self._write(tenant)
+                self.queue.forget(tenant)
+            except ApiError as exc:
+                if not exc.not_found:
+                    log.warning("TenantQuota %s: status not written: %s", tenant, exc)
+                    self.queue.retry(tenant)
+            finally:
+                self.queue.done(tenant)
+
+    async def _write(self, tenant: str) -> None:
+        quota = next((q for q in self.quotas() if q["metadata"]["name"] == tenant), None)
+        if quota is None:
+            return
+        usage = {c: u for (t, c), u in self.usage.items() if t == tenant}
+        for cluster, u in usage.items():
+            for resource, value in u.hard.items():
+                labels = (tenant, cluster, resource)
+                self.metrics.tenant_quota_hard.labels(*labels).set(float(value))
+                used = u.used.get(resource, Decimal(0))
+                self.metrics.tenant_quota_used.labels(*labels).set(float(used))
+        status = tenant_status(quota, usage, now_iso())
+        if not status_changed(quota.get("status"), status):
+            return
+        self.metrics.status_writes.labels("TenantQuota status").inc()
+        await self.hub.merge_patch(
+            API_VERSION, "TenantQuota", tenant, {"status": status}, subresource="status"
+        )
