@@ -27,6 +27,7 @@ SERVED = {
     ("v1", "Namespace"),
     ("v1", "ConfigMap"),
     ("v1", "Service"),
+    ("v1", "ResourceQuota"),
     ("apps/v1", "Deployment"),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
 }

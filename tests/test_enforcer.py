@@ -1,0 +1,95 @@
+"""The tenant's ResourceQuotas on a member: written before the sync writes, within the
+limit at every step (a fake member)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
+from propagator.tenancy.enforcer import QuotaEnforcer, Usage
+from tests.e2e.manifests import config_map
+from tests.fakes import FakeMember
+
+pytestmark = pytest.mark.anyio
+
+RQ = ("v1", "ResourceQuota")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def quota(**hard: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "team"},
+        "spec": {"namespaces": ["a", "b"], "destinations": ["a", "b"], "hard": hard},
+    }
+
+
+class Harness:
+    def __init__(self, quotas: list[dict[str, Any]]) -> None:
+        self.fake = FakeMember("m1", namespaces=["a", "b"])
+        self.member = self.fake.unit()
+        self.table = WorkTable()
+        self.changed: list[str] = []
+        self.enforcer = QuotaEnforcer(
+            lambda: quotas,
+            lambda ns: {},
+            lambda cluster: {},
+            self.table,
+            self.fake.caches,
+            5.0,
+            self.changed.append,
+        )
+
+    def work(self, namespace: str) -> ClusterWork:
+        app = f"{namespace}/web"
+        work = ClusterWork(
+            app, "m1", (config_map("c", namespace, x="1"),), "r1", frozenset(), SyncPolicy()
+        )
+        self.table.set_work(app, {"m1": work}, now=0.0, recheck_after_s=60)
+        return work
+
+    def hard(self, namespace: str) -> dict[str, str]:
+        rq = self.fake.objects.get(("v1", "ResourceQuota", namespace, "propagator-tenant-team"))
+        return {} if rq is None else dict(rq["spec"]["hard"])
+
+    def use(self, namespace: str, **used: str) -> None:
+        key = ("v1", "ResourceQuota", namespace, "propagator-tenant-team")
+        self.fake.edit(key, lambda rq: rq.__setitem__("status", {"used": used}))
+
+
+async def test_the_first_namespace_gets_the_whole_limit_then_they_share() -> None:
+    h = Harness([quota(pods=6, cpu="2")])
+    await h.enforcer.guard(h.member, h.work("a"))
+    assert h.hard("a") == {"cpu": "2", "pods": "6"}
+    h.use("a", pods="1", cpu="500m")
+    await h.enforcer.guard(h.member, h.work("b"))
+    # a keeps its use plus half the room; b gets the other half
+    assert h.hard("a") == {"cpu": "1250m", "pods": "3"}
+    assert h.hard("b") == {"cpu": "750m", "pods": "2"}
+    assert h.enforcer.usage["team", "m1"] == Usage(
+        {"pods": Decimal(6), "cpu": Decimal(2)}, {"pods": Decimal(1), "cpu": Decimal("0.5")}
+    )
+    assert h.changed
+
+
+async def test_lowered_quotas_are_written_before_raised_ones() -> None:
+    h = Harness([quota(pods=6)])
+    await h.enforcer.guard(h.member, h.work("a"))
+    h.fake.requests.clear()
+    await h.enforcer.guard(h.member, h.work("b"))
+    writes = [
+        key[2] for verb, key in h.fake.requests if verb == "apply" and key[1] == "ResourceQuota"
+    ]
+    assert writes == ["a", "b"]  # a comes down from 6 to 3 before b gets its 3
+
+
+async def test_an_application_of_no_tenant_gets_no_quota() -> None:
+    h = Harness([])
+    await h.enforcer.guard(h.member, h.work("a"))
+    assert h.fake.writes() == []
