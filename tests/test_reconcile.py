@@ -20,7 +20,7 @@ from propagator.propagation.reconcile import FINALIZER, MemberAccess, Reconciler
 from propagator.propagation.work import WorkTable
 from propagator.scheduler import Scheduler
 from propagator.settings import Settings
-from tests.e2e.manifests import application, config_map
+from tests.e2e.manifests import application, config_map, deployment
 from tests.fakes import served
 from tests.test_scheduler import PROFILE, cluster
 
@@ -47,20 +47,25 @@ class FakeHub:
 
 
 class Harness:
-    def __init__(self, app: dict[str, Any], clusters: Sequence[str] = ("a", "b")) -> None:
+    def __init__(
+        self,
+        app: dict[str, Any],
+        clusters: Sequence[str] = ("a", "b"),
+        quotas: Sequence[dict[str, Any]] = (),
+    ) -> None:
         app["metadata"]["generation"] = 1
         self.hub = FakeHub(app)
         self.table = WorkTable()
         self.queued: list[tuple[str, str]] = []
         store = SnapshotStore()
-        kinds = frozenset({("v1", "ConfigMap")})
+        kinds = frozenset({("v1", "ConfigMap"), ("apps/v1", "Deployment")})
         store.publish([cluster(c, kinds=kinds) for c in clusters], {"f": list(clusters)})
         self.reconciler = Reconciler(
             cast(KubeConnection, self.hub),
             Settings(),
             store,
             Scheduler(PROFILE),
-            lambda: [],
+            lambda: list(quotas),
             lambda _: {},
             self.table,
             MemberAccess(self._enqueue, self._health, lambda c: c in clusters),
@@ -166,6 +171,28 @@ def test_an_object_outside_the_tenant_fails_the_whole_application_before_any_wri
     )
     rejected = h.reconciler.metrics.tenant_rejections.labels("", "forbidden")
     assert rejected._value.get() == 1
+
+
+def test_no_room_in_the_tenants_quota_is_quota_exceeded_and_nothing_is_written() -> None:
+    app = application("web", "shop", [deployment("web", "shop", "nginx:1.27", replicas=4)], "f")
+    for c in app["spec"]["resources"]["manifests"][0]["spec"]["template"]["spec"]["containers"]:
+        c["resources"] = {"requests": {"cpu": "500m"}}
+    quota = {"metadata": {"name": "team"}, "spec": {"namespaces": ["shop"], "hard": {"cpu": "1"}}}
+    h = Harness(app, quotas=[quota])
+    h.reconcile()
+    assert h.queued == []
+    exceeded = h.condition("QuotaExceeded")
+    assert exceeded["status"] == "True"
+    assert exceeded["message"].startswith("tenant team's quota leaves no room on a (")
+    assert h.condition("Scheduled")["status"] == "False"
+
+
+def test_within_the_quota_says_so() -> None:
+    h = Harness(_app())
+    h.reconcile()
+    h.synced("shop/web", "a", "b")
+    h.reconcile(replan=False)
+    assert h.condition("QuotaExceeded")["status"] == "False"
 
 
 def test_a_cluster_the_application_leaves_gets_removal_work() -> None:

@@ -89,7 +89,7 @@ class MemberSync:
             return
         state.tries += 1
         report: SyncReport | None = None
-        retryable, retry_after, answered = False, None, False
+        retryable, retry_after, answered, over_quota = False, None, False, False
         operation = "cleanup" if work.removal else "apply"
         async with self._app_limiter(work), self.limiter:
             with (
@@ -109,6 +109,7 @@ class MemberSync:
                     reason, retryable, retry_after = exc.message, exc.retryable, exc.retry_after_s
                     # A refusal (4xx) comes from a member that works: no circuit trip.
                     answered = exc.status is not None and not exc.retryable
+                    over_quota = exc.status == 403 and "exceeded quota" in exc.message
                 except UnknownKind as exc:
                     reason, answered = str(exc), True
                 timing.failed = report is None
@@ -124,6 +125,7 @@ class MemberSync:
         else:
             member.breaker.record(answered)
             self._record_failure(member, work, state, reason, retryable, retry_after)
+            state.quota_exceeded = over_quota
         self._publish_circuit(member)
         self.on_result(app)
 
@@ -147,6 +149,7 @@ class MemberSync:
         self, member: Member, work: ClusterWork, state: SyncState, report: SyncReport
     ) -> None:
         state.applied, state.failed, state.error, state.conflict = True, False, None, False
+        state.quota_exceeded = False
         state.attempts, state.tries = state.tries, 0
         state.tried_at = time.monotonic()
         cluster = member.name

@@ -373,6 +373,17 @@ class Reconciler:
         else:
             reason = "Applying"
         builder.condition("Applied", done, reason, message)
+        if not any(c[0] == "QuotaExceeded" for c in plan.conditions):
+            over = [f"{c}: {s.error}" for c, s in sorted(target_states.items()) if s.quota_exceeded]
+            if over:
+                builder.condition(
+                    "QuotaExceeded",
+                    True,
+                    "QuotaExceeded",
+                    "refused by the member's quota on " + "; ".join(over),
+                )
+            else:
+                builder.condition("QuotaExceeded", False, "WithinQuota", "within the quota")
         available, why, text = availability(lines, plan.rendered)
         builder.condition("Available", available, why, text)
 
@@ -407,6 +418,23 @@ class Reconciler:
         self.metrics.scheduling_results.labels(
             "scheduled" if decision.schedulable else "unschedulable"
         ).inc()
+        quota_blocked = [
+            f"{v.cluster} ({v.detail or v.reason})"
+            for v in decision.evaluated.values()
+            if v.filtered_by == "TenantQuota"
+        ]
+        if not decision.schedulable and quota_blocked:
+            tenant = tenant_of(self.quotas(), namespace, self.namespace_labels(namespace))
+            name = (tenant or {}).get("metadata", {}).get("name", "")
+            self.metrics.tenant_rejections.labels(name, "quota").inc()
+            plan.conditions.append(
+                (
+                    "QuotaExceeded",
+                    True,
+                    "QuotaExceeded",
+                    f"tenant {name}'s quota leaves no room on {', '.join(sorted(quota_blocked))}",
+                )
+            )
         targets = targets_of(
             decision, previous.get("placement") or [], snapshot, app.spec.placement.tolerations
         )

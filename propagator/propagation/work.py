@@ -109,6 +109,8 @@ class SyncState:
     """Tries of the last sync pass: what it took to get in line, or tries so far."""
     conflict: bool = False
     """The last failure was a conflict over an object this application does not own."""
+    quota_exceeded: bool = False
+    """The last failure was the member's quota refusing a write."""
     tries: int = 0
     """Tries since the cluster was last in line."""
     error: str | None = None
