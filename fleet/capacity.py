@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
+from api.pods import pod_requests
 from api.quantity import Format, QuantityError, arithmetic, format_quantity, parse_quantity
 
 TRACKED = ("cpu", "memory", "pods")
@@ -29,7 +30,16 @@ def slim_node(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def _requests(containers: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [((c.get("resources") or {}).get("requests") or {}) for c in containers]
+    """Only what the pod's requests depend on (the API server defaulted them already)."""
+    out = []
+    for c in containers:
+        slim: dict[str, Any] = {
+            "resources": {"requests": (c.get("resources") or {}).get("requests") or {}}
+        }
+        if c.get("restartPolicy"):
+            slim["restartPolicy"] = c["restartPolicy"]
+        out.append(slim)
+    return out
 
 
 def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
@@ -58,21 +68,6 @@ def node_is_ready(node: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def pod_requests(pod: dict[str, Any]) -> dict[str, Decimal]:
-    """Effective requests of a (slim) pod, as the scheduler counts them: the larger of the
-    sum over containers and the largest init container, plus overhead; plus one pod."""
-    spec = pod["spec"]
-    total: dict[str, Decimal] = {"pods": Decimal(1)}
-    with arithmetic():
-        for resource in ("cpu", "memory"):
-            running = sum((_parse(r.get(resource, 0)) for r in spec["containers"]), Decimal(0))
-            init = max(
-                (_parse(r.get(resource, 0)) for r in spec["initContainers"]), default=Decimal(0)
-            )
-            total[resource] = max(running, init) + _parse(spec["overhead"].get(resource, 0))
-    return total
-
-
 def summarize(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """``{"nodes": {total, ready}, "resources": {allocatable, allocated, available}}``.
 
@@ -99,7 +94,7 @@ def _summarize(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]]) 
     for pod in pods:
         if not pod["spec"].get("nodeName") or pod["status"].get("phase") in _TERMINAL:
             continue
-        for resource, amount in pod_requests(pod).items():
+        for resource, amount in pod_requests(pod["spec"]).items():
             allocated[resource] += amount
 
     def fmt(values: dict[str, Decimal]) -> dict[str, str]:

@@ -39,6 +39,8 @@ class ClusterInfo:
     """(apiVersion, kind) pairs the member serves."""
     available: Mapping[str, Decimal] = field(default_factory=lambda: MappingProxyType({}))
     allocatable: Mapping[str, Decimal] = field(default_factory=lambda: MappingProxyType({}))
+    nodes: int = 0
+    """Ready nodes (a DaemonSet runs a pod on each)."""
     free_cpu: float | None = field(init=False, default=None)
     """available/allocatable cpu as a float (None: unknown); precomputed for scoring."""
     free_memory: float | None = field(init=False, default=None)
@@ -115,6 +117,7 @@ def cluster_info(member: Mapping[str, Any]) -> ClusterInfo:
         api_enablements=enablements,
         available=available,
         allocatable=allocatable,
+        nodes=int((status.get("nodes") or {}).get("ready") or 0),
     )
 
 

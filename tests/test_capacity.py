@@ -3,7 +3,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from fleet.capacity import pod_requests, slim_node, slim_pod, summarize
+from api.pods import pod_requests
+from fleet.capacity import slim_node, slim_pod, summarize
 
 
 def node(
@@ -58,8 +59,8 @@ def test_allocated_counts_bound_running_pods() -> None:
 
 
 def test_init_containers_count_when_larger() -> None:
-    assert pod_requests(pod("100m", init_cpu="2"))["cpu"] == Decimal(2)
-    assert pod_requests(pod("3", init_cpu="2"))["cpu"] == Decimal(3)
+    assert pod_requests(pod("100m", init_cpu="2")["spec"])["cpu"] == Decimal(2)
+    assert pod_requests(pod("3", init_cpu="2")["spec"])["cpu"] == Decimal(3)
 
 
 def test_available_never_negative() -> None:

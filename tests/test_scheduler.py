@@ -494,3 +494,62 @@ def test_demand_reads_quantities_as_the_member_api_server_does() -> None:
     assert d.per_replica["cpu"] == Decimal(1)
     assert d.per_replica["memory"] == Decimal(10**60 + 1024)  # exact
     assert Capacity().filter(cluster("a"), ctx(d=d)) is not None  # 1e60 bytes fit nowhere
+
+
+def _pod_template(cpu: str) -> dict[str, Any]:
+    return {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}}
+
+
+def test_every_kind_that_creates_pods_counts() -> None:
+    manifests = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "spec": {"replicas": 3, "template": _pod_template("1")},
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "spec": {"replicas": 2, "template": _pod_template("100m")},
+        },
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "spec": {"template": _pod_template("50m")}},
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "spec": {"parallelism": 4, "template": _pod_template("250m")},
+        },
+        {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "spec": {"jobTemplate": {"spec": {"template": _pod_template("500m")}}},
+        },
+        {"apiVersion": "v1", "kind": "Pod", **_pod_template("2")},
+    ]
+    d = demand_of(manifests)
+    assert (d.replicas, d.per_replica["cpu"]) == (3, Decimal(1))  # the divisible workload
+    # 2 x 100m + 4 x 250m + 1 x 500m + 2
+    assert d.fixed["cpu"] == Decimal("3.7")
+    assert d.fixed["pods"] == 2 + 4 + 1 + 1
+    assert d.per_node["cpu"] == Decimal("0.05")
+    assert d.beside_replicas(nodes=10)["cpu"] == Decimal("4.2")
+
+
+def test_daemonsets_and_jobs_count_against_capacity() -> None:
+    daemon = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "spec": {"template": _pod_template("1")},
+    }
+    d = demand_of([daemon])
+    small = ClusterInfo(
+        name="small",
+        labels={},
+        layer="core",
+        ready=True,
+        available=MappingProxyType({"cpu": Decimal(3), "pods": Decimal(100)}),
+        nodes=4,
+    )
+    rejected = Capacity().filter(small, ctx(d=d))
+    assert rejected is not None
+    assert rejected[0] == "insufficient cpu"
+    assert "DaemonSets, Jobs, Pods and other workloads need 4 cpu" in rejected[1]

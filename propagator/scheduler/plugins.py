@@ -17,6 +17,7 @@ from propagator.scheduler.types import (
     ResourceAmounts,
     SchedulingContext,
     first_short,
+    left_after,
     replicas_that_fit,
 )
 
@@ -108,12 +109,23 @@ class ApiEnablement:
         return None
 
 
-def _fit(available: ResourceAmounts, ctx: SchedulingContext, what: str) -> Rejection | None:
+def _fit(
+    cluster: ClusterInfo, available: ResourceAmounts, ctx: SchedulingContext, what: str
+) -> Rejection | None:
     demand = ctx.demand
+    beside = demand.beside_replicas(cluster.nodes)
+    short = first_short(available, beside, 1)
+    if short is not None:
+        return (
+            f"insufficient {short}" if what == "capacity" else f"quota {short}",
+            f"DaemonSets, Jobs, Pods and other workloads need {beside[short]} {short}; "
+            f"{what} left: {available.get(short)}",
+        )
     # Duplicated: every replica lands here; Divided: at least one must.
     need = demand.replicas if ctx.placement.replicas.mode == "Duplicated" else 1
     if need <= 0:
         return None
+    available = left_after(available, beside)
     short = first_short(available, demand.per_replica, need)
     if short is None:
         return None
@@ -130,7 +142,7 @@ class Capacity:
     name = "Capacity"
 
     def filter(self, cluster: ClusterInfo, ctx: SchedulingContext) -> Rejection | None:
-        return _fit(cluster.available, ctx, "capacity")
+        return _fit(cluster, cluster.available, ctx, "capacity")
 
 
 class TenantQuota:
@@ -140,7 +152,7 @@ class TenantQuota:
 
     def filter(self, cluster: ClusterInfo, ctx: SchedulingContext) -> Rejection | None:
         remaining = ctx.quota_for(cluster.name)
-        return None if remaining is None else _fit(remaining, ctx, "quota")
+        return None if remaining is None else _fit(cluster, remaining, ctx, "quota")
 
 
 class LeastAllocated:
@@ -199,10 +211,11 @@ class LayerOrder:
 
 def replicas_capacity(cluster: ClusterInfo, ctx: SchedulingContext) -> int | None:
     """Replicas of this demand that fit the cluster and the tenant's quota there."""
-    fits = replicas_that_fit(cluster.available, ctx.demand.per_replica)
+    beside = ctx.demand.beside_replicas(cluster.nodes)
+    fits = replicas_that_fit(left_after(cluster.available, beside), ctx.demand.per_replica)
     remaining = ctx.quota_for(cluster.name)
     if remaining is not None:
-        quota_fits = replicas_that_fit(remaining, ctx.demand.per_replica)
+        quota_fits = replicas_that_fit(left_after(remaining, beside), ctx.demand.per_replica)
         if quota_fits is not None:
             fits = quota_fits if fits is None else min(fits, quota_fits)
     return fits

@@ -22,6 +22,21 @@ class Demand:
     """Requests of one replica, e.g. {"cpu": 0.5, "memory": 256Mi, "pods": 1}."""
     kinds: frozenset[tuple[str, str]] = frozenset()
     """(apiVersion, kind) of every object to propagate."""
+    fixed: ResourceAmounts = field(default_factory=dict)
+    """What the other pod-creating objects need on every cluster, whatever the replicas
+    placed there (other workloads, Jobs, CronJobs, Pods)."""
+    per_node: ResourceAmounts = field(default_factory=dict)
+    """What DaemonSets need on each node of a cluster."""
+
+    def beside_replicas(self, nodes: int) -> dict[str, Decimal]:
+        """What a cluster of ``nodes`` ready nodes gives this application besides the
+        divisible replicas."""
+        with arithmetic():
+            out = dict(self.fixed)
+            for resource, amount in self.per_node.items():
+                out[resource] = out.get(resource, Decimal(0)) + amount * nodes
+        return out
+
     cpu: float = field(init=False, default=0.0)
     """per_replica cpu as a float, for scoring (capacity checks stay exact)."""
     memory: float = field(init=False, default=0.0)
@@ -47,6 +62,12 @@ class SchedulingContext:
 
     def quota_for(self, cluster: str) -> ResourceAmounts | None:
         return None if self.quota is None else self.quota.get(cluster, {})
+
+
+def left_after(available: ResourceAmounts, used: ResourceAmounts) -> dict[str, Decimal]:
+    """``available`` minus ``used`` (resources ``available`` does not track stay untracked)."""
+    with arithmetic():
+        return {r: v - used.get(r, Decimal(0)) for r, v in available.items()}
 
 
 def replicas_that_fit(available: ResourceAmounts, per_replica: ResourceAmounts) -> int | None:
