@@ -19,11 +19,12 @@ from __future__ import annotations
 import decimal
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import ROUND_UP, Decimal
 from enum import StrEnum
+from typing import Any
 
 ALLOWED = "a number with an optional suffix: n u m k M G T P E, Ki Mi Gi Ti Pi Ei, or e<exponent>"
 
@@ -191,6 +192,18 @@ def _exact_for(amount: Decimal) -> decimal.Context:
 def parse_quantity(value: str | int | float) -> Decimal:
     """The exact value of a quantity; raises :class:`QuantityError` naming what is allowed."""
     return parse(value).value
+
+
+def parse_quantities(values: Mapping[str, Any] | None) -> dict[str, Decimal]:
+    """The quantities of a resource list (``{"cpu": "500m", ...}``) that can be read;
+    the others are left out (values a member or the hub computed, or not rendered yet)."""
+    parsed = {}
+    for key, value in (values or {}).items():
+        try:
+            parsed[key] = parse_quantity(value)
+        except QuantityError:
+            continue
+    return parsed
 
 
 def is_quantity(value: str) -> bool:

@@ -17,7 +17,7 @@ from typing import Any, cast, get_args
 import anyio
 from pydantic import ValidationError
 
-from api.quantity import ARITHMETIC, QuantityError, parse_quantity
+from api.quantity import ARITHMETIC, parse_quantities
 from api.taints import Taint, TaintEffect
 
 _EMPTY: frozenset[str] = frozenset()
@@ -65,13 +65,7 @@ class ClusterInfo:
 
 
 def _quantities(values: Mapping[str, Any] | None) -> Mapping[str, Decimal]:
-    parsed = {}
-    for key, value in (values or {}).items():
-        try:
-            parsed[key] = parse_quantity(value)
-        except QuantityError:
-            continue
-    return MappingProxyType(parsed)
+    return MappingProxyType(parse_quantities(values))
 
 
 def _taint(raw: Mapping[str, Any]) -> Taint:

@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 
-from api.quantity import Format, QuantityError, arithmetic, format_quantity, parse_quantity
+from api.quantity import Format, arithmetic, format_quantity, parse_quantities
 from fleet.connection import ApiError
 from propagator.propagation.clustersync import apply_creating_namespace
 from propagator.propagation.resources import APP_LABEL, app_label_value
@@ -45,16 +45,6 @@ def quota_name(tenant: str) -> str:
     """The ResourceQuota name for a tenant (names over 63 characters are shortened)."""
     name = f"{QUOTA_PREFIX}{tenant}"
     return name if len(name) <= 63 else f"{QUOTA_PREFIX}{app_label_value('', tenant)[:40]}"
-
-
-def _amounts(values: Mapping[str, Any] | None) -> dict[str, Decimal]:
-    out = {}
-    for key, value in (values or {}).items():
-        try:
-            out[key] = parse_quantity(value)
-        except QuantityError:
-            continue  # the member computed it; nothing we could read
-    return out
 
 
 def namespaces_written(work: ClusterWork) -> set[str]:
@@ -155,14 +145,17 @@ class QuotaEnforcer:
             }
             active = set(extra) | self._namespaces(member.name, tenant)
             used = {
-                ns: _amounts(((current.get(ns) or {}).get("status") or {}).get("used"))
+                ns: parse_quantities(((current.get(ns) or {}).get("status") or {}).get("used"))
                 for ns in active | set(current)
             }
             self._record(tenant, member.name, limits, used)
             if not limits:
                 return
             target = split_all(limits, used, active)
-            now = {ns: _amounts((rq.get("spec") or {}).get("hard")) for ns, rq in current.items()}
+            now = {
+                ns: parse_quantities((rq.get("spec") or {}).get("hard"))
+                for ns, rq in current.items()
+            }
             lowered = [ns for ns in target if ns in now and _lowers(now[ns], target[ns])]
             raised = [ns for ns in target if ns not in lowered and now.get(ns) != target[ns]]
             for group in (lowered, raised):  # never above the limit, even in between

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from api.quantity import QuantityError, arithmetic, parse_quantity
+from api.quantity import arithmetic, parse_quantities
 from api.selectors import selects, stored_selector
 
 Remaining = dict[str, dict[str, Decimal]]
@@ -31,16 +31,6 @@ def tenant_of(
     return None
 
 
-def _parse(values: Mapping[str, Any]) -> dict[str, Decimal]:
-    out = {}
-    for key, value in values.items():
-        try:
-            out[key] = parse_quantity(value)
-        except QuantityError:
-            continue
-    return out
-
-
 def hard_for(
     quota: Mapping[str, Any], cluster: str, labels: Mapping[str, str]
 ) -> dict[str, Decimal]:
@@ -52,8 +42,8 @@ def hard_for(
         if cluster in names or (
             selector is not None and selects(stored_selector(selector), labels)
         ):
-            return _parse(entry.get("hard") or {})
-    return _parse(spec.get("hard") or {})
+            return parse_quantities(entry.get("hard") or {})
+    return parse_quantities(spec.get("hard") or {})
 
 
 def remaining(quota: Mapping[str, Any], clusters: Mapping[str, Mapping[str, str]]) -> Remaining:
@@ -61,7 +51,7 @@ def remaining(quota: Mapping[str, Any], clusters: Mapping[str, Mapping[str, str]
     there (``status.clusters[].used``), never below zero. ``requests.cpu`` style keys count
     as ``cpu``."""
     used_by = {
-        c["name"]: _parse(c.get("used") or {})
+        c["name"]: parse_quantities(c.get("used") or {})
         for c in (quota.get("status") or {}).get("clusters") or []
     }
     result: Remaining = {}
