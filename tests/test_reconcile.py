@@ -187,6 +187,32 @@ def test_no_room_in_the_tenants_quota_is_quota_exceeded_and_nothing_is_written()
     assert h.condition("Scheduled")["status"] == "False"
 
 
+def test_an_application_keeps_the_room_it_uses_when_placed_again() -> None:
+    app = application("web", "shop", [deployment("web", "shop", "nginx:1.27", replicas=2)], "f")
+    for c in app["spec"]["resources"]["manifests"][0]["spec"]["template"]["spec"]["containers"]:
+        c["resources"] = {"requests": {"cpu": "500m"}}
+    quota: dict[str, Any] = {
+        "metadata": {"name": "team"},
+        "spec": {"namespaces": ["shop"], "hard": {"cpu": "1"}},
+    }
+    h = Harness(app, quotas=[quota])
+    h.reconcile()
+    h.synced("shop/web", "a", "b")
+    h.reconcile(replan=False)
+    assert h.condition("Scheduled")["status"] == "True"
+    # its own pods now fill the tenant's quota on both clusters
+    quota["status"] = {"clusters": [{"name": c, "used": {"cpu": "1"}} for c in ("a", "b")]}
+    h.hub.app["metadata"]["generation"] = 2
+    h.reconcile()
+    assert h.condition("Scheduled")["status"] == "True"
+    assert h.condition("QuotaExceeded")["status"] == "False"
+    # another application of the tenant finds no room
+    other = application("api", "shop", app["spec"]["resources"]["manifests"], "f")
+    h2 = Harness(other, quotas=[quota])
+    h2.reconcile()
+    assert h2.condition("QuotaExceeded")["status"] == "True"
+
+
 def test_within_the_quota_says_so() -> None:
     h = Harness(_app())
     h.reconcile()

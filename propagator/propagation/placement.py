@@ -7,6 +7,7 @@ command shows what the controller would decide.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 from api.application import ApplicationPropagation
@@ -33,16 +34,18 @@ def place(
     *,
     age_s: float,
     explain: bool = False,
+    own: Mapping[str, Mapping[str, Decimal]] | None = None,
 ) -> Decision:
     """Schedule ``app`` on ``snapshot`` within its tenant's remaining quota (the tenant is
-    found among ``quotas`` by the application's namespace and that namespace's labels);
-    raises FleetNotFound."""
+    found among ``quotas`` by the application's namespace and that namespace's labels;
+    ``own``: what the application's objects there use now, per cluster); raises
+    FleetNotFound."""
     if app.spec.fleet not in snapshot.fleets:
         raise FleetNotFound(app.spec.fleet, list(snapshot.fleets))
     namespace = app.metadata.get("namespace", "default")
     tenant = quota.tenant_of(list(quotas), namespace, namespace_labels)
     remaining = (
-        quota.remaining(tenant, {n: c.labels for n, c in snapshot.clusters.items()})
+        quota.remaining(tenant, {n: c.labels for n, c in snapshot.clusters.items()}, own)
         if tenant
         else None
     )

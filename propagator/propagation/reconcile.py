@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from opentelemetry import trace
@@ -21,6 +22,7 @@ from pydantic import ValidationError
 
 from api.application import ORPHAN_ANNOTATION, ApplicationPropagation
 from api.common import API_VERSION
+from api.quantity import arithmetic
 from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
 from fleet.informer import cache_key
@@ -36,6 +38,7 @@ from propagator.propagation.status import ClusterState, StatusBuilder, availabil
 from propagator.propagation.targets import Target, targets_of
 from propagator.propagation.work import ClusterWork, SyncPolicy, SyncState, WorkTable
 from propagator.scheduler import Scheduler, demand_of
+from propagator.scheduler.demand import REPLICATED_KINDS
 from propagator.settings import Settings
 from propagator.tenancy.boundary import check_rendered
 from propagator.tenancy.policy import Forbidden, policy_for
@@ -387,6 +390,21 @@ class Reconciler:
         available, why, text = availability(lines, plan.rendered)
         builder.condition("Available", available, why, text)
 
+    def _own_use(self, key: str, snapshot: FleetSnapshot) -> dict[str, dict[str, Decimal]]:
+        """What the application's objects of the last plan use on each cluster: room its
+        tenant's quota keeps for it when it is placed again."""
+        own = {}
+        for cluster, work in self.table.work.get(key, {}).items():
+            info = snapshot.clusters.get(cluster)
+            demand = demand_of(work.objects)
+            total = demand.beside_replicas(info.nodes if info else 0)
+            if any(_kind(o) in REPLICATED_KINDS for o in work.objects):
+                with arithmetic():
+                    for resource, amount in demand.per_replica.items():
+                        total[resource] = total.get(resource, Decimal(0)) + amount * demand.replicas
+            own[cluster] = total
+        return own
+
     def _place(
         self,
         app: ApplicationPropagation,
@@ -409,6 +427,7 @@ class Reconciler:
                     self.quotas(),
                     self.namespace_labels(namespace),
                     age_s=self.store.age_s(),
+                    own=self._own_use(f"{namespace}/{app.metadata['name']}", snapshot),
                 )
             except FleetNotFound as exc:
                 self.metrics.scheduling_results.labels("fleet-not-found").inc()
@@ -537,6 +556,10 @@ class Reconciler:
         self.forget(key)
         log.info("%s: removed from %d clusters", key, len(states))
         return Outcome(False)
+
+
+def _kind(obj: Mapping[str, Any]) -> tuple[str, str]:
+    return str(obj.get("apiVersion")), str(obj.get("kind"))
 
 
 def _placed(target: Target) -> dict[str, Any]:

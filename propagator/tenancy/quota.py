@@ -46,10 +46,15 @@ def hard_for(
     return parse_quantities(spec.get("hard") or {})
 
 
-def remaining(quota: Mapping[str, Any], clusters: Mapping[str, Mapping[str, str]]) -> Remaining:
+def remaining(
+    quota: Mapping[str, Any],
+    clusters: Mapping[str, Mapping[str, str]],
+    own: Mapping[str, Mapping[str, Decimal]] | None = None,
+) -> Remaining:
     """Per cluster (name -> labels given), the limits minus what the tenant already uses
-    there (``status.clusters[].used``), never below zero. ``requests.cpu`` style keys count
-    as ``cpu``."""
+    there (``status.clusters[].used``), never below zero. ``own``: what the application
+    being placed uses there itself (room it may keep using). ``requests.cpu`` style keys
+    count as ``cpu``."""
     used_by = {
         c["name"]: parse_quantities(c.get("used") or {})
         for c in (quota.get("status") or {}).get("clusters") or []
@@ -58,8 +63,10 @@ def remaining(quota: Mapping[str, Any], clusters: Mapping[str, Mapping[str, str]
     for name, labels in clusters.items():
         hard = {k.removeprefix("requests."): v for k, v in hard_for(quota, name, labels).items()}
         used = {k.removeprefix("requests."): v for k, v in used_by.get(name, {}).items()}
+        mine = (own or {}).get(name, {})
         with arithmetic():
             result[name] = {
-                k: max(Decimal(0), v - used.get(k, Decimal(0))) for k, v in hard.items()
+                k: max(Decimal(0), v - max(Decimal(0), used.get(k, Decimal(0)) - mine.get(k, 0)))
+                for k, v in hard.items()
             }
     return result
