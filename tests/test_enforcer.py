@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from api.quantity import parse_quantity
 from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
 from propagator.tenancy.enforcer import QuotaEnforcer, Usage
 from tests.e2e.manifests import config_map
@@ -93,3 +94,25 @@ async def test_an_application_of_no_tenant_gets_no_quota() -> None:
     h = Harness([])
     await h.enforcer.guard(h.member, h.work("a"))
     assert h.fake.writes() == []
+
+
+async def test_the_stored_values_never_sum_above_the_limit_between_writes() -> None:
+    h = Harness([quota(pods=6, cpu="2")])
+    sums: list[tuple[Decimal, Decimal]] = []
+    apply = h.fake.apply
+
+    async def recording(obj: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        answer = await apply(obj, **kw)
+        stored = [o for k, o in h.fake.objects.items() if k[1] == "ResourceQuota"]
+        pods = sum((parse_quantity(o["spec"]["hard"]["pods"]) for o in stored), Decimal(0))
+        cpu = sum((parse_quantity(o["spec"]["hard"]["cpu"]) for o in stored), Decimal(0))
+        sums.append((pods, cpu))
+        return answer
+
+    h.fake.apply = recording  # type: ignore[method-assign]
+    await h.enforcer.guard(h.member, h.work("a"))
+    h.use("a", pods="2", cpu="1")
+    await h.enforcer.guard(h.member, h.work("b"))
+    assert len(sums) == 3  # a alone; a lowered; then b
+    assert sums[-1] == (Decimal(6), Decimal(2))
+    assert all(pods <= 6 and cpu <= 2 for pods, cpu in sums), sums

@@ -156,12 +156,15 @@ class QuotaEnforcer:
                 ns: parse_quantities((rq.get("spec") or {}).get("hard"))
                 for ns, rq in current.items()
             }
-            lowered = [ns for ns in target if ns in now and _lowers(now[ns], target[ns])]
-            raised = [ns for ns in target if ns not in lowered and now.get(ns) != target[ns]]
-            for group in (lowered, raised):  # never above the limit, even in between
-                async with anyio.create_task_group() as tg:
-                    for ns in group:
-                        tg.start_soon(self._write, member, tenant, ns, target[ns])
+            # Every value that comes down is written before any that goes up: the stored
+            # values never sum above the limit, even in between.
+            first = {ns: _lowered(now[ns], target[ns]) for ns in now if ns in target}
+            for ns, values in first.items():
+                if values != now[ns]:
+                    await self._write(member, tenant, ns, values)
+            for ns, values in target.items():
+                if values != first.get(ns, now.get(ns)):
+                    await self._write(member, tenant, ns, values)
 
     def _namespaces(self, cluster: str, tenant: str) -> set[str]:
         """Namespaces the tenant's applications write on ``cluster`` (from the work)."""
@@ -214,5 +217,7 @@ def written(resource: str, value: Decimal) -> str:
     return format_quantity(value, Format.BINARY_SI if binary else Format.DECIMAL_SI)
 
 
-def _lowers(now: Mapping[str, Decimal], target: Mapping[str, Decimal]) -> bool:
-    return any(r in now and v < now[r] for r, v in target.items())
+def _lowered(now: Mapping[str, Decimal], target: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    """``now`` with every value that ``target`` lowers already lowered (a resource with no
+    limit yet counts as unlimited: its limit is a lowering)."""
+    return {r: min(now[r], v) if r in now else v for r, v in target.items()}
