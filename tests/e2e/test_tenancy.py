@@ -24,6 +24,7 @@ from tests.e2e.test_propagation import (
     condition,
     create,
     delete_ap,
+    get_ap,
     member_object,
     ready_everywhere,
     wait_ap,
@@ -404,3 +405,78 @@ def test_a_tenant_never_exceeds_its_limit_on_a_member_even_racing(
             if pod.metadata.name.startswith("flood-"):
                 core.delete_namespaced_pod(pod.metadata.name, ns, grace_period_seconds=0)
     eventually(lambda: reported() == 2 or None, "status used after the scale-down")
+
+
+def _requesting(obj: dict[str, Any], cpu: str) -> dict[str, Any]:
+    spec = obj["spec"].get("jobTemplate", {}).get("spec", obj["spec"])
+    for container in spec["template"]["spec"]["containers"]:
+        container["resources"] = {"requests": {"cpu": cpu}}
+    return obj
+
+
+def test_applications_of_one_tenant_share_its_quota(fleet: Fleet, controller: Controller) -> None:
+    custom = k8s.CustomObjectsApi(fleet.api(HUB))
+    quota = {
+        "apiVersion": "propagator.io/v1alpha1",
+        "kind": "TenantQuota",
+        "metadata": {"name": "team-s"},
+        "spec": {"namespaces": ["share"], "hard": {"cpu": "1"}},
+    }
+    custom.create_cluster_custom_object("propagator.io", "v1alpha1", "tenantquotas", quota)
+    first = _requesting(deployment("first", "share", "nginx:1.27", 1), "600m")
+    create(fleet, application("first", "share", [first]))
+    wait_ap(fleet, "share", "first", "ready everywhere", ready_everywhere)
+
+    def used_everywhere() -> bool | None:
+        stored = cast(
+            dict[str, Any],
+            custom.get_cluster_custom_object("propagator.io", "v1alpha1", "tenantquotas", "team-s"),
+        )
+        clusters = (stored.get("status") or {}).get("clusters") or []
+        return (
+            len(clusters) == 3 and all(c["used"].get("cpu") == "600m" for c in clusters)
+        ) or None
+
+    eventually(used_everywhere, "the first application's use reported")
+
+    # a second Deployment, a DaemonSet (one pod per node) or a Job no longer fit
+    daemon = {**deployment("agent", "share", "busybox:1.36", 1), "kind": "DaemonSet"}
+    daemon["spec"].pop("replicas")
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "batch", "namespace": "share"},
+        "spec": {
+            "parallelism": 2,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "busybox:1.36"}],
+                }
+            },
+        },
+    }
+    late = {
+        "second": _requesting(deployment("second", "share", "nginx:1.27", 1), "600m"),
+        "daemon": _requesting(daemon, "300m"),
+        "job": _requesting(job, "250m"),
+    }
+    for name, obj in late.items():
+        create(fleet, application(name, "share", [obj]))
+        app = wait_ap(
+            fleet,
+            "share",
+            name,
+            "quota exceeded",
+            lambda a: condition(a, "QuotaExceeded").get("status") == "True",
+        )
+        message = condition(app, "QuotaExceeded")["message"]
+        assert message.startswith("tenant team-s's quota leaves no room on member-1 ("), message
+        for cluster in MEMBERS:
+            assert (
+                not fleet.apps(cluster)
+                .list_namespaced_deployment("share", field_selector=f"metadata.name={name}")
+                .items
+            )
+    # the first application is untouched
+    assert condition(get_ap(fleet, "share", "first"), "QuotaExceeded").get("status") == "False"
