@@ -42,21 +42,25 @@ async def _sync(fake: FakeMember, work: ClusterWork, member: Any = None) -> Any:
     return await sync_cluster(member or fake.unit(), work, fake.caches, 5.0)
 
 
-async def test_a_first_sync_writes_each_object_once_after_looking_namespaces_first() -> None:
+async def test_a_first_sync_into_a_new_namespace_costs_one_request_per_object() -> None:
     fake = FakeMember()
     report = await _sync(fake, _work(_objects()))
     assert report.applied == 3
     assert report.deleted == report.healed == 0
-    # the namespace is written while the objects the caches cannot see are read (one
-    # round), then each object is written once
-    writes = [key[1] for verb, key in fake.requests if verb == "apply"]
-    assert writes[0] == "Namespace"
-    assert sorted(writes[1:]) == ["ConfigMap", "Deployment"]
-    reads = sorted(key[1] for verb, key in fake.requests if verb == "get")
-    assert reads == ["ConfigMap", "Deployment"]
-    assert [verb for verb, _ in fake.requests][-2:] == ["apply", "apply"]
+    kinds = [key[1] for _, key in fake.requests]
+    assert kinds[0] == "Namespace"
+    assert sorted(kinds[1:]) == ["ConfigMap", "Deployment"]  # nothing to read in it yet
     live = fake.objects["apps/v1", "Deployment", "shop", "web"]
     assert Owner("shop", "web", "uid-web").owns(live)
+
+
+async def test_in_an_existing_namespace_each_new_object_is_read_once_before_its_write() -> None:
+    fake = FakeMember(namespaces=["shop"])
+    report = await _sync(fake, _work(_objects()))
+    assert report.applied == 2
+    verbs = [(verb, key[1]) for verb, key in fake.requests]
+    assert sorted(verbs[:2]) == [("get", "ConfigMap"), ("get", "Deployment")]
+    assert sorted(verbs[2:]) == [("apply", "ConfigMap"), ("apply", "Deployment")]
 
 
 async def test_nothing_is_written_when_the_member_holds_it() -> None:

@@ -158,8 +158,11 @@ async def sync_cluster(
         recorded = before if before and _revision(before.desired) == _revision(obj) else None
         if in_line(live, obj, recorded.fingerprint if recorded else None):
             continue
-        if live is None and before is None and key[:2] != NAMESPACES:
-            unknown.append(obj)  # the caches hold stamped objects only: look before writing
+        # The caches hold stamped objects only: look before writing one they lack, unless
+        # its namespace is new (nothing can be in it yet).
+        in_new_namespace = bool(key[2]) and cache[NAMESPACES].get(key[2]) is None
+        if live is None and before is None and key[:2] != NAMESPACES and not in_new_namespace:
+            unknown.append(obj)
         else:
             stale.append(obj)
         healed += recorded is not None
