@@ -107,6 +107,9 @@ class TenantQuotaStatus(KubeModel):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     """Limits and use per member cluster."""
+    busiest: str | None = Field(default=None, max_length=1024)
+    """Per limited resource, the cluster where the tenant uses most of it, e.g.
+    ``cpu 600m/1 on member-1, pods 4/6 on member-2`` (for ``kubectl get tq``)."""
 
 
 class TenantQuota(Resource):
@@ -121,6 +124,12 @@ class TenantQuota(Resource):
             PrinterColumn("CPU", ".spec.hard.cpu"),
             PrinterColumn("Memory", ".spec.hard.memory"),
             PrinterColumn("Pods", ".spec.hard.pods"),
+            PrinterColumn(
+                "Busiest",
+                ".status.busiest",
+                description="Per resource, the member cluster where the tenant uses most",
+            ),
+            PrinterColumn("Exceeded", '.status.conditions[?(@.type=="Exceeded")].status'),
             AGE,
         ),
     )

@@ -33,3 +33,4 @@ def test_limits_and_use_per_cluster_and_exceeded() -> None:
         "Exceeded",
     )
     assert exceeded["message"] == "over the limit on m2: pods"
+    assert status["busiest"] == "memory 1Gi/2Gi on m1, pods 7/6 on m2"

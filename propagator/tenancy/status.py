@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from api.common import API_VERSION
+from api.quantity import arithmetic
 from api.tenantquota import TenantQuotaStatus
 from fleet.connection import ApiError, KubeConnection
 from propagator.conditions import condition, now_iso, status_changed
@@ -49,8 +50,29 @@ def tenant_status(quota: Mapping[str, Any], usage: Mapping[str, Usage], now: str
         "clusters": clusters,
         "conditions": [exceeded],
     }
+    if busiest := _busiest(usage):
+        status["busiest"] = busiest
     TenantQuotaStatus.model_validate(status)
     return status
+
+
+def _busiest(usage: Mapping[str, Usage]) -> str:
+    """``cpu 600m/1 on member-1, pods 4/6 on member-2``: per resource, the cluster where the
+    largest share of the limit is used (ties: the first by name)."""
+    parts = []
+    for resource in sorted({r for u in usage.values() for r in u.hard}):
+        limited = sorted(c for c, u in usage.items() if resource in u.hard)
+        cluster = max(limited, key=lambda c: _share(usage[c], resource))
+        u = usage[cluster]
+        used = written(resource, u.used.get(resource, Decimal(0)))
+        parts.append(f"{resource} {used}/{written(resource, u.hard[resource])} on {cluster}")
+    return ", ".join(parts)[:1024]
+
+
+def _share(usage: Usage, resource: str) -> Decimal:
+    limit = usage.hard[resource]
+    with arithmetic():
+        return usage.used.get(resource, Decimal(0)) / limit if limit else Decimal(0)
 
 
 class TenantStatusWriter:

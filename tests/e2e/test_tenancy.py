@@ -25,6 +25,7 @@ from tests.e2e.test_propagation import (
     create,
     delete_ap,
     get_ap,
+    kubectl,
     member_object,
     ready_everywhere,
     wait_ap,
@@ -438,6 +439,7 @@ def test_applications_of_one_tenant_share_its_quota(fleet: Fleet, controller: Co
         ) or None
 
     eventually(used_everywhere, "the first application's use reported")
+    assert "cpu 600m/1 on member-1" in kubectl(fleet, "get", "tq", "team-s")
 
     # a second Deployment, a DaemonSet (one pod per node) or a Job no longer fit
     daemon = {**deployment("agent", "share", "busybox:1.36", 1), "kind": "DaemonSet"}
