@@ -52,10 +52,11 @@ class Harness:
         app: dict[str, Any],
         clusters: Sequence[str] = ("a", "b"),
         quotas: Sequence[dict[str, Any]] = (),
+        table: WorkTable | None = None,
     ) -> None:
         app["metadata"]["generation"] = 1
         self.hub = FakeHub(app)
-        self.table = WorkTable()
+        self.table = table or WorkTable()
         self.queued: list[tuple[str, str]] = []
         store = SnapshotStore()
         kinds = frozenset({("v1", "ConfigMap"), ("apps/v1", "Deployment")})
@@ -211,6 +212,24 @@ def test_an_application_keeps_the_room_it_uses_when_placed_again() -> None:
     h2 = Harness(other, quotas=[quota])
     h2.reconcile()
     assert h2.condition("QuotaExceeded")["status"] == "True"
+
+
+def test_what_is_planned_and_not_applied_yet_is_not_free() -> None:
+    def app(name: str) -> dict[str, Any]:
+        obj = application(name, "shop", [deployment(name, "shop", "nginx:1.27", replicas=1)], "f")
+        for c in obj["spec"]["resources"]["manifests"][0]["spec"]["template"]["spec"]["containers"]:
+            c["resources"] = {"requests": {"cpu": "600m"}}
+        return obj
+
+    quota = {"metadata": {"name": "team"}, "spec": {"namespaces": ["shop"], "hard": {"cpu": "1"}}}
+    first = Harness(app("first"), quotas=[quota])
+    first.reconcile()
+    assert sorted(first.queued) == [("a", "shop/first"), ("b", "shop/first")]
+    # the members report no use yet: the first one's plan still takes the room
+    second = Harness(app("second"), quotas=[quota], table=first.table)
+    second.reconcile()
+    assert second.queued == []
+    assert second.condition("QuotaExceeded")["status"] == "True"
 
 
 def test_within_the_quota_says_so() -> None:

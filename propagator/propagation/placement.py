@@ -35,17 +35,18 @@ def place(
     age_s: float,
     explain: bool = False,
     own: Mapping[str, Mapping[str, Decimal]] | None = None,
+    planned: Mapping[str, Mapping[str, Decimal]] | None = None,
 ) -> Decision:
     """Schedule ``app`` on ``snapshot`` within its tenant's remaining quota (the tenant is
     found among ``quotas`` by the application's namespace and that namespace's labels;
-    ``own``: what the application's objects there use now, per cluster); raises
-    FleetNotFound."""
+    ``own``: what the application's last plan asks there, per cluster; ``planned``: what
+    the tenant's applications' last plans ask together); raises FleetNotFound."""
     if app.spec.fleet not in snapshot.fleets:
         raise FleetNotFound(app.spec.fleet, list(snapshot.fleets))
     namespace = app.metadata.get("namespace", "default")
     tenant = quota.tenant_of(list(quotas), namespace, namespace_labels)
     remaining = (
-        quota.remaining(tenant, {n: c.labels for n, c in snapshot.clusters.items()}, own)
+        quota.remaining(tenant, {n: c.labels for n, c in snapshot.clusters.items()}, own, planned)
         if tenant
         else None
     )

@@ -14,7 +14,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 from opentelemetry import trace
@@ -22,7 +21,6 @@ from pydantic import ValidationError
 
 from api.application import ORPHAN_ANNOTATION, ApplicationPropagation
 from api.common import API_VERSION
-from api.quantity import arithmetic
 from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
 from fleet.informer import cache_key
@@ -38,8 +36,8 @@ from propagator.propagation.status import ClusterState, StatusBuilder, availabil
 from propagator.propagation.targets import Target, targets_of
 from propagator.propagation.work import ClusterWork, SyncPolicy, SyncState, WorkTable
 from propagator.scheduler import Scheduler, demand_of
-from propagator.scheduler.demand import REPLICATED_KINDS
 from propagator.settings import Settings
+from propagator.tenancy.accounting import planned_use
 from propagator.tenancy.boundary import check_rendered
 from propagator.tenancy.policy import Forbidden, policy_for
 from propagator.tenancy.quota import tenant_of
@@ -390,20 +388,19 @@ class Reconciler:
         available, why, text = availability(lines, plan.rendered)
         builder.condition("Available", available, why, text)
 
-    def _own_use(self, key: str, snapshot: FleetSnapshot) -> dict[str, dict[str, Decimal]]:
-        """What the application's objects of the last plan use on each cluster: room its
-        tenant's quota keeps for it when it is placed again."""
-        own = {}
-        for cluster, work in self.table.work.get(key, {}).items():
-            info = snapshot.clusters.get(cluster)
-            demand = demand_of(work.objects)
-            total = demand.beside_replicas(info.nodes if info else 0)
-            if any(_kind(o) in REPLICATED_KINDS for o in work.objects):
-                with arithmetic():
-                    for resource, amount in demand.per_replica.items():
-                        total[resource] = total.get(resource, Decimal(0)) + amount * demand.replicas
-            own[cluster] = total
-        return own
+    def _tenant_apps(self, namespace: str) -> list[str]:
+        """Applications with work of the tenant ``namespace`` belongs to (only that
+        namespace's when it belongs to none)."""
+        quotas = self.quotas()
+
+        def tenant(ns: str) -> str | None:
+            found = tenant_of(quotas, ns, self.namespace_labels(ns))
+            return None if found is None else str(found["metadata"]["name"])
+
+        mine = tenant(namespace)
+        namespaces = {app.split("/", 1)[0] for app in self.table.work}
+        same = {ns for ns in namespaces if ns == namespace or (mine and tenant(ns) == mine)}
+        return [app for app in self.table.work if app.split("/", 1)[0] in same]
 
     def _place(
         self,
@@ -427,7 +424,8 @@ class Reconciler:
                     self.quotas(),
                     self.namespace_labels(namespace),
                     age_s=self.store.age_s(),
-                    own=self._own_use(f"{namespace}/{app.metadata['name']}", snapshot),
+                    own=planned_use(self.table, [f"{namespace}/{app.metadata['name']}"], snapshot),
+                    planned=planned_use(self.table, self._tenant_apps(namespace), snapshot),
                 )
             except FleetNotFound as exc:
                 self.metrics.scheduling_results.labels("fleet-not-found").inc()
@@ -556,10 +554,6 @@ class Reconciler:
         self.forget(key)
         log.info("%s: removed from %d clusters", key, len(states))
         return Outcome(False)
-
-
-def _kind(obj: Mapping[str, Any]) -> tuple[str, str]:
-    return str(obj.get("apiVersion")), str(obj.get("kind"))
 
 
 def _placed(target: Target) -> dict[str, Any]:

@@ -50,11 +50,13 @@ def remaining(
     quota: Mapping[str, Any],
     clusters: Mapping[str, Mapping[str, str]],
     own: Mapping[str, Mapping[str, Decimal]] | None = None,
+    planned: Mapping[str, Mapping[str, Decimal]] | None = None,
 ) -> Remaining:
     """Per cluster (name -> labels given), the limits minus what the tenant already uses
-    there (``status.clusters[].used``), never below zero. ``own``: what the application
-    being placed uses there itself (room it may keep using). ``requests.cpu`` style keys
-    count as ``cpu``."""
+    there, never below zero. What it uses is the larger of what the members report
+    (``status.clusters[].used``) and what its applications' plans ask (``planned``: not
+    applied yet is not free); ``own``, the application being placed, keeps its room.
+    ``requests.cpu`` style keys count as ``cpu``."""
     used_by = {
         c["name"]: parse_quantities(c.get("used") or {})
         for c in (quota.get("status") or {}).get("clusters") or []
@@ -63,10 +65,13 @@ def remaining(
     for name, labels in clusters.items():
         hard = {k.removeprefix("requests."): v for k, v in hard_for(quota, name, labels).items()}
         used = {k.removeprefix("requests."): v for k, v in used_by.get(name, {}).items()}
-        mine = (own or {}).get(name, {})
+        mine, asked = (own or {}).get(name, {}), (planned or {}).get(name, {})
         with arithmetic():
             result[name] = {
-                k: max(Decimal(0), v - max(Decimal(0), used.get(k, Decimal(0)) - mine.get(k, 0)))
+                k: max(
+                    Decimal(0),
+                    v - max(used.get(k, Decimal(0)), asked.get(k, Decimal(0))) + mine.get(k, 0),
+                )
                 for k, v in hard.items()
             }
     return result
