@@ -37,7 +37,7 @@ from propagator.propagation.targets import Target, targets_of
 from propagator.propagation.work import ClusterWork, SyncPolicy, SyncState, WorkTable
 from propagator.scheduler import Scheduler, demand_of
 from propagator.settings import Settings
-from propagator.tenancy.accounting import planned_use
+from propagator.tenancy.accounting import Use, UseCache, planned_use
 from propagator.tenancy.boundary import check_rendered
 from propagator.tenancy.policy import Forbidden, policy_for
 from propagator.tenancy.quota import tenant_of
@@ -119,6 +119,7 @@ class Reconciler:
         self.members = members
         self.metrics = metrics
         self.plans: dict[str, Plan] = {}
+        self._use_cache = UseCache()
 
     def forget(self, key: str) -> None:
         self.plans.pop(key, None)
@@ -388,9 +389,9 @@ class Reconciler:
         available, why, text = availability(lines, plan.rendered)
         builder.condition("Available", available, why, text)
 
-    def _tenant_apps(self, namespace: str) -> list[str]:
-        """Applications with work of the tenant ``namespace`` belongs to (only that
-        namespace's when it belongs to none)."""
+    def _quota_use(self, namespace: str, name: str, snapshot: FleetSnapshot) -> tuple[Use, Use]:
+        """What this application's last plan and those of its tenant's applications ask
+        per cluster (nothing when the namespace belongs to no tenant)."""
         quotas = self.quotas()
 
         def tenant(ns: str) -> str | None:
@@ -398,9 +399,13 @@ class Reconciler:
             return None if found is None else str(found["metadata"]["name"])
 
         mine = tenant(namespace)
+        if mine is None:
+            return {}, {}
         namespaces = {app.split("/", 1)[0] for app in self.table.work}
-        same = {ns for ns in namespaces if ns == namespace or (mine and tenant(ns) == mine)}
-        return [app for app in self.table.work if app.split("/", 1)[0] in same]
+        same = {ns for ns in namespaces if ns == namespace or tenant(ns) == mine}
+        apps = [app for app in self.table.work if app.split("/", 1)[0] in same]
+        own = planned_use(self.table, [f"{namespace}/{name}"], snapshot, self._use_cache)
+        return own, planned_use(self.table, apps, snapshot, self._use_cache)
 
     def _place(
         self,
@@ -415,6 +420,7 @@ class Reconciler:
         namespace = app.metadata.get("namespace", "default")
         with tracer.start_as_current_span("schedule"):
             t0 = time.perf_counter()
+            own, planned = self._quota_use(namespace, app.metadata["name"], snapshot)
             try:
                 decision = place(
                     self.scheduler,
@@ -424,8 +430,8 @@ class Reconciler:
                     self.quotas(),
                     self.namespace_labels(namespace),
                     age_s=self.store.age_s(),
-                    own=planned_use(self.table, [f"{namespace}/{app.metadata['name']}"], snapshot),
-                    planned=planned_use(self.table, self._tenant_apps(namespace), snapshot),
+                    own=own,
+                    planned=planned,
                 )
             except FleetNotFound as exc:
                 self.metrics.scheduling_results.labels("fleet-not-found").inc()

@@ -9,7 +9,7 @@ from typing import Any
 
 from api.quantity import arithmetic
 from fleet.snapshot import FleetSnapshot
-from propagator.propagation.work import WorkTable
+from propagator.propagation.work import ClusterWork, WorkTable
 from propagator.scheduler import demand_of
 from propagator.scheduler.demand import REPLICATED_KINDS
 
@@ -29,13 +29,33 @@ def objects_use(objects: Iterable[Mapping[str, Any]], nodes: int) -> dict[str, D
     return total
 
 
-def planned_use(table: WorkTable, apps: Iterable[str], snapshot: FleetSnapshot) -> Use:
+class UseCache:
+    """``objects_use`` per work and node count, kept while the work is the same (a tenant
+    of many applications sums them at every reconcile)."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._by_key: dict[tuple[str, str, str, int], dict[str, Decimal]] = {}
+
+    def use(self, work: ClusterWork, nodes: int) -> dict[str, Decimal]:
+        key = (work.app, work.cluster, work.revision, nodes)
+        found = self._by_key.get(key)
+        if found is None:
+            if len(self._by_key) >= self.size:
+                self._by_key.clear()  # simplest bound; refilled on the next pass
+            found = self._by_key[key] = objects_use(work.objects, nodes)
+        return found
+
+
+def planned_use(
+    table: WorkTable, apps: Iterable[str], snapshot: FleetSnapshot, cache: UseCache
+) -> Use:
     """What the last plans of ``apps`` ask on each cluster, together."""
     use: Use = {}
     for app in apps:
         for cluster, work in table.work.get(app, {}).items():
             info = snapshot.clusters.get(cluster)
-            amounts = objects_use(work.objects, info.nodes if info else 0)
+            amounts = cache.use(work, info.nodes if info else 0)
             into = use.setdefault(cluster, {})
             with arithmetic():
                 for resource, amount in amounts.items():
