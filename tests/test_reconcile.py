@@ -232,6 +232,24 @@ def test_what_is_planned_and_not_applied_yet_is_not_free() -> None:
     assert second.condition("QuotaExceeded")["status"] == "True"
 
 
+def test_a_templated_replica_count_is_counted_once_rendered() -> None:
+    app = application("web", "shop", [deployment("web", "shop", "nginx:1.27", replicas=1)], "f")
+    manifest = app["spec"]["resources"]["manifests"][0]
+    manifest["spec"]["replicas"] = "{{ 4 }}"  # unknown to the scheduler, 4 once rendered
+    for c in manifest["spec"]["template"]["spec"]["containers"]:
+        c["resources"] = {"requests": {"cpu": "500m"}}
+    quota = {"metadata": {"name": "team"}, "spec": {"namespaces": ["shop"], "hard": {"cpu": "1"}}}
+    h = Harness(app, quotas=[quota])
+    h.reconcile()
+    assert h.queued == []
+    exceeded = h.condition("QuotaExceeded")
+    assert exceeded["status"] == "True"
+    assert exceeded["message"] == (
+        "as rendered, it asks more than the tenant's quota leaves on a (cpu: 2 asked, 1 left); "
+        "b (cpu: 2 asked, 1 left); nothing was applied"
+    )
+
+
 def test_within_the_quota_says_so() -> None:
     h = Harness(_app())
     h.reconcile()

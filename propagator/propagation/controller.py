@@ -60,6 +60,11 @@ def _namespace_labels(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _quota_exceeded(app: dict[str, Any]) -> bool:
+    conditions = (app.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "QuotaExceeded" and c.get("status") == "True" for c in conditions)
+
+
 def _spec_changed(old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
     """Whether an update matters to the controller (its own status writes do not)."""
     if old is None or new is None:
@@ -222,8 +227,12 @@ class PropagationController:
         self.sync.forget(key)
         self._replan.discard(key)
 
-    def _on_quota(self, _event: str, _old: Any, _new: Any) -> None:
-        self._enqueue(*self._keys())
+    def _on_quota(self, _event: str, old: Any, new: Any) -> None:
+        if (old or {}).get("spec") != (new or {}).get("spec") or old is None or new is None:
+            self._enqueue(*self._keys())  # limits or namespaces changed: every placement may
+            return
+        # Only the use changed (our own status write): what waits for room may fit now.
+        self._enqueue(*self._keys(_quota_exceeded))
 
     def _on_namespace(self, _event: str, old: Any, new: Any) -> None:
         labels = [((o or {}).get("metadata") or {}).get("labels") for o in (old, new)]

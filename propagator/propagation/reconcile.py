@@ -37,10 +37,10 @@ from propagator.propagation.targets import Target, targets_of
 from propagator.propagation.work import ClusterWork, SyncPolicy, SyncState, WorkTable
 from propagator.scheduler import Scheduler, demand_of
 from propagator.settings import Settings
-from propagator.tenancy.accounting import Use, UseCache, planned_use
+from propagator.tenancy.accounting import Use, UseCache, over_room, planned_use
 from propagator.tenancy.boundary import check_rendered
 from propagator.tenancy.policy import Forbidden, policy_for
-from propagator.tenancy.quota import tenant_of
+from propagator.tenancy.quota import remaining, tenant_of
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("propagator")
@@ -226,6 +226,17 @@ class Reconciler:
         except ApiError as exc:  # hub discovery failed: try again, write nothing meanwhile
             plan.conditions.append(("Applied", False, "ResolveFailed", f"discovery: {exc}"))
             return await self._planned(obj, key, plan, Outcome(True, exc))
+        if over := self._over_quota(namespace, meta["name"], rendered, snapshot):
+            plan.conditions.append(
+                (
+                    "QuotaExceeded",
+                    True,
+                    "QuotaExceeded",
+                    f"as rendered, it asks more than the tenant's quota leaves on "
+                    f"{'; '.join(over)}; nothing was applied",
+                )
+            )
+            return await self._planned(obj, key, plan, Outcome(False))
         plan.targets, plan.rendered = targets, rendered
         plan.revisions = {c: revision_of(objs) for c, objs in rendered.items()}
         plan.desired_kinds = set().union(*(kinds_of(o) for o in rendered.values()))
@@ -388,6 +399,25 @@ class Reconciler:
                 builder.condition("QuotaExceeded", False, "WithinQuota", "within the quota")
         available, why, text = availability(lines, plan.rendered)
         builder.condition("Available", available, why, text)
+
+    def _over_quota(
+        self,
+        namespace: str,
+        name: str,
+        rendered: Mapping[str, list[dict[str, Any]]],
+        snapshot: FleetSnapshot,
+    ) -> list[str]:
+        """Clusters where the rendered objects (a templated ``replicas`` or ``cpu`` known at
+        last) ask more than the tenant's remaining quota there."""
+        tenant = tenant_of(self.quotas(), namespace, self.namespace_labels(namespace))
+        if tenant is None:
+            return []
+        own, planned = self._quota_use(namespace, name, snapshot)
+        labels = {c: snapshot.clusters[c].labels for c in rendered if c in snapshot.clusters}
+        over = over_room(rendered, remaining(tenant, labels, own, planned), snapshot)
+        if over:
+            self.metrics.tenant_rejections.labels(tenant["metadata"]["name"], "quota").inc()
+        return over
 
     def _quota_use(self, namespace: str, name: str, snapshot: FleetSnapshot) -> tuple[Use, Use]:
         """What this application's last plan and those of its tenant's applications ask

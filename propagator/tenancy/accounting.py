@@ -12,6 +12,7 @@ from fleet.snapshot import FleetSnapshot
 from propagator.propagation.work import ClusterWork, WorkTable
 from propagator.scheduler import demand_of
 from propagator.scheduler.demand import REPLICATED_KINDS
+from propagator.tenancy.enforcer import written
 
 Use = dict[str, dict[str, Decimal]]
 """cluster -> resource -> amount."""
@@ -61,3 +62,25 @@ def planned_use(
                 for resource, amount in amounts.items():
                     into[resource] = into.get(resource, Decimal(0)) + amount
     return use
+
+
+def over_room(
+    rendered: Mapping[str, Iterable[Mapping[str, Any]]],
+    room: Mapping[str, Mapping[str, Decimal]],
+    snapshot: FleetSnapshot,
+) -> list[str]:
+    """Clusters where what was rendered for them (templates and overrides applied) asks more
+    than ``room`` (the tenant's remaining quota there), each with the first resource short:
+    ``member-1 (cpu: 1500m asked, 1 left)``."""
+    over = []
+    for cluster, objects in sorted(rendered.items()):
+        left = room.get(cluster)
+        if left is None:
+            continue
+        info = snapshot.clusters.get(cluster)
+        asked = objects_use(objects, info.nodes if info else 0)
+        short = next((r for r, v in asked.items() if r in left and v > left[r]), None)
+        if short is not None:
+            asked_text, left_text = written(short, asked[short]), written(short, left[short])
+            over.append(f"{cluster} ({short}: {asked_text} asked, {left_text} left)")
+    return over
