@@ -34,3 +34,12 @@ def test_limits_and_use_per_cluster_and_exceeded() -> None:
     )
     assert exceeded["message"] == "over the limit on m2: pods"
     assert status["busiest"] == "memory 1Gi/2Gi on m1, pods 7/6 on m2"
+
+
+def test_what_is_planned_and_not_running_yet_counts_as_used() -> None:
+    from propagator.tenancy.status import with_planned
+
+    usage = {"m1": Usage({"cpu": D(2), "pods": D(6)}, {"cpu": D("0.5"), "pods": D(4)})}
+    planned = {"m1": {"cpu": D("1.5"), "pods": D(2)}, "m2": {"cpu": D(9)}}
+    merged = with_planned(usage, planned)
+    assert merged == {"m1": Usage({"cpu": D(2), "pods": D(6)}, {"cpu": D("1.5"), "pods": D(4)})}

@@ -119,7 +119,11 @@ class PropagationController:
             lambda tenant: self.tenant_status.changed(tenant),
         )
         self.tenant_status = TenantStatusWriter(
-            hub, self.quotas.snapshot, self.enforcer.usage, metrics
+            hub,
+            self.quotas.snapshot,
+            self.enforcer.usage,
+            metrics,
+            lambda tenant: self.reconciler.tenant_plans(tenant),
         )
         self.sync = MemberSync(
             settings,

@@ -431,11 +431,23 @@ class Reconciler:
         mine = tenant(namespace)
         if mine is None:
             return {}, {}
-        namespaces = {app.split("/", 1)[0] for app in self.table.work}
-        same = {ns for ns in namespaces if ns == namespace or tenant(ns) == mine}
-        apps = [app for app in self.table.work if app.split("/", 1)[0] in same]
         own = planned_use(self.table, [f"{namespace}/{name}"], snapshot, self._use_cache)
-        return own, planned_use(self.table, apps, snapshot, self._use_cache)
+        return own, self.tenant_plans(mine, snapshot)
+
+    def tenant_plans(self, tenant: str, snapshot: FleetSnapshot | None = None) -> Use:
+        """What the last plans of a tenant's applications ask per cluster, together."""
+        quotas = self.quotas()
+        namespaces = {app.split("/", 1)[0] for app in self.table.work}
+        same = {
+            ns
+            for ns in namespaces
+            if (tenant_of(quotas, ns, self.namespace_labels(ns)) or {})
+            .get("metadata", {})
+            .get("name")
+            == tenant
+        }
+        apps = [app for app in self.table.work if app.split("/", 1)[0] in same]
+        return planned_use(self.table, apps, snapshot or self.store.current(), self._use_cache)
 
     def _place(
         self,

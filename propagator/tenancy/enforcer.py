@@ -125,6 +125,7 @@ class QuotaEnforcer:
         quota = self.tenant_of_app(work.app)
         if quota is not None and not work.removal:
             await self.rebalance(member, quota, namespaces_written(work))
+            self.on_usage(str(quota["metadata"]["name"]))  # new plans count in the status
 
     async def rebalance(
         self, member: Member, quota: Mapping[str, Any], extra: Iterable[str] = ()

@@ -75,6 +75,21 @@ def _share(usage: Usage, resource: str) -> Decimal:
         return usage.used.get(resource, Decimal(0)) / limit if limit else Decimal(0)
 
 
+def with_planned(
+    usage: Mapping[str, Usage], planned: Mapping[str, Mapping[str, Decimal]]
+) -> dict[str, Usage]:
+    """Per cluster, the larger of the use the members report and what the tenant's plans
+    ask (scheduled and not applied yet), for the limited resources."""
+    out = {}
+    for cluster, u in usage.items():
+        asked = planned.get(cluster, {})
+        used = dict(u.used)
+        for resource in u.hard:
+            used[resource] = max(u.used.get(resource, Decimal(0)), asked.get(resource, Decimal(0)))
+        out[cluster] = Usage(u.hard, used)
+    return out
+
+
 class TenantStatusWriter:
     """Writes a tenant's status (and its metrics) a moment after its use changed."""
 
@@ -84,7 +99,9 @@ class TenantStatusWriter:
         quotas: Callable[[], list[dict[str, Any]]],
         usage: Mapping[tuple[str, str], Usage],
         metrics: Metrics,
+        planned: Callable[[str], Mapping[str, Mapping[str, Decimal]]],
     ) -> None:
+        self.planned = planned
         self.hub = hub
         self.quotas = quotas
         self.usage = usage
@@ -110,7 +127,9 @@ class TenantStatusWriter:
         quota = next((q for q in self.quotas() if q["metadata"]["name"] == tenant), None)
         if quota is None:
             return
-        usage = {c: u for (t, c), u in self.usage.items() if t == tenant}
+        usage = with_planned(
+            {c: u for (t, c), u in self.usage.items() if t == tenant}, self.planned(tenant)
+        )
         for cluster, u in usage.items():
             for resource, value in u.hard.items():
                 labels = (tenant, cluster, resource)
