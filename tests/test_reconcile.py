@@ -174,10 +174,16 @@ def test_an_object_outside_the_tenant_fails_the_whole_application_before_any_wri
     assert rejected._value.get() == 1
 
 
+def _asking(name: str, replicas: Any, cpu: str) -> dict[str, Any]:
+    """An application of one Deployment whose pods request ``cpu``."""
+    workload = deployment(name, "shop", "nginx:1.27", replicas=replicas)
+    for c in workload["spec"]["template"]["spec"]["containers"]:
+        c["resources"] = {"requests": {"cpu": cpu}}
+    return application(name, "shop", [workload], "f")
+
+
 def test_no_room_in_the_tenants_quota_is_quota_exceeded_and_nothing_is_written() -> None:
-    app = application("web", "shop", [deployment("web", "shop", "nginx:1.27", replicas=4)], "f")
-    for c in app["spec"]["resources"]["manifests"][0]["spec"]["template"]["spec"]["containers"]:
-        c["resources"] = {"requests": {"cpu": "500m"}}
+    app = _asking("web", 4, "500m")
     quota = {"metadata": {"name": "team"}, "spec": {"namespaces": ["shop"], "hard": {"cpu": "1"}}}
     h = Harness(app, quotas=[quota])
     h.reconcile()
@@ -189,9 +195,7 @@ def test_no_room_in_the_tenants_quota_is_quota_exceeded_and_nothing_is_written()
 
 
 def test_an_application_keeps_the_room_it_uses_when_placed_again() -> None:
-    app = application("web", "shop", [deployment("web", "shop", "nginx:1.27", replicas=2)], "f")
-    for c in app["spec"]["resources"]["manifests"][0]["spec"]["template"]["spec"]["containers"]:
-        c["resources"] = {"requests": {"cpu": "500m"}}
+    app = _asking("web", 2, "500m")
     quota: dict[str, Any] = {
         "metadata": {"name": "team"},
         "spec": {"namespaces": ["shop"], "hard": {"cpu": "1"}},
@@ -215,29 +219,19 @@ def test_an_application_keeps_the_room_it_uses_when_placed_again() -> None:
 
 
 def test_what_is_planned_and_not_applied_yet_is_not_free() -> None:
-    def app(name: str) -> dict[str, Any]:
-        obj = application(name, "shop", [deployment(name, "shop", "nginx:1.27", replicas=1)], "f")
-        for c in obj["spec"]["resources"]["manifests"][0]["spec"]["template"]["spec"]["containers"]:
-            c["resources"] = {"requests": {"cpu": "600m"}}
-        return obj
-
     quota = {"metadata": {"name": "team"}, "spec": {"namespaces": ["shop"], "hard": {"cpu": "1"}}}
-    first = Harness(app("first"), quotas=[quota])
+    first = Harness(_asking("first", 1, "600m"), quotas=[quota])
     first.reconcile()
     assert sorted(first.queued) == [("a", "shop/first"), ("b", "shop/first")]
     # the members report no use yet: the first one's plan still takes the room
-    second = Harness(app("second"), quotas=[quota], table=first.table)
+    second = Harness(_asking("second", 1, "600m"), quotas=[quota], table=first.table)
     second.reconcile()
     assert second.queued == []
     assert second.condition("QuotaExceeded")["status"] == "True"
 
 
 def test_a_templated_replica_count_is_counted_once_rendered() -> None:
-    app = application("web", "shop", [deployment("web", "shop", "nginx:1.27", replicas=1)], "f")
-    manifest = app["spec"]["resources"]["manifests"][0]
-    manifest["spec"]["replicas"] = "{{ 4 }}"  # unknown to the scheduler, 4 once rendered
-    for c in manifest["spec"]["template"]["spec"]["containers"]:
-        c["resources"] = {"requests": {"cpu": "500m"}}
+    app = _asking("web", "{{ 4 }}", "500m")  # unknown to the scheduler, 4 once rendered
     quota = {"metadata": {"name": "team"}, "spec": {"namespaces": ["shop"], "hard": {"cpu": "1"}}}
     h = Harness(app, quotas=[quota])
     h.reconcile()
