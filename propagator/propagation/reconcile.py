@@ -194,11 +194,8 @@ class Reconciler:
         if FINALIZER not in (meta.get("finalizers") or []):
             await self._set_finalizers(obj, [*(meta.get("finalizers") or []), FINALIZER])
         namespace = meta.get("namespace", "default")
-        tenancy = policy_for(
-            namespace,
-            tenant_of(self.quotas(), namespace, self.namespace_labels(namespace)),
-            self.platform,
-        )
+        tenant = tenant_of(self.quotas(), namespace, self.namespace_labels(namespace))
+        tenancy = policy_for(namespace, tenant, self.platform)
         try:
             objects = await resolve(app, self.hub, tenancy)
         except Forbidden as exc:
@@ -208,7 +205,8 @@ class Reconciler:
             return await self._planned(obj, key, plan, Outcome(True, exc))
         snapshot = self.store.current()
         previous = obj.get("status") or {}
-        targets = self._place(app, objects, snapshot, previous, plan)
+        own, planned = self._quota_use(tenant, key, snapshot)
+        targets = self._place(app, objects, snapshot, previous, plan, tenant, own, planned)
         if not targets:
             # No fleet, or nothing fits: what runs stays where it is (no apply, no prune).
             return await self._planned(obj, key, plan, Outcome(False))
@@ -226,7 +224,7 @@ class Reconciler:
         except ApiError as exc:  # hub discovery failed: try again, write nothing meanwhile
             plan.conditions.append(("Applied", False, "ResolveFailed", f"discovery: {exc}"))
             return await self._planned(obj, key, plan, Outcome(True, exc))
-        if over := self._over_quota(namespace, meta["name"], rendered, snapshot):
+        if over := self._over_quota(tenant, own, planned, rendered, snapshot):
             plan.conditions.append(
                 (
                     "QuotaExceeded",
@@ -402,37 +400,31 @@ class Reconciler:
 
     def _over_quota(
         self,
-        namespace: str,
-        name: str,
+        tenant: Mapping[str, Any] | None,
+        own: Use,
+        planned: Use,
         rendered: Mapping[str, list[dict[str, Any]]],
         snapshot: FleetSnapshot,
     ) -> list[str]:
         """Clusters where the rendered objects (a templated ``replicas`` or ``cpu`` known at
         last) ask more than the tenant's remaining quota there."""
-        tenant = tenant_of(self.quotas(), namespace, self.namespace_labels(namespace))
         if tenant is None:
             return []
-        own, planned = self._quota_use(namespace, name, snapshot)
         labels = {c: snapshot.clusters[c].labels for c in rendered if c in snapshot.clusters}
         over = over_room(rendered, remaining(tenant, labels, own, planned), snapshot)
         if over:
             self.metrics.tenant_rejections.labels(tenant["metadata"]["name"], "quota").inc()
         return over
 
-    def _quota_use(self, namespace: str, name: str, snapshot: FleetSnapshot) -> tuple[Use, Use]:
+    def _quota_use(
+        self, tenant: Mapping[str, Any] | None, key: str, snapshot: FleetSnapshot
+    ) -> tuple[Use, Use]:
         """What this application's last plan and those of its tenant's applications ask
-        per cluster (nothing when the namespace belongs to no tenant)."""
-        quotas = self.quotas()
-
-        def tenant(ns: str) -> str | None:
-            found = tenant_of(quotas, ns, self.namespace_labels(ns))
-            return None if found is None else str(found["metadata"]["name"])
-
-        mine = tenant(namespace)
-        if mine is None:
+        per cluster (nothing without a tenant)."""
+        if tenant is None:
             return {}, {}
-        own = planned_use(self.table, [f"{namespace}/{name}"], snapshot, self._use_cache)
-        return own, self.tenant_plans(mine, snapshot)
+        own = planned_use(self.table, [key], snapshot, self._use_cache)
+        return own, self.tenant_plans(str(tenant["metadata"]["name"]), snapshot)
 
     def tenant_plans(self, tenant: str, snapshot: FleetSnapshot | None = None) -> Use:
         """What the last plans of a tenant's applications ask per cluster, together."""
@@ -456,13 +448,15 @@ class Reconciler:
         snapshot: FleetSnapshot,
         previous: Mapping[str, Any],
         plan: Plan,
+        tenant: Mapping[str, Any] | None,
+        own: Use,
+        planned: Use,
     ) -> list[Target]:
-        """Schedule, and keep what is placed under NoSchedule; adds ``Scheduled`` to the
-        plan."""
+        """Schedule within ``tenant``'s room, and keep what is placed under NoSchedule;
+        adds ``Scheduled`` (and ``QuotaExceeded`` when the quota leaves no room)."""
         namespace = app.metadata.get("namespace", "default")
         with tracer.start_as_current_span("schedule"):
             t0 = time.perf_counter()
-            own, planned = self._quota_use(namespace, app.metadata["name"], snapshot)
             try:
                 decision = place(
                     self.scheduler,
@@ -489,7 +483,6 @@ class Reconciler:
             if v.filtered_by == "TenantQuota"
         ]
         if not decision.schedulable and quota_blocked:
-            tenant = tenant_of(self.quotas(), namespace, self.namespace_labels(namespace))
             name = (tenant or {}).get("metadata", {}).get("name", "")
             self.metrics.tenant_rejections.labels(name, "quota").inc()
             plan.conditions.append(
