@@ -80,3 +80,37 @@ def test_worst_wins() -> None:
     assert worst(["Healthy", "Progressing", "Healthy"]) == "Progressing"
     assert worst(["Healthy", "Degraded", "Progressing"]) == "Degraded"
     assert worst([]) == "Healthy"
+
+
+def test_a_deployment_whose_pods_the_quota_refuses_is_named() -> None:
+    from typing import cast
+
+    from fleet.connection import KubeConnection
+    from fleet.informer import Informer
+    from propagator.propagation.health import quota_refusals
+
+    refused = 'pods "web-1" is forbidden: failed quota: propagator-tenant-t: must specify cpu'
+    live: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "status": {
+            "conditions": [
+                {
+                    "type": "ReplicaFailure",
+                    "status": "True",
+                    "reason": "FailedCreate",
+                    "message": refused,
+                }
+            ]
+        },
+    }
+    informer = Informer(cast(KubeConnection, None), "apps/v1", "Deployment", lambda *_: None)
+    informer.cache["shop/web"] = live
+    informer.mark_synced()
+    wanted = [{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}}]
+    assert quota_refusals(lambda av, k: informer, wanted, "shop") == [
+        f"Deployment shop/web: {refused}"
+    ]
+    live["status"]["conditions"][0]["message"] = "some other failure"
+    assert quota_refusals(lambda av, k: informer, wanted, "shop") == []

@@ -30,7 +30,7 @@ from fleet.informer import Informer, cache_key, wait_synced
 from fleet.snapshot import FleetSnapshot, SnapshotStore
 from propagator.fleetmanager import FleetManager
 from propagator.observability.metrics import Metrics
-from propagator.propagation.health import WorkloadHealth, cluster_health
+from propagator.propagation.health import WorkloadHealth, cluster_health, quota_refusals
 from propagator.propagation.membersync import MemberSync
 from propagator.propagation.reconcile import MemberAccess, Reconciler
 from propagator.propagation.resources import APP_LABEL
@@ -157,7 +157,12 @@ class PropagationController:
             self.quotas.snapshot,
             namespace_labels,
             self.table,
-            MemberAccess(self._enqueue_sync, self._health, lambda c: c in manager.monitors),
+            MemberAccess(
+                self._enqueue_sync,
+                self._health,
+                lambda c: c in manager.monitors,
+                self._quota_refusals,
+            ),
             metrics,
         )
         metrics.queue_depth.set_function(lambda: len(self.queue))
@@ -197,6 +202,12 @@ class PropagationController:
     ) -> WorkloadHealth:
         member = self.members.get(cluster)
         return cluster_health(member.cached if member else None, objects, namespace)
+
+    def _quota_refusals(
+        self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str
+    ) -> list[str]:
+        member = self.members.get(cluster)
+        return quota_refusals(member.cached if member else None, objects, namespace)
 
     async def _caches(self, member: Member, kinds: Any, timeout_s: float) -> dict[Any, Informer]:
         return await self.members.caches_synced(member, kinds, timeout_s)

@@ -115,3 +115,26 @@ def cluster_health(
             health_of(informer.get(f"{meta.get('namespace') or namespace}/{meta.get('name')}"))
         )
     return worst(healths)
+
+
+def quota_refusals(
+    cache: Callable[[str, str], Informer | None] | None,
+    objects: Sequence[Mapping[str, Any]],
+    namespace: str,
+) -> list[str]:
+    """Deployments among ``objects`` whose pods the member's quota refuses (their
+    ``ReplicaFailure`` condition: "exceeded quota", or "failed quota" for a container
+    without the requests a quota needs), each as ``Deployment ns/name: <message>``."""
+    found = []
+    for obj in objects:
+        if (obj.get("apiVersion"), obj.get("kind")) != ("apps/v1", "Deployment") or not cache:
+            continue
+        informer = cache("apps/v1", "Deployment")
+        meta = obj.get("metadata") or {}
+        where = f"{meta.get('namespace') or namespace}/{meta.get('name')}"
+        live = informer.get(where) if informer is not None else None
+        failure = _condition((live or {}).get("status") or {}, "ReplicaFailure")
+        message = str((failure or {}).get("message") or "")
+        if (failure or {}).get("status") == "True" and " quota" in message:
+            found.append(f"Deployment {where}: {message[:300]}")
+    return found

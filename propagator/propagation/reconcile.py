@@ -91,6 +91,9 @@ class MemberAccess:
     """health(cluster, objects, namespace) from the member's caches."""
     known: Callable[[str], bool]
     """Whether a MemberCluster of that name exists."""
+    quota_refusals: Callable[[str, Sequence[Mapping[str, Any]], str], list[str]] = lambda *_: []
+    """quota_refusals(cluster, objects, namespace): workloads whose pods the member's quota
+    refuses, from its caches."""
 
 
 class Reconciler:
@@ -386,6 +389,13 @@ class Reconciler:
         builder.condition("Applied", done, reason, message)
         if not any(c[0] == "QuotaExceeded" for c in plan.conditions):
             over = [f"{c}: {s.error}" for c, s in sorted(target_states.items()) if s.quota_exceeded]
+            over += [
+                f"{t.cluster}: {refusal}"
+                for t in plan.targets
+                for refusal in self.members.quota_refusals(
+                    t.cluster, plan.rendered[t.cluster], namespace
+                )
+            ]
             if over:
                 builder.condition(
                     "QuotaExceeded",

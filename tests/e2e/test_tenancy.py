@@ -482,3 +482,30 @@ def test_applications_of_one_tenant_share_its_quota(fleet: Fleet, controller: Co
             )
     # the first application is untouched
     assert condition(get_ap(fleet, "share", "first"), "QuotaExceeded").get("status") == "False"
+
+
+def test_pods_the_members_quota_refuses_make_the_application_quota_exceeded(
+    fleet: Fleet, controller: Controller
+) -> None:
+    custom = k8s.CustomObjectsApi(fleet.api(HUB))
+    quota = {
+        "apiVersion": "propagator.io/v1alpha1",
+        "kind": "TenantQuota",
+        "metadata": {"name": "team-r"},
+        "spec": {"namespaces": ["norequests"], "hard": {"cpu": "1"}},
+    }
+    custom.create_cluster_custom_object("propagator.io", "v1alpha1", "tenantquotas", quota)
+    # no cpu request: the hub cannot count it; each member's quota refuses its pods
+    create(
+        fleet, application("web", "norequests", [deployment("web", "norequests", "nginx:1.27", 1)])
+    )
+    app = wait_ap(
+        fleet,
+        "norequests",
+        "web",
+        "quota exceeded",
+        lambda a: condition(a, "QuotaExceeded").get("status") == "True",
+    )
+    message = condition(app, "QuotaExceeded")["message"]
+    assert "member-1: Deployment norequests/web: " in message
+    assert "must specify cpu" in message
