@@ -509,3 +509,32 @@ def test_pods_the_members_quota_refuses_make_the_application_quota_exceeded(
     message = condition(app, "QuotaExceeded")["message"]
     assert "member-1: Deployment norequests/web: " in message
     assert "must specify cpu" in message
+
+
+def test_a_templated_replica_count_is_counted_once_rendered(
+    fleet: Fleet, controller: Controller
+) -> None:
+    custom = k8s.CustomObjectsApi(fleet.api(HUB))
+    quota = {
+        "apiVersion": "propagator.io/v1alpha1",
+        "kind": "TenantQuota",
+        "metadata": {"name": "team-t"},
+        "spec": {"namespaces": ["templated"], "hard": {"cpu": "1"}},
+    }
+    custom.create_cluster_custom_object("propagator.io", "v1alpha1", "tenantquotas", quota)
+    workload = _requesting(deployment("web", "templated", "nginx:1.27", "{{ 1 + 2 }}"), "500m")
+    create(fleet, application("web", "templated", [workload]))
+    app = wait_ap(
+        fleet,
+        "templated",
+        "web",
+        "quota exceeded",
+        lambda a: condition(a, "QuotaExceeded").get("status") == "True",
+    )
+    assert condition(app, "QuotaExceeded")["message"] == (
+        "as rendered, it asks more than the tenant's quota leaves on "
+        "member-1 (cpu: 1500m asked, 1 left); member-2 (cpu: 1500m asked, 1 left); "
+        "member-3 (cpu: 1500m asked, 1 left); nothing was applied"
+    )
+    for cluster in MEMBERS:
+        assert not fleet.apps(cluster).list_namespaced_deployment("templated").items
