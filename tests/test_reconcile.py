@@ -174,6 +174,11 @@ def test_an_object_outside_the_tenant_fails_the_whole_application_before_any_wri
     assert rejected._value.get() == 1
 
 
+def _one_cpu_tenant() -> dict[str, Any]:
+    """A TenantQuota of hub namespace shop, one cpu per cluster."""
+    return {"metadata": {"name": "team"}, "spec": {"namespaces": ["shop"], "hard": {"cpu": "1"}}}
+
+
 def _asking(name: str, replicas: Any, cpu: str) -> dict[str, Any]:
     """An application of one Deployment whose pods request ``cpu``."""
     workload = deployment(name, "shop", "nginx:1.27", replicas=replicas)
@@ -184,7 +189,7 @@ def _asking(name: str, replicas: Any, cpu: str) -> dict[str, Any]:
 
 def test_no_room_in_the_tenants_quota_is_quota_exceeded_and_nothing_is_written() -> None:
     app = _asking("web", 4, "500m")
-    quota = {"metadata": {"name": "team"}, "spec": {"namespaces": ["shop"], "hard": {"cpu": "1"}}}
+    quota = _one_cpu_tenant()
     h = Harness(app, quotas=[quota])
     h.reconcile()
     assert h.queued == []
@@ -219,7 +224,7 @@ def test_an_application_keeps_the_room_it_uses_when_placed_again() -> None:
 
 
 def test_what_is_planned_and_not_applied_yet_is_not_free() -> None:
-    quota = {"metadata": {"name": "team"}, "spec": {"namespaces": ["shop"], "hard": {"cpu": "1"}}}
+    quota = _one_cpu_tenant()
     first = Harness(_asking("first", 1, "600m"), quotas=[quota])
     first.reconcile()
     assert sorted(first.queued) == [("a", "shop/first"), ("b", "shop/first")]
@@ -232,7 +237,7 @@ def test_what_is_planned_and_not_applied_yet_is_not_free() -> None:
 
 def test_a_templated_replica_count_is_counted_once_rendered() -> None:
     app = _asking("web", "{{ 4 }}", "500m")  # unknown to the scheduler, 4 once rendered
-    quota = {"metadata": {"name": "team"}, "spec": {"namespaces": ["shop"], "hard": {"cpu": "1"}}}
+    quota = _one_cpu_tenant()
     h = Harness(app, quotas=[quota])
     h.reconcile()
     assert h.queued == []

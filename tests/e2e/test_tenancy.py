@@ -39,15 +39,8 @@ TENANT_A, TENANT_B = "tenant-a", "tenant-b"
 def controller(
     fleet: Fleet, joined: list[str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Controller]:
-    custom = k8s.CustomObjectsApi(fleet.api(HUB))
     for tenant, namespace in (("team-a", TENANT_A), ("team-b", TENANT_B)):
-        quota = {
-            "apiVersion": "propagator.io/v1alpha1",
-            "kind": "TenantQuota",
-            "metadata": {"name": tenant},
-            "spec": {"namespaces": [namespace]},
-        }
-        custom.create_cluster_custom_object("propagator.io", "v1alpha1", "tenantquotas", quota)
+        _tenant_quota(fleet, tenant, namespaces=[namespace])
     running = Controller(fleet, tmp_path_factory.mktemp("tenancy"), ENV)
     running.start()
     try:
@@ -55,6 +48,29 @@ def controller(
     finally:
         if running.proc is not None:
             running.stop()
+
+
+def _tenant_quota(fleet: Fleet, name: str, **spec: Any) -> None:
+    quota = {
+        "apiVersion": "propagator.io/v1alpha1",
+        "kind": "TenantQuota",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+    k8s.CustomObjectsApi(fleet.api(HUB)).create_cluster_custom_object(
+        "propagator.io", "v1alpha1", "tenantquotas", quota
+    )
+
+
+def _quota_exceeded(fleet: Fleet, namespace: str, name: str) -> dict[str, Any]:
+    """The application once its QuotaExceeded condition is True."""
+    return wait_ap(
+        fleet,
+        namespace,
+        name,
+        "quota exceeded",
+        lambda a: condition(a, "QuotaExceeded").get("status") == "True",
+    )
 
 
 def _versions(fleet: Fleet) -> dict[str, str]:
@@ -326,17 +342,13 @@ def test_a_tenant_never_exceeds_its_limit_on_a_member_even_racing(
 ) -> None:
     namespaces = ("quota-a", "quota-b")
     custom = k8s.CustomObjectsApi(fleet.api(HUB))
-    quota = {
-        "apiVersion": "propagator.io/v1alpha1",
-        "kind": "TenantQuota",
-        "metadata": {"name": "team-q"},
-        "spec": {
-            "namespaces": list(namespaces),
-            "destinations": list(namespaces),
-            "hard": {"pods": 6},
-        },
-    }
-    custom.create_cluster_custom_object("propagator.io", "v1alpha1", "tenantquotas", quota)
+    _tenant_quota(
+        fleet,
+        "team-q",
+        namespaces=list(namespaces),
+        destinations=list(namespaces),
+        hard={"pods": 6},
+    )
     for ns in namespaces:
         create(fleet, application("web", ns, [deployment("web", ns, "nginx:1.27", 1)]))
     for ns in namespaces:
@@ -417,13 +429,7 @@ def _requesting(obj: dict[str, Any], cpu: str) -> dict[str, Any]:
 
 def test_applications_of_one_tenant_share_its_quota(fleet: Fleet, controller: Controller) -> None:
     custom = k8s.CustomObjectsApi(fleet.api(HUB))
-    quota = {
-        "apiVersion": "propagator.io/v1alpha1",
-        "kind": "TenantQuota",
-        "metadata": {"name": "team-s"},
-        "spec": {"namespaces": ["share"], "hard": {"cpu": "1"}},
-    }
-    custom.create_cluster_custom_object("propagator.io", "v1alpha1", "tenantquotas", quota)
+    _tenant_quota(fleet, "team-s", namespaces=["share"], hard={"cpu": "1"})
     first = _requesting(deployment("first", "share", "nginx:1.27", 1), "600m")
     create(fleet, application("first", "share", [first]))
     wait_ap(fleet, "share", "first", "ready everywhere", ready_everywhere)
@@ -465,13 +471,7 @@ def test_applications_of_one_tenant_share_its_quota(fleet: Fleet, controller: Co
     }
     for name, obj in late.items():
         create(fleet, application(name, "share", [obj]))
-        app = wait_ap(
-            fleet,
-            "share",
-            name,
-            "quota exceeded",
-            lambda a: condition(a, "QuotaExceeded").get("status") == "True",
-        )
+        app = _quota_exceeded(fleet, "share", name)
         message = condition(app, "QuotaExceeded")["message"]
         assert message.startswith("tenant team-s's quota leaves no room on member-1 ("), message
         for cluster in MEMBERS:
@@ -487,25 +487,12 @@ def test_applications_of_one_tenant_share_its_quota(fleet: Fleet, controller: Co
 def test_pods_the_members_quota_refuses_make_the_application_quota_exceeded(
     fleet: Fleet, controller: Controller
 ) -> None:
-    custom = k8s.CustomObjectsApi(fleet.api(HUB))
-    quota = {
-        "apiVersion": "propagator.io/v1alpha1",
-        "kind": "TenantQuota",
-        "metadata": {"name": "team-r"},
-        "spec": {"namespaces": ["norequests"], "hard": {"cpu": "1"}},
-    }
-    custom.create_cluster_custom_object("propagator.io", "v1alpha1", "tenantquotas", quota)
+    _tenant_quota(fleet, "team-r", namespaces=["norequests"], hard={"cpu": "1"})
     # no cpu request: the hub cannot count it; each member's quota refuses its pods
     create(
         fleet, application("web", "norequests", [deployment("web", "norequests", "nginx:1.27", 1)])
     )
-    app = wait_ap(
-        fleet,
-        "norequests",
-        "web",
-        "quota exceeded",
-        lambda a: condition(a, "QuotaExceeded").get("status") == "True",
-    )
+    app = _quota_exceeded(fleet, "norequests", "web")
     message = condition(app, "QuotaExceeded")["message"]
     assert "member-1: Deployment norequests/web: " in message
     assert "must specify cpu" in message
@@ -514,23 +501,10 @@ def test_pods_the_members_quota_refuses_make_the_application_quota_exceeded(
 def test_a_templated_replica_count_is_counted_once_rendered(
     fleet: Fleet, controller: Controller
 ) -> None:
-    custom = k8s.CustomObjectsApi(fleet.api(HUB))
-    quota = {
-        "apiVersion": "propagator.io/v1alpha1",
-        "kind": "TenantQuota",
-        "metadata": {"name": "team-t"},
-        "spec": {"namespaces": ["templated"], "hard": {"cpu": "1"}},
-    }
-    custom.create_cluster_custom_object("propagator.io", "v1alpha1", "tenantquotas", quota)
+    _tenant_quota(fleet, "team-t", namespaces=["templated"], hard={"cpu": "1"})
     workload = _requesting(deployment("web", "templated", "nginx:1.27", "{{ 1 + 2 }}"), "500m")
     create(fleet, application("web", "templated", [workload]))
-    app = wait_ap(
-        fleet,
-        "templated",
-        "web",
-        "quota exceeded",
-        lambda a: condition(a, "QuotaExceeded").get("status") == "True",
-    )
+    app = _quota_exceeded(fleet, "templated", "web")
     assert condition(app, "QuotaExceeded")["message"] == (
         "as rendered, it asks more than the tenant's quota leaves on "
         "member-1 (cpu: 1500m asked, 1 left); member-2 (cpu: 1500m asked, 1 left); "
