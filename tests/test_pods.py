@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from api.pods import pod_requests
+from api.pods import pod_requests, unrequested
 
 
 def c(cpu: str | None = None, *, limit: str | None = None, always: bool = False) -> dict[str, Any]:
@@ -51,3 +51,26 @@ def test_requests_as_kubernetes_counts_them(spec: dict[str, Any], cpu: str) -> N
 
 def test_a_template_expression_counts_as_nothing() -> None:
     assert "cpu" not in pod_requests({"containers": [c("{{ values.cpu }}")]})
+
+
+def test_a_container_that_states_nothing_gets_its_namespaces_default() -> None:
+    defaults = {"cpu": Decimal("0.25"), "memory": Decimal(2**20)}
+    spec = {"initContainers": [c()], "containers": [c("1"), c(), c(limit="2")]}
+    requests = pod_requests(spec, defaults)
+    # 1 (its own) + 250m (the default) + 2 (its limit): a default never overrides either
+    assert requests["cpu"] == Decimal("3.25")
+    # no container states memory: each gets the default, init containers too
+    assert requests["memory"] == 3 * 2**20
+
+
+def test_unrequested_names_each_container_and_resource_a_quota_would_refuse() -> None:
+    spec = {"initContainers": [{"name": "init"}], "containers": [c("1"), c(limit="1")]}
+    spec["containers"][0]["name"] = "app"
+    assert unrequested(spec, ["cpu", "memory"], {}) == [
+        ("init", "cpu"),
+        ("init", "memory"),
+        ("app", "memory"),
+        ("x", "memory"),
+    ]
+    # a namespace default covers the resource for every container
+    assert unrequested(spec, ["cpu", "memory"], {"memory": Decimal(1)}) == [("init", "cpu")]

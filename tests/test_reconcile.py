@@ -16,10 +16,13 @@ from fleet.discovery import ResourceInfo
 from fleet.snapshot import SnapshotStore
 from propagator.observability.metrics import Metrics
 from propagator.propagation.health import WorkloadHealth
-from propagator.propagation.reconcile import FINALIZER, MemberAccess, Reconciler
+from propagator.propagation.plan import MemberAccess
+from propagator.propagation.reconcile import FINALIZER, Reconciler
 from propagator.propagation.work import WorkTable
 from propagator.scheduler import Scheduler
 from propagator.settings import Settings
+from propagator.tenancy.admission import QuotaAdmission
+from propagator.tenancy.limits import LimitDefaults
 from tests.e2e.manifests import application, config_map, deployment
 from tests.fakes import served
 from tests.test_scheduler import PROFILE, cluster
@@ -46,6 +49,18 @@ class FakeHub:
         return self.app
 
 
+class LimitRanges:
+    """A member's LimitRange cache, listed."""
+
+    synced = True
+
+    def __init__(self, objects: list[dict[str, Any]]) -> None:
+        self.objects = objects
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        return self.objects
+
+
 class Harness:
     def __init__(
         self,
@@ -53,7 +68,10 @@ class Harness:
         clusters: Sequence[str] = ("a", "b"),
         quotas: Sequence[dict[str, Any]] = (),
         table: WorkTable | None = None,
+        limit_ranges: Mapping[str, list[dict[str, Any]]] | None = None,
     ) -> None:
+        """``limit_ranges``: per cluster, its LimitRanges (clusters not named have not
+        listed theirs)."""
         app["metadata"]["generation"] = 1
         self.hub = FakeHub(app)
         self.table = table or WorkTable()
@@ -61,16 +79,23 @@ class Harness:
         store = SnapshotStore()
         kinds = frozenset({("v1", "ConfigMap"), ("apps/v1", "Deployment")})
         store.publish([cluster(c, kinds=kinds) for c in clusters], {"f": list(clusters)})
+        listed = {c: LimitRanges(objs) for c, objs in (limit_ranges or {}).items()}
+        self.metrics = Metrics()
         self.reconciler = Reconciler(
             cast(KubeConnection, self.hub),
             Settings(),
             store,
             Scheduler(PROFILE),
-            lambda: list(quotas),
-            lambda _: {},
+            QuotaAdmission(
+                lambda: list(quotas),
+                lambda _: {},
+                self.table,
+                LimitDefaults(listed.get),
+                self.metrics,
+            ),
             self.table,
             MemberAccess(self._enqueue, self._health, lambda c: c in clusters),
-            Metrics(),
+            self.metrics,
         )
 
     def _enqueue(self, cluster: str, app: str) -> str | None:
@@ -247,6 +272,54 @@ def test_a_templated_replica_count_is_counted_once_rendered() -> None:
         "as rendered, it asks more than the tenant's quota leaves on a (cpu: 2 asked, 1 left); "
         "b (cpu: 2 asked, 1 left); nothing was applied"
     )
+
+
+def _limit_range(namespace: str, default_request: dict[str, str]) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "defaults", "namespace": namespace},
+        "spec": {"limits": [{"type": "Container", "defaultRequest": default_request}]},
+    }
+
+
+def _unrequested(name: str, replicas: int) -> dict[str, Any]:
+    """An application of one Deployment whose container states no requests at all."""
+    return application(name, "shop", [deployment(name, "shop", "nginx:1.27", replicas)], "f")
+
+
+def test_a_container_without_requests_is_refused_where_the_quota_needs_them() -> None:
+    # a's LimitRanges are listed (none in shop); b's are not listed yet: the member decides
+    h = Harness(_unrequested("web", 1), quotas=[_one_cpu_tenant()], limit_ranges={"a": []})
+    h.reconcile()
+    assert h.queued == []
+    exceeded = h.condition("QuotaExceeded")
+    assert exceeded["status"] == "True"
+    assert exceeded["reason"] == "RequestsMissing"
+    assert exceeded["message"] == (
+        "tenant team's quota limits what these containers leave unstated, and no LimitRange "
+        "of their namespace gives a default: a: Deployment shop/web container main: no cpu "
+        "request; nothing was applied"
+    )
+    assert h.metrics.tenant_rejections.labels("team", "requests-missing")._value.get() == 1
+
+
+def test_a_container_without_requests_counts_as_its_namespaces_limit_range_default() -> None:
+    ranges = {c: [_limit_range("shop", {"cpu": "400m"})] for c in ("a", "b")}
+    fits = Harness(_unrequested("web", 2), quotas=[_one_cpu_tenant()], limit_ranges=ranges)
+    fits.reconcile()  # 2 x 400m of 1 cpu
+    assert sorted(fits.queued) == [("a", "shop/web"), ("b", "shop/web")]
+    too_many = Harness(_unrequested("web", 3), quotas=[_one_cpu_tenant()], limit_ranges=ranges)
+    too_many.reconcile()
+    assert too_many.queued == []
+    assert too_many.condition("QuotaExceeded")["message"] == (
+        "as rendered, it asks more than the tenant's quota leaves on a (cpu: 1200m asked, "
+        "1 left); b (cpu: 1200m asked, 1 left); nothing was applied"
+    )
+
+
+def test_without_a_tenant_quota_requests_are_not_required() -> None:
+    h = Harness(_unrequested("web", 1), limit_ranges={"a": [], "b": []})
+    h.reconcile()
+    assert sorted(h.queued) == [("a", "shop/web"), ("b", "shop/web")]
 
 
 def test_within_the_quota_says_so() -> None:

@@ -99,7 +99,8 @@ class Metrics:
         self.tenant_rejections = Counter(
             "propagator_tenant_quota_rejections_total",
             "Applications refused for their tenant: reason forbidden (an object outside the "
-            "tenant's boundary) or quota",
+            "tenant's boundary), quota (no room) or requests-missing (a container the quota "
+            "cannot count)",
             ["tenant", "reason"],
             registry=r,
         )

@@ -32,15 +32,18 @@ from propagator.fleetmanager import FleetManager
 from propagator.observability.metrics import Metrics
 from propagator.propagation.health import WorkloadHealth, cluster_health, quota_refusals
 from propagator.propagation.membersync import MemberSync
-from propagator.propagation.reconcile import MemberAccess, Reconciler
+from propagator.propagation.plan import MemberAccess
+from propagator.propagation.reconcile import Reconciler
 from propagator.propagation.resources import APP_LABEL
 from propagator.propagation.routing import route_member_event
 from propagator.propagation.work import WorkTable
-from propagator.runtime.members import Member, MemberRegistry
+from propagator.runtime.members import LIMIT_RANGES, Member, MemberRegistry
 from propagator.runtime.workqueue import WorkQueue
 from propagator.scheduler import Profile, Scheduler
 from propagator.settings import Settings
+from propagator.tenancy.admission import QuotaAdmission
 from propagator.tenancy.enforcer import RESOURCE_QUOTA, TENANT_ANNOTATION, QuotaEnforcer
+from propagator.tenancy.limits import LimitDefaults
 from propagator.tenancy.status import TenantStatusWriter
 
 log = logging.getLogger(__name__)
@@ -123,7 +126,7 @@ class PropagationController:
             self.quotas.snapshot,
             self.enforcer.usage,
             metrics,
-            lambda tenant: self.reconciler.tenant_plans(tenant),
+            lambda tenant: self.admission.tenant_plans(tenant, store.current()),
         )
         self.sync = MemberSync(
             settings,
@@ -145,6 +148,10 @@ class PropagationController:
             requeue_max_delay_s=settings.requeue_max_delay_s,
         )
         manager.on_monitors = self.members.sync
+        self.limits = LimitDefaults(self._limit_ranges)
+        self.admission = QuotaAdmission(
+            self.quotas.snapshot, namespace_labels, self.table, self.limits, metrics
+        )
         self.reconciler = Reconciler(
             hub,
             settings,
@@ -154,8 +161,7 @@ class PropagationController:
                 stale_after_s=settings.snapshot_stale_after_s,
                 fresh_for_s=settings.snapshot_fresh_for_s,
             ),
-            self.quotas.snapshot,
-            namespace_labels,
+            self.admission,
             self.table,
             MemberAccess(
                 self._enqueue_sync,
@@ -179,6 +185,10 @@ class PropagationController:
             "labels"
         ) or {}
         return labels
+
+    def _limit_ranges(self, cluster: str) -> Informer | None:
+        member = self.members.get(cluster)
+        return member.cached(*LIMIT_RANGES) if member else None
 
     def _cluster_labels(self, cluster: str) -> Mapping[str, str] | None:
         info = self.store.current().clusters.get(cluster)
@@ -256,6 +266,8 @@ class PropagationController:
             self._enqueue(*self._keys(lambda a: a["metadata"].get("namespace") == name))
 
     def _on_member_added(self, member: Member) -> None:
+        self.members.cache(member, *LIMIT_RANGES)
+        self.limits.changed(member.name)
         for app in self.table.apps_on(member.name):
             member.queue.add(app)
             if (quota := self.enforcer.tenant_of_app(app)) is not None:
@@ -269,6 +281,11 @@ class PropagationController:
             tenant = (obj["metadata"].get("annotations") or {}).get(TENANT_ANNOTATION)
             if tenant:  # its use changed: share the room again
                 self.enforcer.changed(member.name, str(tenant))
+            return
+        if (obj.get("apiVersion"), obj.get("kind")) == LIMIT_RANGES:
+            # Defaults changed: what waits for them (or for room) may fit now.
+            self.limits.changed(member.name)
+            self._enqueue(*self._keys(_quota_exceeded))
             return
         route = route_member_event(member, self.table, old, new)
         if route.sync:

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import trace
@@ -27,20 +26,21 @@ from fleet.informer import cache_key
 from fleet.snapshot import FleetSnapshot, SnapshotStore
 from propagator.conditions import now_iso, status_changed
 from propagator.observability.metrics import Metrics
-from propagator.propagation.health import WorkloadHealth
 from propagator.propagation.placement import FleetNotFound, place
+from propagator.propagation.plan import MemberAccess, Outcome, Plan
 from propagator.propagation.render import ApplicationRef, RenderError, render_for_cluster
+from propagator.propagation.report import plan_status
 from propagator.propagation.resources import kinds_of, resolve, revision_of
 from propagator.propagation.results import applied_summary, failures
-from propagator.propagation.status import ClusterState, StatusBuilder, availability
+from propagator.propagation.status import StatusBuilder
 from propagator.propagation.targets import Target, targets_of
-from propagator.propagation.work import ClusterWork, SyncPolicy, SyncState, WorkTable
+from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
 from propagator.scheduler import Scheduler, demand_of
 from propagator.settings import Settings
-from propagator.tenancy.accounting import Use, UseCache, over_room, planned_use
+from propagator.tenancy.accounting import Use
+from propagator.tenancy.admission import QuotaAdmission
 from propagator.tenancy.boundary import check_rendered
 from propagator.tenancy.policy import Forbidden, policy_for
-from propagator.tenancy.quota import remaining, tenant_of
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("propagator")
@@ -53,48 +53,6 @@ STATUS_CATCH_UP_S = 1.0
 """A reconcile with member syncs in flight leaves the status write to their results; this
 long at most."""
 
-Condition = tuple[str, bool | None, str, str]
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What the worker does next with the key: retry with backoff, or not; refresh the
-    status after ``refresh_after_s``."""
-
-    retry: bool
-    error: BaseException | None = None
-    refresh_after_s: float | None = None
-
-
-@dataclass
-class Plan:
-    """One reconcile's decision, kept for status refreshes until the next one."""
-
-    generation: int | None
-    conditions: list[Condition] = field(default_factory=list)
-    targets: list[Target] = field(default_factory=list)
-    rendered: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    revisions: dict[str, str] = field(default_factory=dict)
-    desired_kinds: set[str] = field(default_factory=set)
-    kinds: set[str] = field(default_factory=set)
-    removed: list[str] = field(default_factory=list)
-    """Clusters the application is being removed from."""
-
-
-@dataclass(frozen=True)
-class MemberAccess:
-    """What the reconcile needs of the member registry."""
-
-    enqueue: Callable[[str, str], str | None]
-    """enqueue(cluster, application): queue a sync; returns why it cannot (no connection)."""
-    health: Callable[[str, Sequence[Mapping[str, Any]], str], WorkloadHealth]
-    """health(cluster, objects, namespace) from the member's caches."""
-    known: Callable[[str], bool]
-    """Whether a MemberCluster of that name exists."""
-    quota_refusals: Callable[[str, Sequence[Mapping[str, Any]], str], list[str]] = lambda *_: []
-    """quota_refusals(cluster, objects, namespace): workloads whose pods the member's quota
-    refuses, from its caches."""
-
 
 class Reconciler:
     """Reconciles ApplicationPropagations (several at once, one per key)."""
@@ -105,8 +63,7 @@ class Reconciler:
         settings: Settings,
         store: SnapshotStore,
         scheduler: Scheduler,
-        quotas: Callable[[], list[dict[str, Any]]],
-        namespace_labels: Callable[[str], Mapping[str, str]],
+        admission: QuotaAdmission,
         table: WorkTable,
         members: MemberAccess,
         metrics: Metrics,
@@ -116,13 +73,11 @@ class Reconciler:
         self.settings = settings
         self.store = store
         self.scheduler = scheduler
-        self.quotas = quotas
-        self.namespace_labels = namespace_labels
+        self.admission = admission
         self.table = table
         self.members = members
         self.metrics = metrics
         self.plans: dict[str, Plan] = {}
-        self._use_cache = UseCache()
 
     def forget(self, key: str) -> None:
         self.plans.pop(key, None)
@@ -197,7 +152,7 @@ class Reconciler:
         if FINALIZER not in (meta.get("finalizers") or []):
             await self._set_finalizers(obj, [*(meta.get("finalizers") or []), FINALIZER])
         namespace = meta.get("namespace", "default")
-        tenant = tenant_of(self.quotas(), namespace, self.namespace_labels(namespace))
+        tenant = self.admission.tenant_of(namespace)
         tenancy = policy_for(namespace, tenant, self.platform)
         try:
             objects = await resolve(app, self.hub, tenancy)
@@ -208,7 +163,7 @@ class Reconciler:
             return await self._planned(obj, key, plan, Outcome(True, exc))
         snapshot = self.store.current()
         previous = obj.get("status") or {}
-        own, planned = self._quota_use(tenant, key, snapshot)
+        own, planned = self.admission.use(tenant, key, snapshot)
         targets = self._place(app, objects, snapshot, previous, plan, tenant, own, planned)
         if not targets:
             # No fleet, or nothing fits: what runs stays where it is (no apply, no prune).
@@ -227,16 +182,8 @@ class Reconciler:
         except ApiError as exc:  # hub discovery failed: try again, write nothing meanwhile
             plan.conditions.append(("Applied", False, "ResolveFailed", f"discovery: {exc}"))
             return await self._planned(obj, key, plan, Outcome(True, exc))
-        if over := self._over_quota(tenant, own, planned, rendered, snapshot):
-            plan.conditions.append(
-                (
-                    "QuotaExceeded",
-                    True,
-                    "QuotaExceeded",
-                    f"as rendered, it asks more than the tenant's quota leaves on "
-                    f"{'; '.join(over)}; nothing was applied",
-                )
-            )
+        if refusal := self.admission.check(tenant, own, planned, rendered, snapshot, namespace):
+            plan.conditions.append(("QuotaExceeded", True, refusal.reason, refusal.message))
             return await self._planned(obj, key, plan, Outcome(False))
         plan.targets, plan.rendered = targets, rendered
         plan.revisions = {c: revision_of(objs) for c, objs in rendered.items()}
@@ -323,133 +270,7 @@ class Reconciler:
 
     async def _report(self, obj: dict[str, Any], plan: Plan) -> None:
         """Write the status of ``plan`` with the current sync states (if it changed)."""
-        builder = StatusBuilder(obj, now_iso())
-        for condition in plan.conditions:
-            builder.condition(*condition)
-        if plan.targets:
-            builder.status["placement"] = [_placed(t) for t in plan.targets]
-            self._cluster_status(obj, plan, builder)
-        await self._write_status(obj, builder.build())
-
-    def _cluster_status(self, obj: dict[str, Any], plan: Plan, builder: StatusBuilder) -> None:
-        """Per-cluster lines, ``Applied``, ``Available`` and ``propagatedKinds``."""
-        key = cache_key(obj)
-        namespace = obj["metadata"].get("namespace", "default")
-        previous = {c["name"]: c for c in builder.previous.get("clusters") or []}
-        target_states: dict[str, SyncState] = {}
-        lines = []
-        for t in plan.targets:
-            state = self.table.state(key, t.cluster) or SyncState(plan.revisions[t.cluster])
-            target_states[t.cluster] = state
-            lines.append(
-                ClusterState(
-                    t.cluster,
-                    state.applied,
-                    self.members.health(t.cluster, plan.rendered[t.cluster], namespace),
-                    state.attempts,
-                    state.error,
-                    plan.revisions[t.cluster]
-                    if state.applied
-                    else (previous.get(t.cluster) or {}).get("revision"),
-                )
-            )
-        removal = {
-            c: s
-            for c in plan.removed
-            if (s := self.table.state(key, c)) is not None and not s.applied
-        }
-        lines += [
-            ClusterState(
-                c,
-                False,
-                "Unknown",
-                s.attempts,
-                f"removing: {s.error}" if s.error else "removing",
-                (previous.get(c) or {}).get("revision"),
-            )
-            for c, s in removal.items()
-        ]
-        builder.clusters(lines, len(plan.targets))
-        done = not removal and all(s.applied for s in target_states.values())
-        builder.status["propagatedKinds"] = sorted(plan.desired_kinds if done else plan.kinds)
-        message = applied_summary(target_states)
-        removal_failures = failures({c: s for c, s in removal.items() if s.failed})
-        if removal_failures is not None:
-            message += "; not yet removed from " + "; ".join(
-                str(e) for e in removal_failures.exceptions
-            )
-        if done:
-            reason = "Applied"
-        elif any(s.conflict for s in target_states.values()):
-            reason = "Conflict"
-        elif any(s.failed for s in (*target_states.values(), *removal.values())):
-            reason = "ApplyFailed"
-        else:
-            reason = "Applying"
-        builder.condition("Applied", done, reason, message)
-        if not any(c[0] == "QuotaExceeded" for c in plan.conditions):
-            over = [f"{c}: {s.error}" for c, s in sorted(target_states.items()) if s.quota_exceeded]
-            over += [
-                f"{t.cluster}: {refusal}"
-                for t in plan.targets
-                for refusal in self.members.quota_refusals(
-                    t.cluster, plan.rendered[t.cluster], namespace
-                )
-            ]
-            if over:
-                builder.condition(
-                    "QuotaExceeded",
-                    True,
-                    "QuotaExceeded",
-                    "refused by the member's quota on " + "; ".join(over),
-                )
-            else:
-                builder.condition("QuotaExceeded", False, "WithinQuota", "within the quota")
-        available, why, text = availability(lines, plan.rendered)
-        builder.condition("Available", available, why, text)
-
-    def _over_quota(
-        self,
-        tenant: Mapping[str, Any] | None,
-        own: Use,
-        planned: Use,
-        rendered: Mapping[str, list[dict[str, Any]]],
-        snapshot: FleetSnapshot,
-    ) -> list[str]:
-        """Clusters where the rendered objects (a templated ``replicas`` or ``cpu`` known at
-        last) ask more than the tenant's remaining quota there."""
-        if tenant is None:
-            return []
-        labels = {c: snapshot.clusters[c].labels for c in rendered if c in snapshot.clusters}
-        over = over_room(rendered, remaining(tenant, labels, own, planned), snapshot)
-        if over:
-            self.metrics.tenant_rejections.labels(tenant["metadata"]["name"], "quota").inc()
-        return over
-
-    def _quota_use(
-        self, tenant: Mapping[str, Any] | None, key: str, snapshot: FleetSnapshot
-    ) -> tuple[Use, Use]:
-        """What this application's last plan and those of its tenant's applications ask
-        per cluster (nothing without a tenant)."""
-        if tenant is None:
-            return {}, {}
-        own = planned_use(self.table, [key], snapshot, self._use_cache)
-        return own, self.tenant_plans(str(tenant["metadata"]["name"]), snapshot)
-
-    def tenant_plans(self, tenant: str, snapshot: FleetSnapshot | None = None) -> Use:
-        """What the last plans of a tenant's applications ask per cluster, together."""
-        quotas = self.quotas()
-        namespaces = {app.split("/", 1)[0] for app in self.table.work}
-        same = {
-            ns
-            for ns in namespaces
-            if (tenant_of(quotas, ns, self.namespace_labels(ns)) or {})
-            .get("metadata", {})
-            .get("name")
-            == tenant
-        }
-        apps = [app for app in self.table.work if app.split("/", 1)[0] in same]
-        return planned_use(self.table, apps, snapshot or self.store.current(), self._use_cache)
+        await self._write_status(obj, plan_status(obj, plan, self.table, self.members, now_iso()))
 
     def _place(
         self,
@@ -473,8 +294,8 @@ class Reconciler:
                     snapshot,
                     app,
                     demand_of(objects),
-                    self.quotas(),
-                    self.namespace_labels(namespace),
+                    self.admission.quotas(),
+                    self.admission.namespace_labels(namespace),
                     age_s=self.store.age_s(),
                     own=own,
                     planned=planned,
@@ -605,14 +426,3 @@ class Reconciler:
         self.forget(key)
         log.info("%s: removed from %d clusters", key, len(states))
         return Outcome(False)
-
-
-def _placed(target: Target) -> dict[str, Any]:
-    out: dict[str, Any] = {"cluster": target.cluster}
-    if target.layer:
-        out["layer"] = target.layer
-    if target.replicas is not None:
-        out["replicas"] = target.replicas
-    if target.score is not None:
-        out["score"] = target.score
-    return out

@@ -39,6 +39,10 @@ ObjectKey = tuple[str, str, str, str]
 
 NAMESPACES: KindKey = ("v1", "Namespace")
 """Cached whole (not only ours): a sync must know which namespaces a member lacks."""
+LIMIT_RANGES: KindKey = ("v1", "LimitRange")
+"""Cached whole: their defaults are what a container without requests asks there."""
+UNLABELLED_KINDS = frozenset({NAMESPACES, LIMIT_RANGES})
+"""Kinds whose caches hold every object, not only those carrying our label."""
 
 
 def cached_form(obj: Object, api_version: str, kind: str, label: str | None = None) -> Object:
@@ -193,7 +197,7 @@ class MemberRegistry:
 
     def cache(self, member: Member, api_version: str, kind: str) -> Informer:
         """The member's watch cache of ``kind`` (objects carrying our label; every
-        Namespace), started on first use."""
+        Namespace and LimitRange), started on first use."""
         informer = member.cached(api_version, kind)
         if informer is None:
             assert self._task_group is not None
@@ -201,16 +205,15 @@ class MemberRegistry:
             def changed(event: str, old: Object | None, new: Object | None) -> None:
                 self._on_object(member, event, old, new)
 
-            whole = (api_version, kind) == NAMESPACES
+            whole = (api_version, kind) in UNLABELLED_KINDS
+            slim = self._owner_label if (api_version, kind) == NAMESPACES else None
             informer = Informer(
                 member.connection,
                 api_version,
                 kind,
                 changed,
                 label_selector=None if whole else self._owner_label,
-                transform=lambda obj: cached_form(
-                    obj, api_version, kind, self._owner_label if whole else None
-                ),
+                transform=lambda obj: cached_form(obj, api_version, kind, slim),
             )
             member.caches[api_version, kind] = informer
             self._task_group.start_soon(self._run_informer, member, informer)

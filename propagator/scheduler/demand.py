@@ -45,11 +45,30 @@ def _template(obj: Mapping[str, Any], *path: str) -> Mapping[str, Any]:
     return node if isinstance(node, Mapping) else {}
 
 
+def pod_spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The pod spec ``obj`` creates pods from (its own for a Pod), or None for a kind
+    that creates none."""
+    key = (str(obj.get("apiVersion")), str(obj.get("kind")))
+    spec = _template(obj, "spec")
+    if key in REPLICATED_KINDS or key in (("apps/v1", "DaemonSet"), ("batch/v1", "Job")):
+        return _template(spec, "template", "spec")
+    if key == ("batch/v1", "CronJob"):
+        return _template(spec, "jobTemplate", "spec", "template", "spec")
+    if key == ("v1", "Pod"):
+        return spec
+    return None
+
+
 def demand_of(
-    manifests: Iterable[Mapping[str, Any]], selected_kinds: Iterable[tuple[str, str]] = ()
+    manifests: Iterable[Mapping[str, Any]],
+    selected_kinds: Iterable[tuple[str, str]] = (),
+    defaults: Mapping[str, Mapping[str, Decimal]] | None = None,
+    default_namespace: str = "",
 ) -> Demand:
     """Replicas and per-replica requests of the largest workload, what everything else
-    that creates pods needs, and every kind."""
+    that creates pods needs, and every kind. ``defaults``: per namespace, the default
+    requests of its LimitRanges (containers that state none get them); objects without a
+    namespace are in ``default_namespace``."""
     kinds = set(selected_kinds)
     workloads: list[tuple[int, dict[str, Decimal]]] = []
     fixed: dict[str, Decimal] = {}
@@ -57,21 +76,23 @@ def demand_of(
     for obj in manifests:
         key = (str(obj.get("apiVersion")), str(obj.get("kind")))
         kinds.add(key)
+        pod_spec = pod_spec_of(obj)
+        if pod_spec is None:
+            continue
+        namespace = str((obj.get("metadata") or {}).get("namespace") or default_namespace)
+        pod = pod_requests(pod_spec, (defaults or {}).get(namespace))
         spec = _template(obj, "spec")
         if key in REPLICATED_KINDS:
-            pod = pod_requests(_template(spec, "template", "spec"))
             workloads.append((_count(spec.get("replicas")), pod))
         elif key == ("apps/v1", "DaemonSet"):
-            _add(per_node, pod_requests(_template(spec, "template", "spec")), 1)
+            _add(per_node, pod, 1)
         elif key == ("batch/v1", "Job"):
-            pod = pod_requests(_template(spec, "template", "spec"))
             _add(fixed, pod, _count(spec.get("parallelism")))
         elif key == ("batch/v1", "CronJob"):
             job = _template(spec, "jobTemplate", "spec")
-            pod = pod_requests(_template(job, "template", "spec"))
             _add(fixed, pod, _count(job.get("parallelism")))
-        elif key == ("v1", "Pod"):
-            _add(fixed, pod_requests(spec), 1)
+        else:  # a Pod
+            _add(fixed, pod, 1)
     if not workloads:
         return Demand(1, {"pods": Decimal(1)}, frozenset(kinds), fixed, per_node)
     # The divisible workload: the one asking most cpu in all (ties: the first).

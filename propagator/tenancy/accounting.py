@@ -13,15 +13,22 @@ from propagator.propagation.work import ClusterWork, WorkTable
 from propagator.scheduler import demand_of
 from propagator.scheduler.demand import REPLICATED_KINDS
 from propagator.tenancy.enforcer import written
+from propagator.tenancy.limits import LimitDefaults
 
 Use = dict[str, dict[str, Decimal]]
 """cluster -> resource -> amount."""
 
 
-def objects_use(objects: Iterable[Mapping[str, Any]], nodes: int) -> dict[str, Decimal]:
-    """What ``objects`` request in all on a cluster of ``nodes`` ready nodes."""
+def objects_use(
+    objects: Iterable[Mapping[str, Any]],
+    nodes: int,
+    defaults: Mapping[str, Mapping[str, Decimal]] | None = None,
+    default_namespace: str = "",
+) -> dict[str, Decimal]:
+    """What ``objects`` request in all on a cluster of ``nodes`` ready nodes whose
+    LimitRanges give containers ``defaults`` (per namespace)."""
     objects = list(objects)
-    demand = demand_of(objects)
+    demand = demand_of(objects, defaults=defaults, default_namespace=default_namespace)
     total = demand.beside_replicas(nodes)
     if any((o.get("apiVersion"), o.get("kind")) in REPLICATED_KINDS for o in objects):
         with arithmetic():
@@ -31,20 +38,23 @@ def objects_use(objects: Iterable[Mapping[str, Any]], nodes: int) -> dict[str, D
 
 
 class UseCache:
-    """``objects_use`` per work and node count, kept while the work is the same (a tenant
-    of many applications sums them at every reconcile)."""
+    """``objects_use`` per work, node count and LimitRange defaults, kept while they are
+    the same (a tenant of many applications sums them at every reconcile)."""
 
-    def __init__(self, size: int = 4096) -> None:
+    def __init__(self, limits: LimitDefaults, size: int = 4096) -> None:
+        self.limits = limits
         self.size = size
-        self._by_key: dict[tuple[str, str, str, int], dict[str, Decimal]] = {}
+        self._by_key: dict[tuple[str, str, str, int, int], dict[str, Decimal]] = {}
 
     def use(self, work: ClusterWork, nodes: int) -> dict[str, Decimal]:
-        key = (work.app, work.cluster, work.revision, nodes)
+        key = (work.app, work.cluster, work.revision, nodes, self.limits.version(work.cluster))
         found = self._by_key.get(key)
         if found is None:
             if len(self._by_key) >= self.size:
                 self._by_key.clear()  # simplest bound; refilled on the next pass
-            found = self._by_key[key] = objects_use(work.objects, nodes)
+            found = self._by_key[key] = objects_use(
+                work.objects, nodes, self.limits.of(work.cluster), work.app.split("/", 1)[0]
+            )
         return found
 
 
@@ -68,17 +78,20 @@ def over_room(
     rendered: Mapping[str, Iterable[Mapping[str, Any]]],
     room: Mapping[str, Mapping[str, Decimal]],
     snapshot: FleetSnapshot,
+    limits: LimitDefaults,
+    namespace: str,
 ) -> list[str]:
-    """Clusters where what was rendered for them (templates and overrides applied) asks more
-    than ``room`` (the tenant's remaining quota there), each with the first resource short:
-    ``member-1 (cpu: 1500m asked, 1 left)``."""
+    """Clusters where what was rendered for them (templates and overrides applied; objects
+    without a namespace in ``namespace``) asks more than ``room`` (the tenant's remaining
+    quota there), each with the first resource short: ``member-1 (cpu: 1500m asked, 1
+    left)``."""
     over = []
     for cluster, objects in sorted(rendered.items()):
         left = room.get(cluster)
         if left is None:
             continue
         info = snapshot.clusters.get(cluster)
-        asked = objects_use(objects, info.nodes if info else 0)
+        asked = objects_use(objects, info.nodes if info else 0, limits.of(cluster), namespace)
         short = next((r for r, v in asked.items() if r in left and v > left[r]), None)
         if short is not None:
             asked_text, left_text = written(short, asked[short]), written(short, left[short])

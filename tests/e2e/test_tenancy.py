@@ -427,24 +427,27 @@ def _requesting(obj: dict[str, Any], cpu: str) -> dict[str, Any]:
     return obj
 
 
+def _used_cpu(fleet: Fleet, tenant: str) -> dict[str, str]:
+    """The tenant's cpu use per member as its TenantQuota status reports it."""
+    stored = cast(
+        dict[str, Any],
+        k8s.CustomObjectsApi(fleet.api(HUB)).get_cluster_custom_object(
+            "propagator.io", "v1alpha1", "tenantquotas", tenant
+        ),
+    )
+    clusters = (stored.get("status") or {}).get("clusters") or []
+    return {c["name"]: c["used"].get("cpu", "0") for c in clusters}
+
+
 def test_applications_of_one_tenant_share_its_quota(fleet: Fleet, controller: Controller) -> None:
-    custom = k8s.CustomObjectsApi(fleet.api(HUB))
     _tenant_quota(fleet, "team-s", namespaces=["share"], hard={"cpu": "1"})
     first = _requesting(deployment("first", "share", "nginx:1.27", 1), "600m")
     create(fleet, application("first", "share", [first]))
     wait_ap(fleet, "share", "first", "ready everywhere", ready_everywhere)
-
-    def used_everywhere() -> bool | None:
-        stored = cast(
-            dict[str, Any],
-            custom.get_cluster_custom_object("propagator.io", "v1alpha1", "tenantquotas", "team-s"),
-        )
-        clusters = (stored.get("status") or {}).get("clusters") or []
-        return (
-            len(clusters) == 3 and all(c["used"].get("cpu") == "600m" for c in clusters)
-        ) or None
-
-    eventually(used_everywhere, "the first application's use reported")
+    eventually(
+        lambda: _used_cpu(fleet, "team-s") == dict.fromkeys(MEMBERS, "600m") or None,
+        "the first application's use reported",
+    )
     assert "cpu 600m/1 on member-1" in kubectl(fleet, "get", "tq", "team-s")
 
     # a second Deployment, a DaemonSet (one pod per node) or a Job no longer fit
@@ -484,18 +487,65 @@ def test_applications_of_one_tenant_share_its_quota(fleet: Fleet, controller: Co
     assert condition(get_ap(fleet, "share", "first"), "QuotaExceeded").get("status") == "False"
 
 
-def test_pods_the_members_quota_refuses_make_the_application_quota_exceeded(
+def test_containers_without_requests_are_refused_until_a_limit_range_gives_a_default(
     fleet: Fleet, controller: Controller
 ) -> None:
     _tenant_quota(fleet, "team-r", namespaces=["norequests"], hard={"cpu": "1"})
-    # no cpu request: the hub cannot count it; each member's quota refuses its pods
     create(
-        fleet, application("web", "norequests", [deployment("web", "norequests", "nginx:1.27", 1)])
+        fleet, application("web", "norequests", [deployment("web", "norequests", "nginx:1.27", 2)])
     )
     app = _quota_exceeded(fleet, "norequests", "web")
-    message = condition(app, "QuotaExceeded")["message"]
-    assert "member-1: Deployment norequests/web: " in message
-    assert "must specify cpu" in message
+    exceeded = condition(app, "QuotaExceeded")
+    assert exceeded["reason"] == "RequestsMissing"
+    for cluster in MEMBERS:
+        assert (
+            f"{cluster}: Deployment norequests/web container main: no cpu request"
+            in (exceeded["message"])
+        )
+        assert member_object(fleet, cluster, "Deployment", "norequests", "web") is None
+    # the platform gives the namespace a default request on every member
+    for cluster in MEMBERS:
+        fleet.ensure_namespace("norequests", cluster)
+        fleet.core(cluster).create_namespaced_limit_range(
+            "norequests",
+            {
+                "metadata": {"name": "defaults"},
+                "spec": {"limits": [{"type": "Container", "defaultRequest": {"cpu": "300m"}}]},
+            },
+        )
+    wait_ap(fleet, "norequests", "web", "ready everywhere", ready_everywhere)
+    # what the members count (2 pods of the default) is what the tenant is said to use
+    eventually(
+        lambda: _used_cpu(fleet, "team-r") == dict.fromkeys(MEMBERS, "600m") or None,
+        "the defaults counted on every member",
+    )
+
+
+def test_pods_the_members_quota_refuses_make_the_application_quota_exceeded(
+    fleet: Fleet, controller: Controller
+) -> None:
+    _tenant_quota(fleet, "team-c", namespaces=["crowded"], hard={"cpu": "1"})
+    # someone with access to member-1 runs a pod there the hub never saw
+    fleet.ensure_namespace("crowded", MEMBERS[0])
+    squatter = _requesting(deployment("squatter", "crowded", "busybox:1.36", 1), "800m")
+    fleet.core(MEMBERS[0]).create_namespaced_pod(
+        "crowded", {"metadata": {"name": "squatter"}, "spec": squatter["spec"]["template"]["spec"]}
+    )
+    web = _requesting(deployment("web", "crowded", "nginx:1.27", 1), "500m")
+    app = application("web", "crowded", [web])
+    app["spec"]["placement"] = {"clusterNames": [MEMBERS[0]]}
+    create(fleet, app)
+    # the hub saw room; the member's own quota (which counts the pod) refuses the replica
+    refused = _quota_exceeded(fleet, "crowded", "web")
+    message = condition(refused, "QuotaExceeded")["message"]
+    assert message.startswith(
+        f"refused by the member's quota on {MEMBERS[0]}: Deployment crowded/web: "
+    ), message
+    assert "exceeded quota" in message
+    eventually(
+        lambda: _used_cpu(fleet, "team-c") == {MEMBERS[0]: "800m"} or None,
+        "the pod the hub never saw counted",
+    )
 
 
 def test_a_templated_replica_count_is_counted_once_rendered(

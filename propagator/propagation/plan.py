@@ -1,0 +1,53 @@
+"""What one application reconcile decided, kept until the next, and what it needs of the
+member registry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from propagator.propagation.health import WorkloadHealth
+from propagator.propagation.targets import Target
+
+Condition = tuple[str, bool | None, str, str]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the worker does next with the key: retry with backoff, or not; refresh the
+    status after ``refresh_after_s``."""
+
+    retry: bool
+    error: BaseException | None = None
+    refresh_after_s: float | None = None
+
+
+@dataclass
+class Plan:
+    """One reconcile's decision, kept for status refreshes until the next one."""
+
+    generation: int | None
+    conditions: list[Condition] = field(default_factory=list)
+    targets: list[Target] = field(default_factory=list)
+    rendered: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    revisions: dict[str, str] = field(default_factory=dict)
+    desired_kinds: set[str] = field(default_factory=set)
+    kinds: set[str] = field(default_factory=set)
+    removed: list[str] = field(default_factory=list)
+    """Clusters the application is being removed from."""
+
+
+@dataclass(frozen=True)
+class MemberAccess:
+    """What the reconcile needs of the member registry."""
+
+    enqueue: Callable[[str, str], str | None]
+    """enqueue(cluster, application): queue a sync; returns why it cannot (no connection)."""
+    health: Callable[[str, Sequence[Mapping[str, Any]], str], WorkloadHealth]
+    """health(cluster, objects, namespace) from the member's caches."""
+    known: Callable[[str], bool]
+    """Whether a MemberCluster of that name exists."""
+    quota_refusals: Callable[[str, Sequence[Mapping[str, Any]], str], list[str]] = lambda *_: []
+    """quota_refusals(cluster, objects, namespace): workloads whose pods the member's quota
+    refuses, from its caches."""
