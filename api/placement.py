@@ -57,10 +57,11 @@ class ReplicaWeights(KubeModel):
 
 
 class ReplicaScheduling(KubeModel):
-    """Duplicated: every cluster runs all replicas. Divided: the replicas are shared out."""
+    """Duplicated: every cluster runs all replicas. Divided: the replicas are shared out.
+    Aggregated: the replicas go to as few clusters as hold them."""
 
-    mode: Literal["Duplicated", "Divided"] = "Duplicated"
-    """Duplicated or Divided."""
+    mode: Literal["Duplicated", "Divided", "Aggregated"] = "Duplicated"
+    """Duplicated, Divided or Aggregated."""
     weights: ReplicaWeights | None = None
     """How Divided replicas are shared (default: equally)."""
 
@@ -123,7 +124,11 @@ class Placement(KubeModel):
         default_factory=list, max_length=16, json_schema_extra={"x-kubernetes-list-type": "set"}
     )
     """Layers to try in order: the next one is used only when the placement cannot be
-    satisfied in the previous one."""
+    satisfied in the previous one (or, with overflow, for the replicas it cannot hold)."""
+    overflow: bool = False
+    """Divided and Aggregated with layers: fill the first layer as far as it goes and
+    place the remaining replicas in the next (default: a layer is used only when it holds
+    every replica, so an application stays within one tier)."""
     tolerations: list[Toleration] = Field(default_factory=list, max_length=32)
     """Taints of member clusters that this application tolerates."""
     preferred: list[PreferredClusters] = Field(default_factory=list, max_length=16)
@@ -145,5 +150,11 @@ class Placement(KubeModel):
             check=lambda p: (
                 p.min_clusters is None or p.max_clusters is None or p.min_clusters <= p.max_clusters
             ),
+        ),
+        Rule(
+            cel="!has(self.overflow) || !self.overflow || (has(self.replicas) && "
+            "has(self.replicas.mode) && self.replicas.mode != 'Duplicated')",
+            message="overflow applies only to replicas.mode Divided or Aggregated",
+            check=lambda p: not p.overflow or p.replicas.mode != "Duplicated",
         ),
     )

@@ -36,7 +36,7 @@ from propagator.scheduler.plugins import (
     TenantQuota,
 )
 from propagator.scheduler.registry import discover
-from propagator.scheduler.replicas import divide
+from propagator.scheduler.replicas import apportion as divide
 from propagator.scheduler.types import SchedulingContext
 
 DEPLOYMENT = ("apps/v1", "Deployment")
@@ -266,7 +266,7 @@ def test_spread_covers_min_groups_and_stays_within_max_groups() -> None:
     p = placement(spread={"byField": "region", "maxGroups": 1})
     decision = decide(clusters, p)
     assert decision.clusters == ["a1", "a2"]
-    assert decision.verdicts["b1"].detail == "beyond maxGroups 1"
+    assert decision.verdicts["b1"].detail == "region b is not among the 1 group(s) used"
     impossible = decide(clusters, placement(spread={"byField": "region", "minGroups": 4}))
     assert not impossible.schedulable
 

@@ -40,7 +40,8 @@ def place(
     """Schedule ``app`` on ``snapshot`` within its tenant's remaining quota (the tenant is
     found among ``quotas`` by the application's namespace and that namespace's labels;
     ``own``: what the application's last plan asks there, per cluster; ``planned``: what
-    the tenant's applications' last plans ask together); raises FleetNotFound."""
+    the tenant's applications' last plans ask together), from where it runs now (its
+    ``status.placement``); raises FleetNotFound."""
     if app.spec.fleet not in snapshot.fleets:
         raise FleetNotFound(app.spec.fleet, list(snapshot.fleets))
     namespace = app.metadata.get("namespace", "default")
@@ -58,4 +59,12 @@ def place(
         remaining,
         age_s=age_s,
         explain=explain,
+        current=current_placement(app),
+        application=str(app.metadata.get("uid", "")),
     )
+
+
+def current_placement(app: ApplicationPropagation) -> dict[str, int]:
+    """Where the application runs now: replicas per cluster from its ``status.placement``."""
+    placed = app.status.placement if app.status is not None else []
+    return {p.cluster: p.replicas or 0 for p in placed}

@@ -18,8 +18,8 @@ from api.placement import Placement, ReplicaWeights
 from fleet.snapshot import ClusterInfo, FleetSnapshot
 from propagator.scheduler.plugins import ClusterAffinity, replicas_capacity
 from propagator.scheduler.registry import Profile
-from propagator.scheduler.replicas import divide
-from propagator.scheduler.select import select
+from propagator.scheduler.replicas import apportion, rescale
+from propagator.scheduler.select import Room, select
 from propagator.scheduler.types import (
     Decision,
     Demand,
@@ -117,11 +117,16 @@ class Scheduler:
         fresh_clusters: Callable[[], Iterable[ClusterInfo]] | None = None,
         explain: bool = False,
         now: float | None = None,
+        current: Mapping[str, int] | None = None,
+        application: str = "",
     ) -> Decision:
         """Place ``demand`` on the clusters of ``fleet``. ``age_s`` is how old the snapshot
         is (default: since it was built); ``fresh_clusters`` gives the freshest cluster data
         for a full scan (default: the snapshot's). With ``explain`` every member of the
-        fleet gets a verdict, not only the candidates."""
+        fleet gets a verdict, not only the candidates. ``current``: the replicas the
+        application runs with per cluster now (its own use there counts as room, those
+        clusters keep their place, rescaling starts from them); ``application``: its UID,
+        which ties between clusters hash on."""
         now = time.monotonic() if now is None else now
         full_scan_reason = self._use_full_scan(snapshot.age_s(now) if age_s is None else age_s, now)
         members = snapshot.fleet(fleet)
@@ -145,9 +150,13 @@ class Scheduler:
                 selector is None
                 or all(r.operator in ("In", "Exists") for r in selector.match_expressions)
             ),
+            current=current or {},
+            application=application,
         )
         passes: list[_Pass] = []
         tries: list[str | None] = [*layers] if layers else [None]
+        overflow = placement.overflow and placement.replicas.mode != "Duplicated"
+        wanted = demand.replicas
         for layer in tries:
             if not indexed:
                 candidates = frozenset(
@@ -157,8 +166,13 @@ class Scheduler:
                 )
             else:
                 candidates = _indexed_candidates(snapshot, members, layer, placement)
-            passes.append(self._pass(layer, candidates, clusters, ctx))
-            if passes[-1].placed:
+            layer_ctx = ctx
+            if overflow:  # what earlier layers could not hold
+                left = wanted - sum(p.replicas for q in passes for p in q.placed)
+                layer_ctx = replace(ctx, demand=replace(demand, replicas=left))
+            passes.append(self._pass(layer, candidates, clusters, layer_ctx, partial=overflow))
+            placed = sum(p.replicas for q in passes for p in q.placed)
+            if passes[-1].placed and (not overflow or placed >= wanted):
                 break
         return self._decision(passes, snapshot, members, clusters, full_scan_reason, ctx)
 
@@ -168,7 +182,12 @@ class Scheduler:
         candidates: frozenset[str],
         clusters: Mapping[str, ClusterInfo],
         ctx: SchedulingContext,
+        *,
+        partial: bool = False,
     ) -> _Pass:
+        """Filter, score, select and assign within one layer. With ``partial`` (layer
+        overflow), the chosen clusters are filled as far as they go when they cannot hold
+        every replica."""
         verdicts: dict[str, Verdict] = {}
         reasons: Counter[str] = Counter()
         feasible: list[ClusterInfo] = []
@@ -205,21 +224,41 @@ class Scheduler:
                 parts[scorer.name] = value = scorer.score(cluster, ctx)
                 total_score += value * weight
             scored.append((-total_score / weight_sum, cluster.name, cluster, parts))
-        scored.sort(key=lambda s: (s[0], s[1]))
+        # Where the application runs keeps its place; then the best score; ties hash.
+        scored.sort(key=lambda s: (s[1] not in ctx.current, s[0], ctx.tie_rank(s[1]), s[1]))
         score_of = {name: (round(-neg), parts) for neg, name, _, parts in scored}
-        selection = select([c for _, _, c, _ in scored], ctx.placement)
+        mode = ctx.placement.replicas.mode
+        caps = {c.name: replicas_capacity(c, ctx) for c in feasible} if mode != "Duplicated" else {}
+        room = (
+            Room(
+                ctx.demand.replicas,
+                caps,
+                fewest=mode == "Aggregated",
+                keep=sum(1 for c in feasible if c.name in ctx.current),
+            )
+            if mode != "Duplicated"
+            else None
+        )
+        selection = select([c for _, _, c, _ in scored], ctx.placement, room)
         label = layer or ANY_LAYER
         placed: tuple[Placed, ...] = ()
         outcome = selection.problem
         if outcome is None:
-            assignment = self._assign(selection.chosen, ctx)
+            assignment = self._assign(selection.chosen, ctx, caps, partial)
             if isinstance(assignment, str):
                 outcome = assignment
             else:
                 placed = tuple(
                     Placed(c.name, c.layer, assignment[c.name], score_of[c.name][0])
                     for c in selection.chosen
+                    # Aggregated: a cluster left without replicas is not used.
+                    if assignment[c.name] or mode != "Aggregated" or not ctx.demand.replicas
                 )
+        held = sum(p.replicas for p in placed)
+        if partial and placed and held < ctx.demand.replicas:
+            partial_note = f"held {held} of {ctx.demand.replicas} replicas, the rest overflow"
+        else:
+            partial_note = None
         for name, why in selection.dropped:
             reasons["spread"] += 1
             verdicts[name] = Verdict(
@@ -243,30 +282,46 @@ class Scheduler:
                 if outcome is None
                 else f"layer {label} could not serve the placement: {outcome}",
             )
-        attempt = LayerAttempt(label, len(candidates), len(feasible), outcome or "selected")
+        attempt = LayerAttempt(
+            label, len(candidates), len(feasible), outcome or partial_note or "selected"
+        )
         return _Pass(attempt, placed, verdicts, reasons)
 
     def _assign(
-        self, chosen: tuple[ClusterInfo, ...], ctx: SchedulingContext
+        self,
+        chosen: tuple[ClusterInfo, ...],
+        ctx: SchedulingContext,
+        caps: Mapping[str, int | None],
+        partial: bool = False,
     ) -> dict[str, int] | str:
-        """Replicas per chosen cluster, or why they cannot be assigned."""
+        """Replicas per chosen cluster, or why they cannot be assigned. Shared replicas
+        are divided afresh where the application runs nowhere yet, else rescaled from
+        where it runs (see ``replicas.py``); with ``partial``, as many as fit."""
         mode = ctx.placement.replicas
         replicas = ctx.demand.replicas
         if mode.mode == "Duplicated":
             return {c.name: replicas for c in chosen}
-        caps = {c.name: replicas_capacity(c, ctx) for c in chosen}
+        caps = {c.name: caps.get(c.name) for c in chosen}
+        current = {c.name: ctx.current[c.name] for c in chosen if c.name in ctx.current}
         weights = mode.weights
-        if weights is None:
+        if mode.mode == "Aggregated" or (weights is not None and weights.dynamic):
+            # By room: what each cluster can take beyond what it runs.
+            shares = {
+                n: replicas if cap is None else max(0, cap - current.get(n, 0))
+                for n, cap in caps.items()
+            }
+        elif weights is None:
             shares = {c.name: 1 for c in chosen}
-        elif weights.dynamic == "AvailableCapacity":
-            shares = {n: replicas if cap is None else cap for n, cap in caps.items()}
         else:
             shares = {c.name: static_weight(c, weights) for c in chosen}
-        division = divide(replicas, shares, caps)
+        room = sum(cap if cap is not None else replicas for n, cap in caps.items() if shares.get(n))
+        if partial and room < replicas:
+            replicas = room  # overflow: the next layer takes the rest
+        if current:
+            division = rescale(replicas, shares, caps, current, ctx.tie_rank)
+        else:
+            division = apportion(replicas, shares, caps, ctx.tie_rank)
         if division is None:
-            room = sum(
-                cap if cap is not None else replicas for n, cap in caps.items() if shares.get(n)
-            )
             return f"{replicas} replicas do not fit: room for {room} in the chosen clusters"
         return division
 
@@ -291,11 +346,17 @@ class Scheduler:
                 for name in sorted(members - evaluated)
             }
 
-        schedulable = bool(final.placed)
+        placed = final.placed
+        if ctx.placement.overflow and ctx.placement.replicas.mode != "Duplicated":
+            placed = tuple(p for q in passes for p in q.placed)
+            if sum(p.replicas for p in placed) < ctx.demand.replicas:
+                placed = ()  # the layers together cannot hold them: nothing moves
+        schedulable = bool(placed)
+        first = next((q.attempt.layer for q in passes if q.placed), None)
         return Decision(
             schedulable=schedulable,
-            placed=final.placed,
-            layer=final.attempt.layer if schedulable else None,
+            placed=placed,
+            layer=first if schedulable else None,
             summary=_summary(passes, len(members), schedulable),
             evaluated=verdicts,
             attempts=tuple(p.attempt for p in passes),

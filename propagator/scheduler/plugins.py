@@ -121,7 +121,7 @@ def _fit(
             f"DaemonSets, Jobs, Pods and other workloads need {beside[short]} {short}; "
             f"{what} left: {available.get(short)}",
         )
-    # Duplicated: every replica lands here; Divided: at least one must.
+    # Duplicated: every replica lands here; Divided and Aggregated: at least one must.
     need = demand.replicas if ctx.placement.replicas.mode == "Duplicated" else 1
     if need <= 0:
         return None
@@ -137,12 +137,13 @@ def _fit(
 
 
 class Capacity:
-    """Keeps the clusters with room: all replicas (Duplicated) or at least one (Divided)."""
+    """Keeps the clusters with room: all replicas (Duplicated) or at least one (Divided,
+    Aggregated). The application's own use there counts as room."""
 
     name = "Capacity"
 
     def filter(self, cluster: ClusterInfo, ctx: SchedulingContext) -> Rejection | None:
-        return _fit(cluster, cluster.available, ctx, "capacity")
+        return _fit(cluster, ctx.available(cluster), ctx, "capacity")
 
 
 class TenantQuota:
@@ -210,9 +211,10 @@ class LayerOrder:
 
 
 def replicas_capacity(cluster: ClusterInfo, ctx: SchedulingContext) -> int | None:
-    """Replicas of this demand that fit the cluster and the tenant's quota there."""
+    """Replicas of this demand that fit the cluster (its own use there counted back) and
+    the tenant's quota there."""
     beside = ctx.demand.beside_replicas(cluster.nodes)
-    fits = replicas_that_fit(left_after(cluster.available, beside), ctx.demand.per_replica)
+    fits = replicas_that_fit(left_after(ctx.available(cluster), beside), ctx.demand.per_replica)
     remaining = ctx.quota_for(cluster.name)
     if remaining is not None:
         quota_fits = replicas_that_fit(left_after(remaining, beside), ctx.demand.per_replica)

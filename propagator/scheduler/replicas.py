@@ -1,36 +1,147 @@
-"""Dividing replicas among clusters by weight, never above a cluster's cap."""
+"""Dividing replicas among clusters: Webster (Sainte-Laguë) seats by weight, never above a
+cluster's cap, and steady rescaling from where the replicas run now.
+
+**Fresh division** (:func:`apportion`) gives the seats one at a time, each to the cluster
+whose next seat has the highest priority ``weight / (2 * seats + 1)`` (ties: the lower
+tie rank), skipping clusters at their cap. Its result for ``n + 1`` replicas is its
+result for ``n`` plus one seat, because each step only adds to the previous state — so no
+cluster ever has fewer replicas when the total rises (house monotonicity), unlike
+largest remainders (weights 1:3:3 give 1:1:1 at 3 and 0:2:2 at 4).
+
+**Steady rescaling** (:func:`rescale`) starts from the replicas each cluster runs now
+(trimmed to its cap): a scale-up shares out only the new replicas (by weight); a
+scale-down takes replicas away in proportion to what each cluster runs; an unchanged total
+changes nothing. Both are fresh divisions of the difference, so they are monotone in the
+total as well.
+
+Large totals (an int32 ``replicas``) are given in bulk: every seat whose priority is above
+a threshold at once, the few left one at a time, with exact rational arithmetic, so the
+result is the one-at-a-time result.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import heapq
+from collections.abc import Callable, Mapping
+from fractions import Fraction
+
+TieRank = Callable[[str], int]
+"""A stable rank per cluster for ties (lower wins; equal ranks fall back to the name)."""
 
 
-def divide(
-    total: int, weights: Mapping[str, int], caps: Mapping[str, int | None]
+def by_name(_name: str) -> int:
+    """No rank: ties go by name."""
+    return 0
+
+
+def _seats_above(weight: int, threshold: Fraction) -> int:
+    """How many seats of a cluster of ``weight`` have priority above ``threshold``:
+    the k >= 0 with weight / (2k + 1) > threshold."""
+    if weight <= 0:
+        return 0
+    ratio = weight / threshold  # 2k + 1 < ratio
+    if ratio <= 1:
+        return 0
+    half = (ratio - 1) / 2
+    return -((-half.numerator) // half.denominator)  # ceil
+
+
+def _bulk(
+    seats: dict[str, int],
+    count: int,
+    weights: Mapping[str, int],
+    caps: Mapping[str, int | None],
+) -> int:
+    """Give, at once, every seat above a threshold as long as fewer than ``count``; returns
+    how many were given. What is left is a few seats per cluster."""
+    active = [n for n in seats if weights[n] > 0]
+    if count <= 8 * len(active) + 64:
+        return 0
+
+    def gained(n: str, threshold: Fraction) -> int:
+        cap = caps.get(n)
+        above = _seats_above(weights[n], threshold)
+        return max(0, (above if cap is None else min(cap, above)) - seats[n])
+
+    low, high = Fraction(0), Fraction(max(weights[n] for n in active))
+    best = 0
+    for _ in range(200):
+        middle = (low + high) / 2
+        given = sum(gained(n, middle) for n in active)
+        if given <= count:
+            high, best = middle, given
+            if count - given <= 2 * len(active):
+                break
+        else:
+            low = middle
+    if best == 0:
+        return 0
+    for n in active:
+        seats[n] += gained(n, high)
+    return best
+
+
+def _add(
+    seats: dict[str, int],
+    count: int,
+    weights: Mapping[str, int],
+    caps: Mapping[str, int | None],
+    tie: TieRank,
+) -> int:
+    """Give ``count`` more seats to ``seats`` (in place), one at a time by priority; returns
+    how many found no cluster below its cap."""
+    count -= _bulk(seats, count, weights, caps)
+    heap = [
+        (Fraction(-weights[n], 2 * seats[n] + 1), tie(n), n)
+        for n in seats
+        if weights[n] > 0 and (caps.get(n) is None or seats[n] < (caps[n] or 0))
+    ]
+    heapq.heapify(heap)
+    while count > 0 and heap:
+        _, rank, n = heapq.heappop(heap)
+        seats[n] += 1
+        count -= 1
+        cap = caps.get(n)
+        if cap is None or seats[n] < cap:
+            heapq.heappush(heap, (Fraction(-weights[n], 2 * seats[n] + 1), rank, n))
+    return count
+
+
+def apportion(
+    total: int,
+    weights: Mapping[str, int],
+    caps: Mapping[str, int | None],
+    tie: TieRank = by_name,
 ) -> dict[str, int] | None:
-    """Split ``total`` replicas in proportion to ``weights``, each cluster at most its cap
-    (None: no cap). Remainders go to the largest fractional shares, ties by name, so the
-    same input always gives the same answer. None when the caps cannot hold ``total``."""
-    assigned = dict.fromkeys(weights, 0)
-    active = {n for n, w in weights.items() if w > 0 and caps.get(n) != 0}
-    remaining = total
-    while remaining > 0 and active:
-        weight_sum = sum(weights[n] for n in active)
-        shares = {n: remaining * weights[n] // weight_sum for n in active}
-        leftover = remaining - sum(shares.values())
-        by_fraction = sorted(active, key=lambda n: (-(remaining * weights[n] % weight_sum), n))
-        for n in by_fraction[:leftover]:
-            shares[n] += 1
-        capped = False
-        for n in sorted(active):
-            cap = caps.get(n)
-            room = None if cap is None else cap - assigned[n]
-            give = shares[n] if room is None else min(shares[n], room)
-            assigned[n] += give
-            remaining -= give
-            if room is not None and shares[n] >= room:
-                active.discard(n)
-                capped = capped or shares[n] > room
-        if not capped:
-            break
-    return assigned if remaining == 0 else None
+    """Split ``total`` replicas in proportion to ``weights`` (Webster), each cluster at most
+    its cap (None: no cap). None when the caps cannot hold ``total``."""
+    seats = dict.fromkeys(weights, 0)
+    return seats if _add(seats, total, weights, caps, tie) == 0 else None
+
+
+def rescale(
+    total: int,
+    weights: Mapping[str, int],
+    caps: Mapping[str, int | None],
+    current: Mapping[str, int],
+    tie: TieRank = by_name,
+) -> dict[str, int] | None:
+    """``total`` replicas over the clusters of ``weights``, moving none that the change
+    does not require: each keeps what it runs (``current``, at most its cap); new replicas
+    are shared by weight; removed ones are taken in proportion to what each runs. None
+    when the caps cannot hold ``total``."""
+    kept = {n: _capped(current.get(n, 0), caps.get(n)) for n in weights}
+    have = sum(kept.values())
+    if have < total:
+        left = {n: None if caps.get(n) is None else (caps[n] or 0) - kept[n] for n in kept}
+        added = apportion(total - have, weights, left, tie)
+        return None if added is None else {n: kept[n] + added[n] for n in kept}
+    if have > total:
+        taken = apportion(have - total, kept, dict(kept), tie)
+        assert taken is not None  # the kept replicas hold what is taken
+        return {n: kept[n] - taken[n] for n in kept}
+    return kept
+
+
+def _capped(value: int, cap: int | None) -> int:
+    return max(0, value if cap is None else min(value, cap))

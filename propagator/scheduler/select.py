@@ -1,13 +1,24 @@
-"""Choosing among feasible clusters: best scores first, spread over groups, min/max."""
+"""Choosing among feasible clusters: best ranked first, spread over the fewest groups that
+serve the placement, within min/max clusters, and — when replicas are shared — a set whose
+room holds them.
+
+Combinations are tried in rank order (the first one that serves is the best ranked), at
+most :data:`MAX_COMBINATIONS` per size; past that the clusters with the most room are
+taken, which serve whenever any set of that size does.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from api.placement import Placement
 from fleet.snapshot import ClusterInfo
 from propagator.scheduler.types import cluster_field
+
+MAX_COMBINATIONS = 2000
+"""Combinations looked at per size before falling back to the ones with the most room."""
 
 
 @dataclass(frozen=True)
@@ -19,49 +30,173 @@ class Selection:
     """(cluster, reason) for feasible clusters that spread could not use."""
 
 
-def select(ranked: Sequence[ClusterInfo], placement: Placement) -> Selection:
-    """Pick clusters from ``ranked`` (best first, ties already broken by name)."""
+@dataclass(frozen=True)
+class Room:
+    """How many replicas must be held, and how many each cluster can take (None: no
+    limit). ``fewest``: use as few clusters as hold them (Aggregated)."""
+
+    replicas: int
+    caps: Mapping[str, int | None]
+    fewest: bool = False
+    keep: int = 0
+    """How many of the best ranked clusters the application runs on now: Aggregated
+    does not give them up for fewer others."""
+
+    def holds(self, clusters: Iterable[ClusterInfo]) -> bool:
+        total = 0
+        for c in clusters:
+            cap = self.caps.get(c.name)
+            if cap is None:
+                return True
+            total += cap
+        return total >= self.replicas
+
+    def largest(self, clusters: Sequence[ClusterInfo], k: int) -> list[ClusterInfo]:
+        """The ``k`` clusters with the most room (ties: rank), in rank order."""
+        order = {c.name: i for i, c in enumerate(clusters)}
+        roomiest = sorted(clusters, key=lambda c: (-(self.cap_of(c)), order[c.name]))[:k]
+        return sorted(roomiest, key=lambda c: order[c.name])
+
+    def cap_of(self, cluster: ClusterInfo) -> float:
+        cap = self.caps.get(cluster.name)
+        return float("inf") if cap is None else cap
+
+
+def _best_fitting(
+    ranked: Sequence[ClusterInfo], k: int, room: Room | None
+) -> list[ClusterInfo] | None:
+    """The best ranked ``k`` clusters of ``ranked`` that hold the replicas; None when no
+    ``k`` of them do."""
+    if room is None:
+        return list(ranked[:k])
+    if not room.holds(room.largest(ranked, k)):
+        return None
+    for combination in itertools.islice(itertools.combinations(ranked, k), MAX_COMBINATIONS):
+        if room.holds(combination):
+            return list(combination)
+    return room.largest(ranked, k)
+
+
+def _sizes(minimum: int, limit: int, available: int, room: Room | None) -> range:
+    """Set sizes to try: the fewest first for Aggregated, else as many as allowed."""
+    most = min(limit, available)
+    if room is not None and room.fewest:
+        return range(min(max(minimum, room.keep, 1), most), most + 1)
+    return range(most, most + 1)
+
+
+def select(
+    ranked: Sequence[ClusterInfo], placement: Placement, room: Room | None = None
+) -> Selection:
+    """Pick clusters from ``ranked`` (best first, ties already broken). With ``room``, a
+    set whose room holds the replicas is preferred (the best ranked such set)."""
     limit = placement.max_clusters or len(ranked)
     minimum = placement.min_clusters if placement.min_clusters is not None else 1
+    if placement.spread is None:
+        chosen: list[ClusterInfo] = list(ranked[:limit])
+        for k in _sizes(minimum, limit, len(ranked), room):
+            found = _best_fitting(ranked, k, room)
+            if found is not None:
+                chosen = found
+                break
+        if len(chosen) < minimum:
+            return Selection(
+                tuple(chosen), f"{len(chosen)} cluster(s) fit; minClusters is {minimum}"
+            )
+        return Selection(tuple(chosen))
+    return _spread(ranked, placement, limit, minimum, room)
+
+
+def _spread(
+    ranked: Sequence[ClusterInfo],
+    placement: Placement,
+    limit: int,
+    minimum: int,
+    room: Room | None,
+) -> Selection:
+    """The fewest groups (at least minGroups, at most maxGroups, best ranked first) whose
+    clusters serve the placement: one cluster of each group, then the best of the rest."""
     spread = placement.spread
+    assert spread is not None
+    what = spread.by_label or spread.by_field or ""
+    groups: dict[str, list[ClusterInfo]] = {}
     dropped: list[tuple[str, str]] = []
-    if spread is None:
-        chosen = list(ranked[:limit])
-    else:
-        what = spread.by_label or spread.by_field or ""
-        groups: dict[str, list[ClusterInfo]] = {}
-        for c in ranked:
-            value = cluster_field(c, spread.by_field, spread.by_label)
-            if value is None:
-                dropped.append((c.name, f"no {what} to spread by"))
-                continue
-            groups.setdefault(value, []).append(c)  # dicts keep order: best group first
-        ordered = list(groups.values())
-        if spread.max_groups is not None:
-            for group in ordered[spread.max_groups :]:
-                dropped += [(c.name, f"beyond maxGroups {spread.max_groups}") for c in group]
-            ordered = ordered[: spread.max_groups]
-        need_groups = spread.min_groups or 1
-        if len(ordered) < need_groups:
-            return Selection(
-                (),
-                f"only {len(ordered)} {what} group(s) fit; minGroups is {need_groups}",
-                tuple(dropped),
-            )
-        if limit < need_groups:
-            return Selection(
-                (), f"maxClusters {limit} cannot cover minGroups {need_groups}", tuple(dropped)
-            )
-        # The best cluster of each group first (so groups are covered), then the best rest.
-        chosen = [group[0] for group in ordered][:limit]
-        picked = {c.name for c in chosen}
-        allowed = {c.name for group in ordered for c in group}
-        rest = [c for c in ranked if c.name not in picked and c.name in allowed]
-        chosen += rest[: limit - len(chosen)]
-        order = {c.name: i for i, c in enumerate(ranked)}
-        chosen.sort(key=lambda c: order[c.name])
-    if len(chosen) < minimum:
+    for c in ranked:
+        value = cluster_field(c, spread.by_field, spread.by_label)
+        if value is None:
+            dropped.append((c.name, f"no {what} to spread by"))
+            continue
+        groups.setdefault(value, []).append(c)  # dicts keep order: best group first
+    ordered = list(groups.values())
+    need_groups = spread.min_groups or 1
+    most_groups = min(spread.max_groups or len(ordered), len(ordered), limit)
+    if len(ordered) < need_groups:
         return Selection(
-            tuple(chosen), f"{len(chosen)} cluster(s) fit; minClusters is {minimum}", tuple(dropped)
+            (),
+            f"only {len(ordered)} {what} group(s) fit; minGroups is {need_groups}",
+            tuple(dropped),
         )
-    return Selection(tuple(chosen), None, tuple(dropped))
+    if limit < need_groups:
+        return Selection(
+            (), f"maxClusters {limit} cannot cover minGroups {need_groups}", tuple(dropped)
+        )
+    for k in range(need_groups, most_groups + 1):
+        for combination in itertools.islice(itertools.combinations(ordered, k), MAX_COMBINATIONS):
+            chosen = _cover(combination, ranked, limit, minimum, room)
+            if chosen is None:
+                continue
+            picked = {c.name for c in chosen}
+            used = {c.name for group in combination for c in group}
+            dropped += [
+                (c.name, f"{what} {value} is not among the {k} group(s) used")
+                for value, group in groups.items()
+                for c in group
+                if c.name not in used
+            ]
+            dropped += [
+                (c.name, f"beyond maxClusters {limit}")
+                for c in ranked
+                if c.name in used and c.name not in picked
+            ]
+            return Selection(tuple(chosen), None, tuple(dropped))
+    bound = f"{need_groups}" if most_groups <= need_groups else f"{need_groups} to {most_groups}"
+    needs = f"minClusters {minimum}"
+    if room is not None:
+        needs += f" and room for {room.replicas} replicas"
+    return Selection(
+        (), f"no {bound} {what} group(s) within maxClusters {limit} hold {needs}", tuple(dropped)
+    )
+
+
+def _cover(
+    groups: Sequence[list[ClusterInfo]],
+    ranked: Sequence[ClusterInfo],
+    limit: int,
+    minimum: int,
+    room: Room | None,
+) -> list[ClusterInfo] | None:
+    """One cluster of each group (its best), then the best ranked of the rest up to
+    ``limit`` (Aggregated: only as many as hold the replicas); None when that cannot meet
+    ``minimum`` or hold the replicas."""
+    heads = [group[0] for group in groups]
+    names = {c.name for c in heads}
+    allowed = {c.name for group in groups for c in group}
+    rest = [c for c in ranked if c.name in allowed and c.name not in names]
+    free = limit - len(heads)
+    if room is not None and room.fewest:
+        chosen = list(heads)
+        for c in sorted(rest, key=lambda c: -room.cap_of(c)):  # roomiest first: fewest added
+            if len(chosen) >= minimum and room.holds(chosen):
+                break
+            if len(chosen) - len(heads) >= free:
+                break
+            chosen.append(c)
+    else:
+        chosen = heads + rest[:free]
+        if room is not None and not room.holds(chosen):
+            chosen = heads + room.largest(rest, free)
+    order = {c.name: i for i, c in enumerate(ranked)}
+    chosen.sort(key=lambda c: order[c.name])
+    if len(chosen) < minimum or (room is not None and not room.holds(chosen)):
+        return None
+    return chosen

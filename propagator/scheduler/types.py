@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -59,9 +60,38 @@ class SchedulingContext:
     affinity_indexed: bool = False
     """True when the candidates came from indexes that already applied the placement's
     names, exclusions and selector exactly (so ClusterAffinity need not check again)."""
+    current: Mapping[str, int] = field(default_factory=dict)
+    """Where the application runs now: replicas per cluster (empty: nowhere yet)."""
+    application: str = ""
+    """The application's UID: ties between clusters hash on it, so that applications
+    with equal scores spread over the fleet instead of filling the same clusters."""
 
     def quota_for(self, cluster: str) -> ResourceAmounts | None:
         return None if self.quota is None else self.quota.get(cluster, {})
+
+    def tie_rank(self, cluster: str) -> int:
+        """A stable rank of ``cluster`` for this application (lower wins a tie)."""
+        return zlib.crc32(f"{self.application}/{cluster}".encode()) if self.application else 0
+
+    def own_use(self, cluster: ClusterInfo) -> dict[str, Decimal]:
+        """What the application itself uses on ``cluster`` (counted back as room): its
+        current replicas and everything beside them, at today's demand."""
+        replicas = self.current.get(cluster.name)
+        if replicas is None:
+            return {}
+        with arithmetic():
+            out = self.demand.beside_replicas(cluster.nodes)
+            for resource, amount in self.demand.per_replica.items():
+                out[resource] = out.get(resource, Decimal(0)) + amount * replicas
+        return out
+
+    def available(self, cluster: ClusterInfo) -> ResourceAmounts:
+        """The cluster's available resources with the application's own use counted back."""
+        own = self.own_use(cluster)
+        if not own:
+            return cluster.available
+        with arithmetic():
+            return {r: v + own.get(r, Decimal(0)) for r, v in cluster.available.items()}
 
 
 def left_after(available: ResourceAmounts, used: ResourceAmounts) -> dict[str, Decimal]:
