@@ -230,16 +230,12 @@ class Scheduler:
         mode = ctx.placement.replicas.mode
         caps = {c.name: replicas_capacity(c, ctx) for c in feasible} if mode != "Duplicated" else {}
         room = (
-            Room(
-                ctx.demand.replicas,
-                caps,
-                fewest=mode == "Aggregated",
-                keep=sum(1 for c in feasible if c.name in ctx.current),
-            )
+            Room(ctx.demand.replicas, caps, fewest=mode == "Aggregated")
             if mode != "Duplicated"
             else None
         )
-        selection = select([c for _, _, c, _ in scored], ctx.placement, room)
+        kept = sum(1 for c in feasible if c.name in ctx.current)
+        selection = select([c for _, _, c, _ in scored], ctx.placement, room, kept)
         label = layer or ANY_LAYER
         placed: tuple[Placed, ...] = ()
         outcome = selection.problem

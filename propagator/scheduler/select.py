@@ -38,9 +38,6 @@ class Room:
     replicas: int
     caps: Mapping[str, int | None]
     fewest: bool = False
-    keep: int = 0
-    """How many of the best ranked clusters the application runs on now: Aggregated
-    does not give them up for fewer others."""
 
     def holds(self, clusters: Iterable[ClusterInfo]) -> bool:
         total = 0
@@ -77,24 +74,29 @@ def _best_fitting(
     return room.largest(ranked, k)
 
 
-def _sizes(minimum: int, limit: int, available: int, room: Room | None) -> range:
-    """Set sizes to try: the fewest first for Aggregated, else as many as allowed."""
+def _sizes(minimum: int, limit: int, available: int, room: Room | None, kept: int) -> range:
+    """Set sizes to try: the fewest first for Aggregated (never fewer than it runs on),
+    else as many as allowed."""
     most = min(limit, available)
     if room is not None and room.fewest:
-        return range(min(max(minimum, room.keep, 1), most), most + 1)
+        return range(min(max(minimum, kept, 1), most), most + 1)
     return range(most, most + 1)
 
 
 def select(
-    ranked: Sequence[ClusterInfo], placement: Placement, room: Room | None = None
+    ranked: Sequence[ClusterInfo],
+    placement: Placement,
+    room: Room | None = None,
+    kept: int = 0,
 ) -> Selection:
-    """Pick clusters from ``ranked`` (best first, ties already broken). With ``room``, a
-    set whose room holds the replicas is preferred (the best ranked such set)."""
+    """Pick clusters from ``ranked`` (best first, ties already broken; the first ``kept``
+    are those the application runs on, which keep their place). With ``room``, a set whose
+    room holds the replicas is preferred (the best ranked such set)."""
     limit = placement.max_clusters or len(ranked)
     minimum = placement.min_clusters if placement.min_clusters is not None else 1
     if placement.spread is None:
         chosen: list[ClusterInfo] = list(ranked[:limit])
-        for k in _sizes(minimum, limit, len(ranked), room):
+        for k in _sizes(minimum, limit, len(ranked), room, kept):
             found = _best_fitting(ranked, k, room)
             if found is not None:
                 chosen = found
@@ -104,7 +106,7 @@ def select(
                 tuple(chosen), f"{len(chosen)} cluster(s) fit; minClusters is {minimum}"
             )
         return Selection(tuple(chosen))
-    return _spread(ranked, placement, limit, minimum, room)
+    return _spread(ranked, placement, limit, minimum, room, kept)
 
 
 def _spread(
@@ -113,9 +115,11 @@ def _spread(
     limit: int,
     minimum: int,
     room: Room | None,
+    kept: int,
 ) -> Selection:
-    """The fewest groups (at least minGroups, at most maxGroups, best ranked first) whose
-    clusters serve the placement: one cluster of each group, then the best of the rest."""
+    """The fewest groups (at least minGroups, at most maxGroups, and at least those the
+    application runs in; best ranked first) whose clusters serve the placement: one
+    cluster of each group, then the best of the rest."""
     spread = placement.spread
     assert spread is not None
     what = spread.by_label or spread.by_field or ""
@@ -130,6 +134,8 @@ def _spread(
     ordered = list(groups.values())
     need_groups = spread.min_groups or 1
     most_groups = min(spread.max_groups or len(ordered), len(ordered), limit)
+    running_in = {cluster_field(c, spread.by_field, spread.by_label) for c in ranked[:kept]}
+    fewest_groups = min(max(need_groups, len(running_in - {None})), most_groups)
     if len(ordered) < need_groups:
         return Selection(
             (),
@@ -140,9 +146,9 @@ def _spread(
         return Selection(
             (), f"maxClusters {limit} cannot cover minGroups {need_groups}", tuple(dropped)
         )
-    for k in range(need_groups, most_groups + 1):
+    for k in range(fewest_groups, most_groups + 1):
         for combination in itertools.islice(itertools.combinations(ordered, k), MAX_COMBINATIONS):
-            chosen = _cover(combination, ranked, limit, minimum, room)
+            chosen = _cover(combination, ranked, limit, minimum, room, kept)
             if chosen is None:
                 continue
             picked = {c.name for c in chosen}
@@ -174,10 +180,11 @@ def _cover(
     limit: int,
     minimum: int,
     room: Room | None,
+    kept: int,
 ) -> list[ClusterInfo] | None:
     """One cluster of each group (its best), then the best ranked of the rest up to
-    ``limit`` (Aggregated: only as many as hold the replicas); None when that cannot meet
-    ``minimum`` or hold the replicas."""
+    ``limit`` (Aggregated: only as many as hold the replicas, those it runs on first);
+    None when that cannot meet ``minimum`` or hold the replicas."""
     heads = [group[0] for group in groups]
     names = {c.name for c in heads}
     allowed = {c.name for group in groups for c in group}
@@ -185,8 +192,10 @@ def _cover(
     free = limit - len(heads)
     if room is not None and room.fewest:
         chosen = list(heads)
-        for c in sorted(rest, key=lambda c: -room.cap_of(c)):  # roomiest first: fewest added
-            if len(chosen) >= minimum and room.holds(chosen):
+        running = {c.name for c in ranked[:kept]}
+        # Where it runs first, then the roomiest: the fewest clusters added.
+        for c in sorted(rest, key=lambda c: (c.name not in running, -room.cap_of(c))):
+            if len(chosen) >= minimum and room.holds(chosen) and c.name not in running:
                 break
             if len(chosen) - len(heads) >= free:
                 break
