@@ -86,3 +86,62 @@ def test_the_namespace_labels_decide_the_tenant(
         assert code == 0
         placed[team] = [p["cluster"] for p in json.loads(capsys.readouterr().out)["placement"]]
     assert placed == {"capped": ["m1"], "free": ["m1", "m2"]}
+
+
+def test_explain_shows_where_it_runs_and_what_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workload = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 6,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "containers": [
+                        {"name": "c", "image": "nginx", "resources": {"requests": {"cpu": "1"}}}
+                    ]
+                },
+            },
+        },
+    }
+    app = tmp_path / "app.yaml"  # as `kubectl get ap web -o yaml` gives it: with its status
+    app.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "propagator.io/v1alpha1",
+                "kind": "ApplicationPropagation",
+                "metadata": {"name": "web", "namespace": "shop", "uid": "u-1"},
+                "spec": {
+                    "fleet": "f",
+                    "resources": {"manifests": [workload]},
+                    "placement": {"replicas": {"mode": "Divided"}},
+                },
+                "status": {
+                    "placement": [
+                        {"cluster": "m1", "replicas": 2},
+                        {"cluster": "m2", "replicas": 2},
+                    ]
+                },
+            }
+        )
+    )
+    fleet = _fleet_file(tmp_path, "free")
+    text = yaml.safe_load(fleet.read_text())
+    for item in text["items"]:
+        if item["kind"] == "MemberCluster":
+            item["status"]["apiEnablements"] = [
+                {"groupVersion": "apps/v1", "kinds": ["Deployment"]}
+            ]
+    fleet.write_text(yaml.safe_dump(text))
+    assert main(["schedule", "-f", str(app), "--fleet-file", str(fleet), "--explain"]) == 0
+    out = capsys.readouterr().out
+    # scaled 4 -> 6: each keeps its 2, the new ones shared
+    assert "current: m1=2 m2=2" in out
+    assert "change: m1 2 -> 3" in out
+    assert "change: m2 2 -> 3" in out
+    assert main(["schedule", "-f", str(app), "--fleet-file", str(fleet), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["current"] == {"m1": 2, "m2": 2}

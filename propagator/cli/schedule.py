@@ -22,7 +22,7 @@ from fleet.kubeconfig import KubeconfigError
 from fleet.retry import call_with_retries
 from fleet.snapshot import ClusterInfoCache, build_snapshot
 from propagator.fleetmanager import status as fleetstatus
-from propagator.propagation.placement import FleetNotFound, place
+from propagator.propagation.placement import FleetNotFound, current_placement, place
 from propagator.scheduler import PluginError, Scheduler, build_profile, demand_of, explain
 from propagator.settings import SettingsError, add_setting_flags, load_settings
 
@@ -52,7 +52,8 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--explain",
         action="store_true",
-        help="a line per cluster: which plugin filtered it and why, or its scores",
+        help="a line per cluster: which plugin filtered it and why, or its scores; and what "
+        "changes from the application's status.placement (where it runs now)",
     )
     parser.add_argument("--json", action="store_true", help="the decision as JSON")
     add_setting_flags(parser, _SETTINGS)
@@ -109,7 +110,7 @@ def _live_objects(args: argparse.Namespace) -> list[dict[str, Any]]:
     return anyio.run(read)
 
 
-def _decision_json(decision: Any) -> str:
+def _decision_json(decision: Any, current: dict[str, int]) -> str:
     return json.dumps(
         {
             "schedulable": decision.schedulable,
@@ -119,6 +120,7 @@ def _decision_json(decision: Any) -> str:
                 {"cluster": p.cluster, "layer": p.layer, "replicas": p.replicas, "score": p.score}
                 for p in decision.placed
             ],
+            "current": current,
             "fullScan": decision.full_scan,
             "clusters": {
                 name: {
@@ -182,9 +184,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"propagator schedule: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(_decision_json(decision))
+        print(_decision_json(decision, current_placement(app)))
     elif args.explain:
-        print(explain(decision))
+        print(explain(decision, current_placement(app)))
     else:
         for p in decision.placed:
             print(f"{p.cluster}\tlayer={p.layer}\treplicas={p.replicas}\tscore={p.score}")

@@ -2,12 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from propagator.scheduler.types import Decision
 
 
-def explain(decision: Decision) -> str:
+def changes(current: Mapping[str, int], decision: Decision) -> list[str]:
+    """What the decision changes from where the application runs: ``current: a=8 b=8``,
+    then a line per cluster that gains, loses, joins or leaves (or ``no change``)."""
+    if not current:
+        return ["current: runs nowhere yet"]
+    lines = ["current: " + " ".join(f"{c}={n}" for c, n in sorted(current.items()))]
+    after = {p.cluster: p.replicas for p in decision.placed} if decision.schedulable else {}
+    if not decision.schedulable:
+        return [*lines, "change: none (unschedulable: what runs stays where it is)"]
+    for cluster in sorted(set(current) | set(after)):
+        before, now = current.get(cluster), after.get(cluster)
+        if before == now:
+            continue
+        if before is None:
+            lines.append(f"change: {cluster} joins with {now}")
+        elif now is None:
+            lines.append(f"change: {cluster} leaves (had {before})")
+        else:
+            lines.append(f"change: {cluster} {before} -> {now}")
+    if len(lines) == 1:
+        lines.append("change: none")
+    return lines
+
+
+def explain(decision: Decision, current: Mapping[str, int] | None = None) -> str:
     """A table of every cluster's verdict (filtered by which plugin and why, or its scores),
-    then the layers tried and the short summary."""
+    then the layers tried, the short summary, and, given ``current`` (replicas per cluster
+    where the application runs), what changes."""
     plugins = sorted({p for v in decision.verdicts.values() for p in v.scores})
     header = ["CLUSTER", "RESULT", "REPLICAS", "SCORE", *plugins, "WHY"]
     rows = [header]
@@ -44,4 +71,6 @@ def explain(decision: Decision) -> str:
     if decision.full_scan:
         lines.append(f"full scan: {decision.full_scan_reason}")
     lines.append(f"{'Scheduled' if decision.schedulable else 'Unschedulable'}: {decision.summary}")
+    if current is not None:
+        lines += changes(current, decision)
     return "\n".join(lines)
