@@ -19,8 +19,8 @@ from __future__ import annotations
 import decimal
 import functools
 import re
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from decimal import ROUND_UP, Decimal
 from enum import StrEnum
@@ -41,12 +41,11 @@ ARITHMETIC = decimal.Context(
 quantities Kubernetes accepts reach 10^(2³¹)."""
 
 
-@contextmanager
-def arithmetic() -> Iterator[None]:
+def arithmetic() -> AbstractContextManager[decimal.Context]:
     """Decimal arithmetic on quantities inside this block neither overflows nor loses the
-    nano-units of values a member can hold."""
-    with decimal.localcontext(ARITHMETIC):
-        yield
+    nano-units of values a member can hold. (The context manager itself, not a generator
+    around it: the scheduler enters it for every cluster of every decision.)"""
+    return decimal.localcontext(ARITHMETIC)
 
 
 class QuantityError(ValueError):

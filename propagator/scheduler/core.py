@@ -228,9 +228,12 @@ class Scheduler:
         scored.sort(key=lambda s: (s[1] not in ctx.current, s[0], ctx.tie_rank(s[1]), s[1]))
         score_of = {name: (round(-neg), parts) for neg, name, _, parts in scored}
         mode = ctx.placement.replicas.mode
-        caps = {c.name: replicas_capacity(c, ctx) for c in feasible} if mode != "Duplicated" else {}
         room = (
-            Room(ctx.demand.replicas, caps, fewest=mode == "Aggregated")
+            Room(
+                ctx.demand.replicas,
+                lambda c: replicas_capacity(c, ctx),
+                fewest=mode == "Aggregated",
+            )
             if mode != "Duplicated"
             else None
         )
@@ -240,6 +243,7 @@ class Scheduler:
         placed: tuple[Placed, ...] = ()
         outcome = selection.problem
         if outcome is None:
+            caps = {c.name: room.cap(c) for c in selection.chosen} if room else {}
             assignment = self._assign(selection.chosen, ctx, caps, partial)
             if isinstance(assignment, str):
                 outcome = assignment
@@ -297,7 +301,6 @@ class Scheduler:
         replicas = ctx.demand.replicas
         if mode.mode == "Duplicated":
             return {c.name: replicas for c in chosen}
-        caps = {c.name: caps.get(c.name) for c in chosen}
         current = {c.name: ctx.current[c.name] for c in chosen if c.name in ctx.current}
         weights = mode.weights
         if mode.mode == "Aggregated" or (weights is not None and weights.dynamic):

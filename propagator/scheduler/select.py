@@ -10,8 +10,8 @@ taken, which serve whenever any set of that size does.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 
 from api.placement import Placement
 from fleet.snapshot import ClusterInfo
@@ -30,19 +30,26 @@ class Selection:
     """(cluster, reason) for feasible clusters that spread could not use."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class Room:
-    """How many replicas must be held, and how many each cluster can take (None: no
-    limit). ``fewest``: use as few clusters as hold them (Aggregated)."""
+    """How many replicas must be held, and how many each cluster can take (``capacity``,
+    None: no limit; asked once per cluster, only for the clusters looked at). ``fewest``:
+    use as few clusters as hold them (Aggregated)."""
 
     replicas: int
-    caps: Mapping[str, int | None]
+    capacity: Callable[[ClusterInfo], int | None]
     fewest: bool = False
+    _caps: dict[str, int | None] = field(default_factory=dict)
+
+    def cap(self, cluster: ClusterInfo) -> int | None:
+        if cluster.name not in self._caps:
+            self._caps[cluster.name] = self.capacity(cluster)
+        return self._caps[cluster.name]
 
     def holds(self, clusters: Iterable[ClusterInfo]) -> bool:
         total = 0
         for c in clusters:
-            cap = self.caps.get(c.name)
+            cap = self.cap(c)
             if cap is None:
                 return True
             total += cap
@@ -55,7 +62,7 @@ class Room:
         return sorted(roomiest, key=lambda c: order[c.name])
 
     def cap_of(self, cluster: ClusterInfo) -> float:
-        cap = self.caps.get(cluster.name)
+        cap = self.cap(cluster)
         return float("inf") if cap is None else cap
 
 
@@ -64,7 +71,7 @@ def _best_fitting(
 ) -> list[ClusterInfo] | None:
     """The best ranked ``k`` clusters of ``ranked`` that hold the replicas; None when no
     ``k`` of them do."""
-    if room is None:
+    if room is None or room.holds(ranked[:k]):
         return list(ranked[:k])
     if not room.holds(room.largest(ranked, k)):
         return None
