@@ -15,8 +15,10 @@ import os
 import ssl
 import subprocess
 import tempfile
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -153,6 +155,65 @@ def _tls_error(exc: BaseException) -> ssl.SSLError | None:
     return None
 
 
+class _ServiceAccountFiles(httpx.Auth):
+    """A pod's token and CA, re-read like client-go does: the token sent with each request
+    is the file's content, read again when the file changed (checked at most every
+    ``CHECK_EVERY_S``) and at least every ``REREAD_EVERY_S``; a changed CA bundle is added
+    to the TLS context, so new connections trust it while open ones (and their watches)
+    carry on."""
+
+    CHECK_EVERY_S = 1.0
+    REREAD_EVERY_S = 60.0
+
+    def __init__(self, creds: Credentials, tls: ssl.SSLContext) -> None:
+        self._token_file = creds.token_file
+        self._ca_file = creds.ca_file
+        self._tls = tls
+        self._token = creds.token or ""
+        self._stamps: dict[str, float] = {}
+        self._checked = self._read_at = time.monotonic()
+        for path in (self._token_file, self._ca_file):
+            if path:
+                self._stamps[path] = self._mtime(path)
+
+    @staticmethod
+    def _mtime(path: str) -> float:
+        try:
+            return os.stat(path).st_mtime
+        except OSError:
+            return -1.0
+
+    def _refresh(self) -> None:
+        now = time.monotonic()
+        if now - self._checked < self.CHECK_EVERY_S:
+            return
+        self._checked = now
+        due = now - self._read_at >= self.REREAD_EVERY_S
+        if self._token_file and (
+            due or self._mtime(self._token_file) != self._stamps.get(self._token_file)
+        ):
+            try:
+                token = Path(self._token_file).read_text().strip()
+                self._stamps[self._token_file] = self._mtime(self._token_file)
+                if token:
+                    self._token = token
+            except OSError:
+                pass  # mid-rotation: keep the last token, try again next time
+        if self._ca_file and self._mtime(self._ca_file) != self._stamps.get(self._ca_file):
+            try:
+                self._tls.load_verify_locations(cadata=Path(self._ca_file).read_text())
+                self._stamps[self._ca_file] = self._mtime(self._ca_file)
+            except (OSError, ssl.SSLError, ValueError):
+                pass  # a half-written bundle: try again next time
+        if due:
+            self._read_at = now
+
+    def auth_flow(self, request: httpx.Request) -> Any:
+        self._refresh()
+        request.headers["Authorization"] = f"Bearer {self._token}"
+        yield request
+
+
 class KubeConnection:
     """Calls to one API server. One instance per cluster, used from one event loop."""
 
@@ -165,6 +226,8 @@ class KubeConnection:
         self._client: httpx.AsyncClient | None = None
         self._client_lock: anyio.Lock | None = None
         self.discovery = Discovery(self)
+        self.answered_at: float | None = None
+        """time.monotonic() of the server's last answer (any status, a watch event too)."""
 
     async def _client_material(self) -> tuple[tuple[bytes, bytes] | None, str | None]:
         creds = self._creds
@@ -179,13 +242,18 @@ class KubeConnection:
     async def _new_client(self) -> httpx.AsyncClient:
         client, token = await self._client_material()
         headers = {"User-Agent": "propagator", "Accept": "application/json"}
-        if token:
+        tls = _ssl_context(self._creds, client)
+        auth = None
+        if self._creds.token_file or self._creds.ca_file:
+            auth = _ServiceAccountFiles(self._creds, tls)
+        elif token:
             headers["Authorization"] = f"Bearer {token}"
         options = self._options
         return httpx.AsyncClient(
             base_url=self.server,
             headers=headers,
-            verify=_ssl_context(self._creds, client),
+            auth=auth,
+            verify=tls,
             http2=options.http2,
             timeout=httpx.Timeout(
                 options.read_timeout_s, connect=options.connect_timeout_s, pool=None
@@ -303,6 +371,7 @@ class KubeConnection:
             )
         except httpx.TransportError as exc:
             raise self._transport_error(exc, what) from exc
+        self.answered_at = time.monotonic()
         if resp.status_code >= 400:
             raise self._error_for(resp.status_code, resp.content, resp.headers, what)
         return json.loads(resp.content) if decode and resp.content else {}
@@ -321,10 +390,12 @@ class KubeConnection:
                 timeout=httpx.Timeout(read_timeout_s, connect=self._options.connect_timeout_s),
                 extensions=self._extensions(),
             ) as resp:
+                self.answered_at = time.monotonic()
                 if resp.status_code >= 400:
                     data = await resp.aread()
                     raise self._error_for(resp.status_code, data, resp.headers, what)
                 async for line in resp.aiter_lines():
+                    self.answered_at = time.monotonic()
                     if line.strip():
                         yield json.loads(line)
         except httpx.TransportError as exc:

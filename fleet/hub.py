@@ -4,33 +4,101 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from fleet.connection import ConnectionOptions, KubeConnection
 from fleet.kubeconfig import Credentials, KubeconfigError, load_kubeconfig
 
-_SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+"""Where the kubelet mounts a pod's service-account token and the cluster's CA."""
+
+_PATH_KEYS = {
+    "clusters": ("cluster", ("certificate-authority",)),
+    "users": ("user", ("client-certificate", "client-key", "tokenFile")),
+}
+"""Fields of a kubeconfig that name files, per section: relative to their own file."""
 
 
-def default_kubeconfig_path() -> Path:
-    """``$KUBECONFIG`` (its first file) or ``~/.kube/config``, as kubectl does."""
+def kubeconfig_paths() -> list[Path]:
+    """``$KUBECONFIG`` (every file it lists, in order) or ``~/.kube/config``, as kubectl."""
     env = os.environ.get("KUBECONFIG")
     if env:
-        return Path(env.split(os.pathsep)[0]).expanduser()
-    return Path.home() / ".kube" / "config"
+        paths = [Path(p).expanduser() for p in env.split(os.pathsep) if p]
+        if paths:
+            return paths
+    return [Path.home() / ".kube" / "config"]
 
 
-def _in_cluster() -> Credentials | None:
+def _absolute(doc: dict[str, Any], base: Path) -> dict[str, Any]:
+    """``doc`` with the file paths it names made absolute against ``base`` (its own
+    directory), so that merged files still find theirs."""
+    for section, (kind, keys) in _PATH_KEYS.items():
+        for item in doc.get(section) or []:
+            inner = item.get(kind) if isinstance(item, dict) else None
+            if not isinstance(inner, dict):
+                continue
+            for key in keys:
+                value = inner.get(key)
+                if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+                    inner[key] = str(base / value)
+    return doc
+
+
+def merged_kubeconfig(paths: list[Path]) -> tuple[dict[str, Any], str]:
+    """Merge kubeconfig files as kubectl does: clusters, users and contexts by name (the
+    first file that names one wins), ``current-context`` from the first file that sets it;
+    files that do not exist are skipped. Returns the merged config and a description of
+    its source for messages; raises KubeconfigError when no file can be read."""
+    merged: dict[str, Any] = {"clusters": [], "users": [], "contexts": []}
+    seen: dict[str, set[str]] = {"clusters": set(), "users": set(), "contexts": set()}
+    read = []
+    for path in paths:
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            continue  # kubectl skips files of the list that do not exist
+        except OSError as exc:
+            raise KubeconfigError(f"hub kubeconfig {path}: {exc.strerror or exc}") from exc
+        try:
+            doc = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise KubeconfigError(f"hub kubeconfig {path}: not valid YAML: {exc}") from exc
+        if not isinstance(doc, dict):
+            raise KubeconfigError(f"hub kubeconfig {path}: not a kubeconfig")
+        read.append(path)
+        _absolute(doc, path.parent)
+        for section in ("clusters", "users", "contexts"):
+            for item in doc.get(section) or []:
+                name = item.get("name") if isinstance(item, dict) else None
+                if isinstance(name, str) and name not in seen[section]:
+                    seen[section].add(name)
+                    merged[section].append(item)
+        if "current-context" not in merged and doc.get("current-context"):
+            merged["current-context"] = doc["current-context"]
+    if not read:
+        listed = ", ".join(str(p) for p in paths)
+        raise KubeconfigError(f"hub kubeconfig: none of {listed} exists")
+    source = "hub kubeconfig " + ":".join(str(p) for p in read)
+    return merged, source
+
+
+def _in_cluster(service_account_dir: Path) -> Credentials | None:
     host, port = (
         os.environ.get("KUBERNETES_SERVICE_HOST"),
         os.environ.get("KUBERNETES_SERVICE_PORT"),
     )
-    token = _SA_DIR / "token"
+    token = service_account_dir / "token"
     if not (host and port and token.exists()):
         return None
+    host = f"[{host}]" if ":" in host else host  # an IPv6 service address
     return Credentials(
         server=f"https://{host}:{port}",
-        ca_data=(_SA_DIR / "ca.crt").read_bytes(),
+        ca_data=(service_account_dir / "ca.crt").read_bytes(),
         token=token.read_text().strip(),
+        token_file=str(token),
+        ca_file=str(service_account_dir / "ca.crt"),
     )
 
 
@@ -38,23 +106,16 @@ def hub_connection(
     kubeconfig: Path | None = None,
     context: str | None = None,
     options: ConnectionOptions | None = None,
+    service_account_dir: Path = SERVICE_ACCOUNT_DIR,
 ) -> KubeConnection:
     """Connect to the hub: ``kubeconfig`` if given, else in-cluster config when running in a
-    pod, else ``$KUBECONFIG`` / ``~/.kube/config``. The hub kubeconfig is the operator's own,
+    pod (its token and CA re-read as the kubelet rotates them), else the files of
+    ``$KUBECONFIG`` merged, or ``~/.kube/config``. The hub kubeconfig is the operator's own,
     so it may reference files and use credential plugins, like kubectl."""
     options = options or ConnectionOptions()
-    if kubeconfig is None and context is None and (creds := _in_cluster()):
+    if kubeconfig is None and context is None and (creds := _in_cluster(service_account_dir)):
         return KubeConnection("hub", creds, options)
-    path = kubeconfig or default_kubeconfig_path()
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise KubeconfigError(f"hub kubeconfig {path}: {exc.strerror or exc}") from exc
-    loaded = load_kubeconfig(
-        text,
-        source=f"hub kubeconfig {path}",
-        context=context,
-        base_dir=path.parent,
-        allow_exec=True,
-    )
+    doc, source = merged_kubeconfig([kubeconfig] if kubeconfig else kubeconfig_paths())
+    base = (kubeconfig or kubeconfig_paths()[0]).parent
+    loaded = load_kubeconfig(doc, source=source, context=context, base_dir=base, allow_exec=True)
     return KubeConnection("hub", loaded.credentials, options)

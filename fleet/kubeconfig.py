@@ -45,6 +45,10 @@ class Credentials:
     token: str | None = field(default=None, repr=False)
     tls_server_name: str | None = None
     exec: ExecConfig | None = None
+    token_file: str | None = None
+    """In a pod: the projected token, re-read as the kubelet rotates it."""
+    ca_file: str | None = None
+    """In a pod: the cluster CA bundle, re-read when it changes."""
 
     def client_cert_expiry(self) -> dt.datetime | None:
         if not self.client_cert:

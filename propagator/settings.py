@@ -15,7 +15,8 @@ from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from api.rollout import MAX_CONCURRENCY_CEILING, MAX_RETRY_ATTEMPTS
-from fleet.connection import ConnectionOptions
+from fleet.connection import ConnectionOptions, KubeConnection
+from fleet.hub import SERVICE_ACCOUNT_DIR, hub_connection
 from propagator.scheduler.registry import DEFAULT_PLUGINS
 from propagator.tenancy.policy import (
     DEFAULT_DENIED_KINDS,
@@ -44,6 +45,9 @@ class Settings(BaseSettings):
     """Kubeconfig of the hub (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)."""
     hub_context: str | None = None
     """Context of the hub kubeconfig to use (default: its current context)."""
+    service_account_dir: Path = SERVICE_ACCOUNT_DIR
+    """In a pod: where the service-account token and CA are mounted (re-read as the
+    kubelet rotates them)."""
     namespace: str = Field("propagator-system", min_length=1, max_length=63)
     """Namespace of the controller, where the member kubeconfig Secrets live."""
     allow_exec_kubeconfigs: bool = False
@@ -112,6 +116,10 @@ class Settings(BaseSettings):
     """Port of /metrics (0: off)."""
     health_port: int = Field(8081, ge=0, le=65535)
     """Port of /healthz and /readyz (0: off)."""
+    liveness_stall_s: float = Field(30.0, ge=1, le=600)
+    """/healthz fails when the controller's event loop has not run for this long."""
+    hub_lost_after_s: float = Field(120.0, ge=5, le=3600)
+    """/healthz fails when the hub has not answered for this long."""
     log_format: Literal["json", "text"] = "text"
     """Log format: json or text."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -180,6 +188,15 @@ class Settings(BaseSettings):
         return ConnectionOptions(
             connect_timeout_s=self.member_connect_timeout_s,
             read_timeout_s=self.member_read_timeout_s,
+        )
+
+    def hub(self) -> KubeConnection:
+        """The hub connection these settings name (see ``fleet.hub.hub_connection``)."""
+        return hub_connection(
+            self.hub_kubeconfig,
+            self.hub_context,
+            self.member_connection(),
+            self.service_account_dir,
         )
 
 

@@ -10,7 +10,6 @@ from typing import Any
 import anyio
 
 from fleet.connection import KubeConnection
-from fleet.hub import hub_connection
 from fleet.kubeconfig import KubeconfigError, load_kubeconfig
 from fleet.registration import (
     JoinError,
@@ -86,9 +85,7 @@ def _labels(pairs: list[str]) -> dict[str, str]:
 
 
 def _hub(settings: Settings) -> KubeConnection:
-    return hub_connection(
-        settings.hub_kubeconfig, settings.hub_context, settings.member_connection()
-    )
+    return settings.hub()
 
 
 def _print_plan(lines: list[str], dry_run: bool) -> None:

@@ -12,11 +12,11 @@ from typing import Any
 
 import anyio
 
-from fleet.hub import hub_connection
 from fleet.kubeconfig import KubeconfigError
 from fleet.snapshot import SnapshotStore
 from propagator.fleetmanager import FleetManager
 from propagator.observability import logs
+from propagator.observability.liveness import Liveness
 from propagator.observability.metrics import Metrics
 from propagator.observability.server import health_routes, metrics_routes, serve
 from propagator.observability.tracing import configure_tracing
@@ -44,26 +44,12 @@ def register(commands: Any) -> None:
 
 async def run_controller(settings: Settings, profile: Profile) -> None:
     """Run the controller, with its metrics and health servers, until SIGTERM or SIGINT."""
-    hub = hub_connection(
-        settings.hub_kubeconfig, settings.hub_context, settings.member_connection()
-    )
+    hub = settings.hub()
     metrics = Metrics()
     store = SnapshotStore()
     manager = FleetManager(hub, settings, store, metrics)
     controller = PropagationController(hub, settings, store, manager, profile, metrics)
-    servers = []
-    if settings.metrics_port:
-        servers.append(
-            serve(settings.bind_address, settings.metrics_port, metrics_routes(metrics.registry))
-        )
-    if settings.health_port:
-        servers.append(
-            serve(
-                settings.bind_address,
-                settings.health_port,
-                health_routes(lambda: manager.ready() and controller.ready()),
-            )
-        )
+    liveness = Liveness(hub, settings.liveness_stall_s, settings.hub_lost_after_s)
     elector = None
     if settings.leader_elect:
         identity = f"{socket.gethostname()}_{os.getpid()}"
@@ -78,10 +64,36 @@ async def run_controller(settings: Settings, profile: Profile) -> None:
                 retry_period_s=settings.leader_retry_period_s,
             ),
         )
+    metrics.leader.set_function(lambda: 1.0 if elector is None or elector.is_leader else 0.0)
+
+    def not_ready() -> str | None:
+        """A standby is ready once it follows the Lease; the leader once it has listed."""
+        if elector is not None and not elector.is_leader:
+            return None if elector.observing() else "the hub's Lease has not been read yet"
+        if not manager.ready():
+            return "the fleet manager's hub watches have not listed yet"
+        if not controller.ready():
+            return "the propagation controller's hub watches have not listed yet"
+        return None
+
+    servers = []
+    if settings.metrics_port:
+        servers.append(
+            serve(settings.bind_address, settings.metrics_port, metrics_routes(metrics.registry))
+        )
+    if settings.health_port:
+        servers.append(
+            serve(
+                settings.bind_address,
+                settings.health_port,
+                health_routes(liveness.problem, not_ready),
+            )
+        )
     try:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_stop_on_signal, signals, tg.cancel_scope, controller)
+                tg.start_soon(liveness.run)
                 if elector is not None:
                     log.info("waiting to lead (lease %s/%s)", settings.namespace, LEASE_NAME)
                     await elector.acquire()

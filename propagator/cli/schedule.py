@@ -17,7 +17,6 @@ from api.application import ApplicationPropagation
 from api.common import API_VERSION
 from fleet.connection import ApiError
 from fleet.discovery import UnknownKind
-from fleet.hub import hub_connection
 from fleet.kubeconfig import KubeconfigError
 from fleet.retry import call_with_retries
 from fleet.snapshot import ClusterInfoCache, build_snapshot
@@ -93,7 +92,7 @@ def _application(path: Path) -> ApplicationPropagation:
 
 def _live_objects(args: argparse.Namespace) -> list[dict[str, Any]]:
     settings = load_settings(args)
-    hub = hub_connection(settings.hub_kubeconfig, settings.hub_context)
+    hub = settings.hub()
 
     async def read() -> list[dict[str, Any]]:
         try:

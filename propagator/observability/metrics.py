@@ -23,6 +23,11 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        self.leader = Gauge(
+            "propagator_leader",
+            "1 on the replica that holds the Lease and acts, 0 on a standby",
+            registry=r,
+        )
         self.cluster_ready = Gauge(
             "propagator_cluster_ready",
             "1 when the member cluster is Ready, else 0",

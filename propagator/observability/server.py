@@ -1,8 +1,8 @@
 """``/metrics`` on the metrics port, ``/healthz`` and ``/readyz`` on the health port.
 
 A small threaded HTTP server each (port 0 in settings turns one off). ``/healthz`` answers
-while the process serves requests; ``/readyz`` once the controller says it is ready (its
-hub watches have listed).
+500 when the process should be restarted (its event loop stalled, its hub lost), ``/readyz``
+503 while it cannot serve its role yet; both say why.
 """
 
 from __future__ import annotations
@@ -51,12 +51,19 @@ def metrics_routes(registry: CollectorRegistry) -> dict[str, Callable[[], tuple[
     return {"/metrics": lambda: (200, CONTENT_TYPE_LATEST, generate_latest(registry))}
 
 
-def health_routes(ready: Callable[[], bool]) -> dict[str, Callable[[], tuple[int, str, bytes]]]:
+def _check(problem: Callable[[], str | None], failing: int, what: str) -> tuple[int, str, bytes]:
+    found = problem()
+    if found is None:
+        return 200, "text/plain", b"ok\n"
+    return failing, "text/plain", f"{what}: {found}\n".encode()
+
+
+def health_routes(
+    live: Callable[[], str | None], ready: Callable[[], str | None]
+) -> dict[str, Callable[[], tuple[int, str, bytes]]]:
+    """``/healthz`` from ``live`` and ``/readyz`` from ``ready``: each returns None when
+    all is well, else why not."""
     return {
-        "/healthz": lambda: (200, "text/plain", b"ok\n"),
-        "/readyz": lambda: (
-            (200, "text/plain", b"ok\n")
-            if ready()
-            else (503, "text/plain", b"not ready: hub watches have not listed yet\n")
-        ),
+        "/healthz": lambda: _check(live, 500, "not live"),
+        "/readyz": lambda: _check(ready, 503, "not ready"),
     }

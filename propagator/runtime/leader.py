@@ -53,6 +53,30 @@ class LeaderElector:
         self._observed: tuple[str, str] | None = None  # (holder, renewTime)
         self._observed_at = 0.0
         self.is_leader = False
+        self.holder: str | None = None
+        """The holder last seen ("" when the Lease is free)."""
+        self.seen_at: float | None = None
+        """time.monotonic() when the Lease was last read or written."""
+
+    def _saw(self, holder: str) -> None:
+        self.seen_at = time.monotonic()
+        if holder != self.holder:
+            log.info(
+                "lease %s/%s: held by %s (was %s)",
+                self.config.namespace,
+                self.config.name,
+                holder or "nobody",
+                self.holder or "nobody",
+            )
+            self.holder = holder
+
+    def observing(self) -> bool:
+        """Whether the Lease was seen within a lease duration: the hub answers and this
+        candidate follows who leads (a standby that can take over)."""
+        return (
+            self.seen_at is not None
+            and time.monotonic() - self.seen_at <= self.config.lease_duration_s
+        )
 
     async def _path(self, name: str | None = None) -> str:
         return (await self.hub.resource(LEASE_API, "Lease")).path(self.config.namespace, name)
@@ -92,9 +116,11 @@ class LeaderElector:
                     return False
                 raise
             self.is_leader = True
+            self._saw(c.identity)
             return True
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
+        self._saw(holder)
         record = (holder, str(spec.get("renewTime")))
         now = time.monotonic()
         if record != self._observed:
@@ -116,6 +142,7 @@ class LeaderElector:
         self._observed = (c.identity, str(new_spec.get("renewTime")))
         self._observed_at = time.monotonic()
         self.is_leader = True
+        self._saw(c.identity)
         return True
 
     async def release(self) -> None:
