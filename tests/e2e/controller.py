@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -53,9 +54,20 @@ def http_get(port: int, path: str) -> tuple[int, str]:
 class Controller:
     """``propagator run`` against the session hub, as a child process with its own log."""
 
-    def __init__(self, fleet: Fleet, log_dir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        fleet: Fleet,
+        log_dir: Path,
+        env: dict[str, str] | None = None,
+        hub_args: list[str] | None = None,
+    ) -> None:
+        """``hub_args``: how it finds the hub (default: ``--hub-kubeconfig`` of the session
+        hub; ``[]``: the way it would in a pod, or from $KUBECONFIG)."""
         self.fleet = fleet
         self.log = log_dir / "controller.log"
+        self.hub_args = (
+            ["--hub-kubeconfig", str(fleet.kubeconfig(HUB))] if hub_args is None else hub_args
+        )
         self.metrics_port = free_port()
         self.health_port = free_port()
         self.env = {
@@ -76,21 +88,27 @@ class Controller:
                     "-m",
                     "propagator.cli.main",
                     "run",
-                    "--hub-kubeconfig",
-                    str(self.fleet.kubeconfig(HUB)),
+                    *self.hub_args,
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=self.env,
             )
 
-    def stop(self) -> None:
-        """SIGTERM, and the controller must exit 0."""
+    def stop(self) -> float:
+        """SIGTERM, and the controller must exit 0; returns the seconds it took."""
         assert self.proc is not None
+        started = time.monotonic()
         self.proc.send_signal(signal.SIGTERM)
         code = self.proc.wait(timeout=HANG_GUARD_S)
+        took = time.monotonic() - started
         self.proc = None
         assert code == 0, f"controller exited {code}:\n{self.log_tail()}"
+        return took
+
+    def ready(self) -> tuple[int, str]:
+        """``/readyz``: (status, body)."""
+        return http_get(self.health_port, "/readyz")
 
     def kill(self) -> None:
         """SIGKILL: no clean-up, no lease release, as when a node dies."""
