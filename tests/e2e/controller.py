@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -10,6 +11,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from fleet.local import HUB
@@ -129,3 +131,16 @@ class Controller:
             for line in text.splitlines()
             if line and not line.startswith("#")
         }
+
+
+@contextlib.contextmanager
+def running(fleet: Fleet, log_dir: Path, env: dict[str, str] | None = None) -> Iterator[Controller]:
+    """A started controller, stopped (and required to exit 0) at the end unless a test
+    stopped or killed it itself."""
+    controller = Controller(fleet, log_dir, env)
+    controller.start()
+    try:
+        yield controller
+    finally:
+        if controller.proc is not None:
+            controller.stop()

@@ -27,7 +27,7 @@ from api.taints import NOT_READY_TAINT, UNREACHABLE_TAINT
 from fleet.local import HUB
 from fleet.local import cluster as local_cluster
 from tests.e2e.conftest import MEMBER_LAYERS, Fleet
-from tests.e2e.controller import Controller, http_get, propagator
+from tests.e2e.controller import Controller, http_get, propagator, running
 from tests.e2e.waiting import HANG_GUARD_S, eventually
 
 NAMESPACE = "propagator-system"
@@ -72,12 +72,8 @@ def taint_keys(mc: dict[str, Any]) -> list[str]:
 def controller(
     fleet: Fleet, joined: list[str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Controller]:
-    running = Controller(fleet, tmp_path_factory.mktemp("controller"))
-    running.start()
-    try:
-        yield running
-    finally:
-        running.stop()
+    with running(fleet, tmp_path_factory.mktemp("controller")) as controller:
+        yield controller
 
 
 def test_joined_members_become_ready_with_their_kwok_capacity(

@@ -18,7 +18,7 @@ from propagator.propagation.reconcile import FINALIZER
 from propagator.propagation.resources import APP_LABEL, app_label_value
 from tests.e2e import manifests as manifests_module
 from tests.e2e.conftest import FLEET_NAME, Fleet
-from tests.e2e.controller import Controller
+from tests.e2e.controller import Controller, running
 from tests.e2e.manifests import GROUP, PLURAL, VERSION, config_map, deployment, service
 from tests.e2e.waiting import HANG_GUARD_S, eventually
 
@@ -40,13 +40,8 @@ ENV = {
 def controller(
     fleet: Fleet, joined: list[str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Controller]:
-    running = Controller(fleet, tmp_path_factory.mktemp("propagation"), ENV)
-    running.start()
-    try:
-        yield running
-    finally:
-        if running.proc is not None:
-            running.stop()
+    with running(fleet, tmp_path_factory.mktemp("propagation"), ENV) as controller:
+        yield controller
 
 
 # -- helpers ------------------------------------------------------------------------------

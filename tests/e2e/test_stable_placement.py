@@ -14,7 +14,7 @@ from kubernetes import client as k8s
 from api.quantity import parse_quantity
 from fleet.local import HUB
 from tests.e2e.conftest import Fleet
-from tests.e2e.controller import Controller
+from tests.e2e.controller import Controller, running
 from tests.e2e.manifests import deployment
 from tests.e2e.test_propagation import (
     ENV,
@@ -34,13 +34,8 @@ SUCCESS = 'propagator_reconciles_total{result="success"}'
 def controller(
     fleet: Fleet, joined: list[str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Controller]:
-    running = Controller(fleet, tmp_path_factory.mktemp("stable"), ENV)
-    running.start()
-    try:
-        yield running
-    finally:
-        if running.proc is not None:
-            running.stop()
+    with running(fleet, tmp_path_factory.mktemp("stable"), ENV) as controller:
+        yield controller
 
 
 def _available_cpu(fleet: Fleet, cluster: str) -> float:

@@ -14,7 +14,7 @@ from kubernetes import client as k8s
 
 from fleet.local import HUB
 from tests.e2e.conftest import Fleet
-from tests.e2e.controller import Controller
+from tests.e2e.controller import Controller, running
 from tests.e2e.manifests import config_map, deployment
 from tests.e2e.test_propagation import (
     ENV,
@@ -41,13 +41,8 @@ def controller(
 ) -> Iterator[Controller]:
     for tenant, namespace in (("team-a", TENANT_A), ("team-b", TENANT_B)):
         _tenant_quota(fleet, tenant, namespaces=[namespace])
-    running = Controller(fleet, tmp_path_factory.mktemp("tenancy"), ENV)
-    running.start()
-    try:
-        yield running
-    finally:
-        if running.proc is not None:
-            running.stop()
+    with running(fleet, tmp_path_factory.mktemp("tenancy"), ENV) as controller:
+        yield controller
 
 
 def _tenant_quota(fleet: Fleet, name: str, **spec: Any) -> None:
