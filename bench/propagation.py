@@ -254,28 +254,25 @@ def _wave(
     }
 
 
+def _create_apps(api: Any, namespace: str, count: int) -> None:
+    """``count`` applications of one ConfigMap each in ``namespace``, 8 writes at a time."""
+
+    def create(i: int) -> None:
+        name = f"app-{i:04d}"
+        manifest = config_map(name, namespace, owner=name)
+        api.create_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, application(name, namespace, [manifest], "bench")
+        )
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        list(pool.map(create, range(count)))
+
+
 def steady_state(hub: Any, controller: Controller, count: int) -> list[dict[str, Any]]:
     api = k8s.CustomObjectsApi(hub)
     writes_before = controller.metric("propagator_member_writes_total")
     start = time.perf_counter()
-    with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        list(
-            pool.map(
-                lambda i: api.create_namespaced_custom_object(
-                    GROUP,
-                    VERSION,
-                    "steady",
-                    PLURAL,
-                    application(
-                        f"app-{i:04d}",
-                        "steady",
-                        [config_map(f"app-{i:04d}", "steady", owner=f"app-{i:04d}")],
-                        "bench",
-                    ),
-                ),
-                range(count),
-            )
-        )
+    _create_apps(api, "steady", count)
     _wait(lambda: _all_applied(api, count), f"{count} applications applied", every_s=1)
     initial = time.perf_counter() - start
     rows = [
@@ -323,24 +320,7 @@ def shutdown_under_load(hub: Any, controller: Controller, count: int = 50) -> di
     api = k8s.CustomObjectsApi(hub)
     success = 'propagator_reconciles_total{result="success"}'
     before = controller.metric(success)
-    with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        list(
-            pool.map(
-                lambda i: api.create_namespaced_custom_object(
-                    GROUP,
-                    VERSION,
-                    "draining",
-                    PLURAL,
-                    application(
-                        f"app-{i:02d}",
-                        "draining",
-                        [config_map(f"app-{i:02d}", "draining")],
-                        "bench",
-                    ),
-                ),
-                range(count),
-            )
-        )
+    _create_apps(api, "draining", count)
     _wait(lambda: controller.metric(success) > before, "the first reconcile", every_s=0.005)
     exit_s, code = controller.stop()
     restarted = time.perf_counter()
