@@ -88,6 +88,10 @@ class Settings(BaseSettings):
     """Consecutive failed calls to a member before its circuit opens (calls stop)."""
     circuit_cool_down_s: float = Field(30.0, gt=0, le=3600)
     """Seconds an open circuit waits before one trial call."""
+    render_timeout_s: float = Field(5.0, gt=0, le=60)
+    """Seconds an application's templates may take to render for all its clusters."""
+    render_max_bytes: int = Field(4 << 20, ge=1024, le=64 << 20)
+    """Bytes (as JSON) the rendered objects of one application may take, all clusters."""
     resync_period_s: float = Field(300.0, ge=10, le=86400)
     """Every application is reconciled at least this often, and what is applied on the
     members is read back and compared (drift is corrected)."""

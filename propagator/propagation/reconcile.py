@@ -28,7 +28,8 @@ from propagator.conditions import now_iso, status_changed
 from propagator.observability.metrics import Metrics
 from propagator.propagation.placement import FleetNotFound, place
 from propagator.propagation.plan import MemberAccess, Outcome, Plan
-from propagator.propagation.render import ApplicationRef, RenderError, render_for_cluster
+from propagator.propagation.render import ApplicationRef, RenderError
+from propagator.propagation.renderworker import RenderTarget, render_bounded
 from propagator.propagation.report import plan_status
 from propagator.propagation.resources import kinds_of, resolve, revision_of
 from propagator.propagation.results import applied_summary, failures
@@ -169,7 +170,7 @@ class Reconciler:
             # No fleet, or nothing fits: what runs stays where it is (no apply, no prune).
             return await self._planned(obj, key, plan, Outcome(False))
         try:
-            rendered = self._render(app, objects, snapshot, targets)
+            rendered = await self._render(app, objects, snapshot, targets)
         except RenderError as exc:
             plan.conditions.append(
                 ("Applied", False, "RenderFailed", f"{exc}; nothing was applied")
@@ -349,27 +350,35 @@ class Reconciler:
             )
         return targets
 
-    def _render(
+    async def _render(
         self,
         app: ApplicationPropagation,
         objects: list[dict[str, Any]],
         snapshot: FleetSnapshot,
         targets: list[Target],
     ) -> dict[str, list[dict[str, Any]]]:
-        """The objects for each target cluster; raises RenderError at the first problem."""
-        divided = app.spec.placement.replicas.mode == "Divided"
+        """The objects for each target cluster, rendered in a bounded worker; raises
+        RenderError at the first problem."""
+        shared = app.spec.placement.replicas.mode != "Duplicated"  # Divided, Aggregated
         ref = ApplicationRef(app.metadata["name"], app.metadata.get("namespace", "default"))
-        with self.metrics.timed("render"), tracer.start_as_current_span("render"):
-            return {
-                t.cluster: render_for_cluster(
-                    objects,
-                    app.spec.overrides,
-                    snapshot.clusters[t.cluster],
-                    ref,
-                    t.replicas if divided else None,
+        facts = []
+        for t in targets:
+            c = snapshot.clusters[t.cluster]
+            replicas = t.replicas if shared else None
+            facts.append(
+                RenderTarget(
+                    c.name, dict(c.labels), c.layer, c.region, c.zone, c.provider, replicas
                 )
-                for t in targets
-            }
+            )
+        with self.metrics.timed("render"), tracer.start_as_current_span("render"):
+            return await render_bounded(
+                objects,
+                app.spec.overrides,
+                facts,
+                ref,
+                timeout_s=self.settings.render_timeout_s,
+                max_bytes=self.settings.render_max_bytes,
+            )
 
     async def _finalize(self, obj: dict[str, Any], key: str) -> Outcome:
         """Remove what the application propagated from every cluster, then its finalizer."""

@@ -6,8 +6,11 @@ scheduler assigned. The template context is only the cluster (name, labels, laye
 zone), the application (name, namespace) and the override values: nothing of the
 controller's process, environment or files.
 
-A string that is exactly one expression (``"{{ values.replicas }}"``) becomes a number or
-a boolean when it renders to one, so templated fields keep their types.
+A string that is exactly one expression (``"{{ values.replicas }}"``) becomes the value
+of that expression — a number stays a number, a string stays a string (``NO``, ``017`` or
+``12:30:00`` are not re-read as YAML 1.1), lists and maps stay lists and maps — so
+templated fields keep the type the author meant. Rendering is pure and unbounded in time
+here; the controller runs it in a bounded worker (``renderworker.py``).
 """
 
 from __future__ import annotations
@@ -16,19 +19,33 @@ import copy
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import jsonpatch
 import yaml
-from jinja2 import StrictUndefined, TemplateError, TemplateSyntaxError
-from jinja2.sandbox import SandboxedEnvironment
+from jinja2 import TemplateSyntaxError
 
 from api.application import Override
 from api.selectors import selects
-from fleet.snapshot import ClusterInfo
+from propagator.propagation.sandbox import ENVIRONMENT, NOT_JSON, json_value, whole_expression
 from propagator.scheduler.demand import REPLICATED_KINDS
 
-_ENV = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+
+class ClusterFacts(Protocol):
+    """What rendering reads of a cluster (a ``ClusterInfo`` or a ``RenderTarget``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+    @property
+    def layer(self) -> str: ...
+    @property
+    def region(self) -> str | None: ...
+    @property
+    def zone(self) -> str | None: ...
+    @property
+    def provider(self) -> str | None: ...
 
 
 class RenderError(ValueError):
@@ -49,7 +66,12 @@ def _describe(index: int, obj: Mapping[str, Any]) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _compile(source: str) -> Any:
-    return _ENV.from_string(source)
+    return ENVIRONMENT.from_string(source)
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile_expression(expression: str) -> Any:
+    return ENVIRONMENT.compile_expression(expression, undefined_to_none=False)
 
 
 def _is_template(value: str) -> bool:
@@ -66,19 +88,12 @@ def _line_of(obj: Mapping[str, Any], source: str) -> int:
 
 
 def _render_string(source: str, context: Mapping[str, Any]) -> Any:
-    result = _compile(source).render(context)
-    stripped = source.strip()
-    whole_expression = (
-        stripped.startswith("{{") and stripped.endswith("}}") and stripped.count("{{") == 1
-    )
-    if whole_expression:
-        try:
-            typed = yaml.safe_load(result)
-        except yaml.YAMLError:
-            return result
-        if isinstance(typed, bool | int | float):
-            return typed
-    return result
+    expression = whole_expression(source)
+    if expression is not None:
+        value = json_value(_compile_expression(expression)(**context))
+        if value is not NOT_JSON:
+            return value
+    return _compile(source).render(context)
 
 
 def _walk(value: Any, context: Mapping[str, Any]) -> Any:
@@ -96,7 +111,7 @@ def _first_template_error(obj: Any, context: Mapping[str, Any]) -> tuple[str, Ex
     if isinstance(obj, str) and _is_template(obj):
         try:
             _render_string(obj, context)
-        except (TemplateError, TypeError, ValueError) as exc:
+        except Exception as exc:  # anything a template raises is the template's problem
             return obj, exc
         return None
     children = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, list) else []
@@ -106,7 +121,7 @@ def _first_template_error(obj: Any, context: Mapping[str, Any]) -> tuple[str, Ex
     return None
 
 
-def matching_overrides(overrides: Iterable[Override], cluster: ClusterInfo) -> list[Override]:
+def matching_overrides(overrides: Iterable[Override], cluster: ClusterFacts) -> list[Override]:
     """The overrides that apply to ``cluster``, in the order they are written."""
     return [
         o
@@ -116,7 +131,7 @@ def matching_overrides(overrides: Iterable[Override], cluster: ClusterInfo) -> l
 
 
 def template_context(
-    cluster: ClusterInfo, app: ApplicationRef, overrides: Iterable[Override]
+    cluster: ClusterFacts, app: ApplicationRef, overrides: Iterable[Override]
 ) -> dict[str, Any]:
     """What templates can read: cluster, app and values (later overrides win)."""
     values: dict[str, Any] = {}
@@ -162,7 +177,7 @@ def _identity_problem(obj: Mapping[str, Any]) -> str | None:
 def render_for_cluster(
     manifests: Iterable[Mapping[str, Any]],
     overrides: Iterable[Override],
-    cluster: ClusterInfo,
+    cluster: ClusterFacts,
     app: ApplicationRef,
     replicas: int | None = None,
 ) -> list[dict[str, Any]]:
@@ -174,7 +189,7 @@ def render_for_cluster(
         where = f"cluster {cluster.name}: {_describe(index, manifest)}"
         try:
             obj = _walk(manifest, context)
-        except (TemplateError, TypeError, ValueError) as exc:
+        except Exception as exc:  # anything a template raises is the template's problem
             found = _first_template_error(manifest, context)
             source, error = found if found else ("", exc)
             line = (

@@ -1,0 +1,121 @@
+"""Rendering off the event loop, in a worker process with a hard deadline and bounded
+memory and output.
+
+A template is a tenant's program: nested loops run for minutes, a huge string exhausts
+memory, and a thread could be neither stopped nor kept from holding the interpreter. So
+an application's manifests are rendered for all its clusters in one call to a worker
+process (``anyio.to_process``, kept between calls): past ``timeout_s`` the worker is killed
+and a fresh one serves the next call; it may not grow by more than ``MEMORY_HEADROOM``; and
+what it returns may not exceed ``max_bytes`` as JSON. Each limit ends in a RenderError
+that names it, as every template failure does.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.to_process
+
+from api.application import Override
+from propagator.propagation.render import ApplicationRef, RenderError, render_for_cluster
+
+MEMORY_HEADROOM = 512 << 20
+"""Bytes of address space a render worker may add to what it has once started."""
+
+_WORKERS = anyio.CapacityLimiter(2)
+"""Render workers at once (each a process)."""
+
+
+@dataclass(frozen=True)
+class RenderTarget:
+    """What rendering reads of one target cluster (plain data: it crosses to the worker)."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    layer: str = ""
+    region: str | None = None
+    zone: str | None = None
+    provider: str | None = None
+    replicas: int | None = None
+    """Divided replicas assigned there (None: the manifests' own)."""
+
+
+_limited = False
+
+
+def _limit_memory() -> None:
+    """Cap this worker's address space, once (it is kept between calls)."""
+    global _limited
+    if _limited:
+        return
+    _limited = True
+    with open("/proc/self/statm") as statm:
+        pages = int(statm.read().split()[0])
+    limit = pages * resource.getpagesize() + MEMORY_HEADROOM
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def render_targets(
+    manifests: Sequence[Mapping[str, Any]],
+    overrides: Sequence[Override],
+    targets: Sequence[RenderTarget],
+    app: ApplicationRef,
+    max_bytes: int,
+) -> dict[str, list[dict[str, Any]]]:
+    """The objects for each target (runs in the worker); raises RenderError."""
+    _limit_memory()
+    try:
+        rendered = {
+            t.name: render_for_cluster(manifests, overrides, t, app, t.replicas) for t in targets
+        }
+        size = len(json.dumps(rendered, separators=(",", ":")))
+    except MemoryError as exc:
+        raise RenderError(
+            f"rendering needs more than the {MEMORY_HEADROOM >> 20} MiB a render may use"
+        ) from exc
+    if size > max_bytes:
+        raise RenderError(
+            f"the rendered objects take {size} bytes for {len(targets)} cluster(s); at most "
+            f"{max_bytes} are allowed"
+        )
+    return rendered
+
+
+async def render_bounded(
+    manifests: Sequence[Mapping[str, Any]],
+    overrides: Sequence[Override],
+    targets: Sequence[RenderTarget],
+    app: ApplicationRef,
+    *,
+    timeout_s: float,
+    max_bytes: int,
+) -> dict[str, list[dict[str, Any]]]:
+    """Render in a worker process within ``timeout_s``; raises RenderError, never another
+    exception for anything a template does."""
+    try:
+        with anyio.fail_after(timeout_s):
+            result: dict[str, list[dict[str, Any]]] = await anyio.to_process.run_sync(
+                render_targets,
+                list(manifests),
+                list(overrides),
+                list(targets),
+                app,
+                max_bytes,
+                cancellable=True,
+                limiter=_WORKERS,
+            )
+            return result
+    except TimeoutError as exc:
+        raise RenderError(
+            f"rendering for {len(targets)} cluster(s) took longer than {timeout_s:g}s "
+            "(PROPAGATOR_RENDER_TIMEOUT_S); it was stopped"
+        ) from exc
+    except RenderError:
+        raise
+    except Exception as exc:  # the worker died (killed for memory, crashed): say so
+        raise RenderError(f"the render worker failed: {type(exc).__name__}: {exc}") from exc
