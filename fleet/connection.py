@@ -28,6 +28,7 @@ import httpx
 
 from fleet.discovery import Discovery, ResourceInfo
 from fleet.kubeconfig import Credentials, ExecConfig
+from fleet.redact import capped
 
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 MERGE_PATCH_CONTENT_TYPE = "application/merge-patch+json"
@@ -62,6 +63,7 @@ class ApiError(Exception):
         retryable: bool = False,
         retry_after_s: float | None = None,
     ) -> None:
+        message = capped(message)  # what a member says may be large or echo our headers
         super().__init__(f"{cluster}: {message}")
         self.cluster = cluster
         self.message = message
@@ -81,6 +83,28 @@ def _ssl_context(creds: Credentials, client: tuple[bytes, bytes] | None) -> ssl.
         cert, key = client
         _load_cert_chain(ctx, cert, key)
     return ctx
+
+
+def tls_problem(creds: Credentials) -> str | None:
+    """Why the CA, client certificate or key of ``creds`` cannot be loaded (they decode
+    but do not parse), or None; without the key material in the message."""
+    client = (creds.client_cert, creds.client_key) if creds.client_cert else None
+    try:
+        _ssl_context(creds, client)  # type: ignore[arg-type]
+    except (ssl.SSLError, ValueError, OSError) as exc:
+        part = "certificate-authority-data" if _ca_problem(creds) else "client certificate or key"
+        return (
+            f"its {part} does not load: {type(exc).__name__}: {getattr(exc, 'reason', None) or exc}"
+        )
+    return None
+
+
+def _ca_problem(creds: Credentials) -> bool:
+    try:
+        ssl.create_default_context(cadata=creds.ca_data.decode() if creds.ca_data else None)
+    except (ssl.SSLError, ValueError):
+        return True
+    return False
 
 
 def _load_cert_chain(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
@@ -108,20 +132,38 @@ class _ExecToken:
     expires: dt.datetime | None
 
 
+_EXEC_ENV = ("PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "TZ")
+"""What a credential plugin inherits of the controller's environment (client-go passes
+everything; the controller's environment holds its own settings and tokens)."""
+
+
 def _run_exec(spec: ExecConfig, cluster: str) -> _ExecToken:
-    env = {**os.environ, **dict(spec.env)}
+    env = {k: os.environ[k] for k in _EXEC_ENV if k in os.environ}
+    env.update(dict(spec.env))
+    env["KUBERNETES_EXEC_INFO"] = json.dumps(
+        {"apiVersion": spec.api_version, "kind": "ExecCredential", "spec": {"interactive": False}}
+    )
+    what = f"credential plugin {spec.command!r}"  # never its arguments: they may hold secrets
     try:
-        out = subprocess.run(
+        done = subprocess.run(
             [spec.command, *spec.args],
             capture_output=True,
             text=True,
             env=env,
             timeout=60,
-            check=True,
-        ).stdout
-        status = json.loads(out).get("status") or {}
-    except (OSError, subprocess.SubprocessError, ValueError) as exc:
-        raise ApiError(cluster, f"credential plugin {spec.command!r} failed: {exc}") from exc
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ApiError(cluster, f"{what} did not finish within 60s") from exc
+    except OSError as exc:
+        raise ApiError(cluster, f"{what} cannot run: {exc.strerror or exc}") from exc
+    if done.returncode != 0:
+        said = capped(done.stderr.strip(), 200)
+        raise ApiError(cluster, f"{what} exited {done.returncode}" + (f": {said}" if said else ""))
+    try:
+        status = json.loads(done.stdout).get("status") or {}
+    except (ValueError, AttributeError) as exc:
+        raise ApiError(cluster, f"{what} did not print an ExecCredential (JSON)") from exc
     client = None
     if status.get("clientCertificateData") and status.get("clientKeyData"):
         client = (status["clientCertificateData"].encode(), status["clientKeyData"].encode())
@@ -281,7 +323,11 @@ class KubeConnection:
                 and self._exec.expires <= dt.datetime.now(dt.UTC)
             )
             if self._client is None or expired:
-                old, self._client = self._client, await self._new_client()
+                try:
+                    fresh = await self._new_client()
+                except (ssl.SSLError, ValueError, OSError) as exc:  # unusable TLS material
+                    raise ApiError(self.name, tls_problem(self._creds) or str(exc)) from exc
+                old, self._client = self._client, fresh
                 if old is not None:
                     await old.aclose()
             return self._client
@@ -312,7 +358,7 @@ class KubeConnection:
             self.name,
             f"{what}: {status} {body.get('reason', '')}: {message}".replace(": :", ":"),
             status=status,
-            reason=str(body.get("reason", "")),
+            reason=str(body.get("reason", ""))[:64],
             retryable=status == 429 or status >= 500,
             retry_after_s=retry_after,
         )

@@ -17,11 +17,17 @@ from typing import Any
 import yaml
 from cryptography import x509
 
+from fleet.redact import capped
+
 ALLOW_EXEC_SETTING = "PROPAGATOR_ALLOW_EXEC_KUBECONFIGS"
 
 
 class KubeconfigError(ValueError):
-    """A kubeconfig that cannot be used, with what is wrong and what would be accepted."""
+    """A kubeconfig that cannot be used, with what is wrong and what would be accepted
+    (redacted: a YAML error quotes the line it stopped at, which may hold a token)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(capped(message))
 
 
 @dataclass(frozen=True)

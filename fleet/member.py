@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.capacity import slim_node, slim_pod, summarize
-from fleet.connection import ApiError, ConnectionOptions, KubeConnection
+from fleet.connection import ApiError, ConnectionOptions, KubeConnection, tls_problem
 from fleet.health import Health, HealthPolicy
 from fleet.informer import Informer
 from fleet.kubeconfig import KubeconfigError, check_not_expired, load_kubeconfig
@@ -64,6 +64,8 @@ class MemberMonitor:
         try:
             loaded = load_kubeconfig(kubeconfig, source=source, allow_exec=allow_exec)
             check_not_expired(loaded.credentials, source)
+            if problem := tls_problem(loaded.credentials):
+                raise KubeconfigError(f"{source}: {problem}")
         except KubeconfigError as exc:
             monitor.config_error = str(exc)
             return monitor

@@ -10,6 +10,8 @@ import datetime as dt
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from fleet.redact import redact
+
 _VOLATILE = ("lastProbeTime",)
 
 
@@ -34,7 +36,7 @@ def condition(
         "type": type_,
         "status": status,
         "reason": reason,
-        "message": message[:32768],
+        "message": redact(message)[:32768],
         "lastTransitionTime": since,
     }
     if generation is not None:

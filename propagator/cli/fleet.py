@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio
 
-from fleet.connection import KubeConnection
+from fleet.connection import KubeConnection, tls_problem
 from fleet.kubeconfig import KubeconfigError, load_kubeconfig
 from fleet.registration import (
     JoinError,
@@ -102,6 +102,8 @@ def _join(args: argparse.Namespace) -> int:
             text = args.kubeconfig.read_text()
         except OSError as exc:
             return _fail(f"--kubeconfig {args.kubeconfig}: {exc.strerror or exc}")
+        except UnicodeDecodeError:
+            return _fail(f"--kubeconfig {args.kubeconfig}: not UTF-8 text (is it a kubeconfig?)")
         loaded = load_kubeconfig(
             text,
             source=f"--kubeconfig {args.kubeconfig}",
@@ -109,6 +111,8 @@ def _join(args: argparse.Namespace) -> int:
             base_dir=args.kubeconfig.resolve().parent,
             allow_exec=settings.allow_exec_kubeconfigs,
         )
+        if problem := tls_problem(loaded.credentials):
+            return _fail(f"--kubeconfig {args.kubeconfig}: {problem}")
         labels = _labels(args.label)
         plan_args = dict(
             namespace=settings.namespace,

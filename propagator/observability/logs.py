@@ -1,5 +1,7 @@
 """Structured logs (JSON or text). Credentials never reach them: nothing logs a kubeconfig,
-a Secret's data or a token, and connection errors name the server only."""
+a Secret's data or a token, connection errors name the server only, and every line goes
+through the redaction layer (``fleet.redact``) in case a member's answer or an exception
+carries one."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import logging
 import sys
 from typing import Literal
 
+from fleet.redact import redact
 from propagator.observability.tracing import current_trace_id
 
 
@@ -28,13 +31,23 @@ class JsonFormatter(logging.Formatter):
             "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": redact(record.getMessage()),
         }
         if trace_id := current_trace_id():
             entry["trace_id"] = trace_id
         if record.exc_info:
-            entry["exception"] = self.formatException(record.exc_info)
+            entry["exception"] = redact(self.formatException(record.exc_info))
         return json.dumps(entry)
+
+
+class TextFormatter(logging.Formatter):
+    """``time level logger trace_id: message``, redacted (the traceback too)."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s%(trace_id)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
 
 
 def configure(fmt: Literal["json", "text"], level: str) -> None:
@@ -44,9 +57,7 @@ def configure(fmt: Literal["json", "text"], level: str) -> None:
         handler.setFormatter(JsonFormatter())
     else:
         handler.addFilter(TraceIdFilter())
-        handler.setFormatter(
-            logging.Formatter("%(asctime)s %(levelname)s %(name)s%(trace_id)s: %(message)s")
-        )
+        handler.setFormatter(TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

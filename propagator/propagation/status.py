@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from api.application import ApplicationPropagationStatus
+from fleet.redact import redact
 from propagator.conditions import condition
 from propagator.propagation.health import WorkloadHealth
 
@@ -36,7 +37,7 @@ class ClusterState:
             "attempts": self.attempts,
         }
         if self.last_error:
-            out["lastError"] = self.last_error[:2048]
+            out["lastError"] = redact(self.last_error)[:2048]
         if self.revision:
             out["revision"] = self.revision
         return out
