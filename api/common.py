@@ -6,7 +6,14 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic import (
+    AfterValidator,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    StrictInt,
+    StrictStr,
+)
 from pydantic_core import core_schema
 
 from api.model import KubeModel
@@ -96,6 +103,8 @@ _QUANTITY_CEL = (
 def _check_quantity(value: str | int) -> str | int:
     # The hub's CEL reads the string with ParseQuantity, which does not trim (a ResourceQuota,
     # read from JSON, would): both validators refuse the same objects.
+    if isinstance(value, str) and len(value) > 64:
+        raise ValueError(f"{value[:20]!r}... has {len(value)} characters: at most 64")
     if isinstance(value, str) and value != value.strip():
         raise ValueError(f"{value!r} has white space around it: limits are written without")
     try:
@@ -108,7 +117,7 @@ def _check_quantity(value: str | int) -> str | int:
 
 
 Quantity = Annotated[
-    str | int,
+    StrictStr | StrictInt,  # true is not a quantity (lax mode would read it as 1)
     AfterValidator(_check_quantity),
     Field(
         json_schema_extra={

@@ -6,13 +6,30 @@ import itertools
 
 from pydantic import Field
 
-from api.common import Duration
+from api.common import Duration, duration_seconds
 from api.model import KubeModel, Rule
 from api.selectors import LabelSelector
 
 MAX_CONCURRENCY_CEILING = 500
 """The largest ``rollout.maxConcurrency`` (and controller-wide cap) Propagator accepts."""
 MAX_RETRY_ATTEMPTS = 20
+MAX_BACKOFF = "10m"
+"""The longest first wait before a retry an application may ask for."""
+MAX_MAX_BACKOFF = "1h"
+"""The longest wait between two retries an application may ask for."""
+MAX_PAUSE = "24h"
+"""The longest pause of a canary step."""
+
+
+def _at_most(field: str, bound: str, get: str) -> Rule:
+    return Rule(
+        cel=f"!has(self.{field}) || duration(self.{field}) <= duration('{bound}')",
+        message=f"{field} must be at most {bound}",
+        check=lambda m: (
+            getattr(m, get) is None or duration_seconds(getattr(m, get)) <= duration_seconds(bound)
+        ),
+        field_path=f".{field}",
+    )
 
 
 class Retry(KubeModel):
@@ -27,6 +44,21 @@ class Retry(KubeModel):
     max_backoff: Duration | None = None
     """Upper bound of the wait between retries (unset: PROPAGATOR_RETRY_MAX_BACKOFF_S,
     default 30s)."""
+
+    rules = (
+        _at_most("backoff", MAX_BACKOFF, "backoff"),
+        _at_most("maxBackoff", MAX_MAX_BACKOFF, "max_backoff"),
+        Rule(
+            cel="!has(self.backoff) || !has(self.maxBackoff) || "
+            "duration(self.backoff) <= duration(self.maxBackoff)",
+            message="backoff must not exceed maxBackoff",
+            check=lambda r: (
+                r.backoff is None
+                or r.max_backoff is None
+                or duration_seconds(r.backoff) <= duration_seconds(r.max_backoff)
+            ),
+        ),
+    )
 
 
 class Rollout(KubeModel):
@@ -51,6 +83,8 @@ class CanaryStep(KubeModel):
     """Percentage of replicas (so of traffic) on the canary copy, 0 to 100."""
     pause: Duration | None = None
     """How long to hold this step once the canary copy is healthy (unset: go on at once)."""
+
+    rules = (_at_most("pause", MAX_PAUSE, "pause"),)
 
 
 class Canary(KubeModel):

@@ -343,4 +343,34 @@ BAD_OBJECTS = [
         "spec.clusterScopedKinds[0].kind",
         "should match",
     ),
+    BadObject(
+        "ap-retry-backoff-too-long",
+        ap({"rollout": {"retry": {"backoff": "48h"}}}),
+        "spec.rollout.retry.backoff",
+        "backoff must be at most 10m",
+    ),
+    BadObject(
+        "ap-retry-backoff-above-max-backoff",
+        ap({"rollout": {"retry": {"backoff": "1m", "maxBackoff": "30s"}}}),
+        "spec.rollout.retry",
+        "backoff must not exceed maxBackoff",
+    ),
+    BadObject(
+        "ap-canary-pause-too-long",
+        ap(_steps({"weight": 10, "pause": "9999h"})),
+        "spec.canary.steps[0].pause",
+        "pause must be at most 24h",
+    ),
+    BadObject(
+        "tq-boolean-is-not-a-quantity",
+        tq({"hard": {"cpu": True}}),
+        "spec.hard",
+        "boolean",
+    ),
+    BadObject(
+        "tq-quantity-too-long",
+        tq({"hard": {"cpu": "9" * 100}}),
+        "spec.hard",
+        "64",
+    ),
 ]
