@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.alias_generators import to_camel
@@ -49,6 +49,31 @@ def _add_rules(schema: dict[str, Any], cls: type) -> None:
         schema["x-kubernetes-validations"] = [r.as_cel() for r in rules]
 
 
+def _check_unique_lists(model: BaseModel) -> None:
+    """Lists declared as sets (``x-kubernetes-list-type: set``) or maps (keyed by
+    ``x-kubernetes-list-map-keys``) refuse duplicates offline, as the API server does."""
+    for name, info in type(model).model_fields.items():
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        kind = extra.get("x-kubernetes-list-type")
+        items = getattr(model, name)
+        if kind not in ("set", "map") or not items:
+            continue
+        keys = cast(list[str], extra.get("x-kubernetes-list-map-keys") or [])
+        seen: set[Any] = set()
+        for item in items:
+            if kind == "set":
+                key: Any = item
+            else:
+                raw = item.model_dump(by_alias=True) if isinstance(item, BaseModel) else item
+                key = tuple(raw.get(k) for k in keys)
+            if key in seen:
+                shown = key if kind == "set" else dict(zip(keys, key, strict=True))
+                raise ValueError(
+                    f"{info.alias or name}: {shown!r} is listed twice; each may appear once"
+                )
+            seen.add(key)
+
+
 class KubeModel(BaseModel):
     """A part of a custom resource. Fields are snake_case in Python, camelCase in YAML."""
 
@@ -67,6 +92,7 @@ class KubeModel(BaseModel):
             if not rule.check(self):
                 where = f"{rule.field_path.lstrip('.')}: " if rule.field_path else ""
                 raise ValueError(f"{where}{rule.message}")
+        _check_unique_lists(self)
         return self
 
     def to_dict(self) -> dict[str, Any]:

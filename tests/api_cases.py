@@ -373,4 +373,41 @@ BAD_OBJECTS = [
         "spec.hard",
         "64",
     ),
+    BadObject(
+        "ap-cluster-name-twice",
+        ap({"placement": {"clusterNames": ["a", "b", "a"]}}),
+        "spec.placement.clusterNames",
+        "Duplicate value",
+    ),
+    BadObject(
+        "ap-layer-twice",
+        ap({"placement": {"layers": ["edge", "edge"]}}),
+        "spec.placement.layers",
+        "Duplicate value",
+    ),
+    BadObject(
+        "fl-cluster-twice",
+        fl({"clusters": ["m1", "m1"]}),
+        "spec.clusters",
+        "Duplicate value",
+    ),
+    BadObject(
+        "tq-namespace-twice",
+        tq({"namespaces": ["shop", "shop"]}),
+        "spec.namespaces",
+        "Duplicate value",
+    ),
+    BadObject(
+        "mc-taint-twice",
+        mc(
+            {
+                "taints": [
+                    {"key": "gpu", "value": "a", "effect": "NoSchedule"},
+                    {"key": "gpu", "value": "b", "effect": "NoSchedule"},
+                ]
+            }
+        ),
+        "spec.taints",
+        "Duplicate value",
+    ),
 ]
