@@ -172,6 +172,12 @@ def load_kubeconfig(
         raise KubeconfigError(
             f"{source}: cluster {cluster_name!r} server {server!r} must be an https:// URL"
         )
+    if cluster.get("proxy-url"):
+        raise KubeconfigError(
+            f"{source}: cluster {cluster_name!r} sets proxy-url, which Propagator does not "
+            "use (it would be dropped silently, and a proxy sees every credential): reach "
+            "the API server directly, or through a tunnel it does not have to trust"
+        )
     if cluster.get("insecure-skip-tls-verify"):
         raise KubeconfigError(
             f"{source}: cluster {cluster_name!r} sets insecure-skip-tls-verify; Propagator "

@@ -48,7 +48,9 @@ class Settings(BaseSettings):
     service_account_dir: Path = SERVICE_ACCOUNT_DIR
     """In a pod: where the service-account token and CA are mounted (re-read as the
     kubelet rotates them)."""
-    namespace: str = Field("propagator-system", min_length=1, max_length=63)
+    namespace: str = Field(
+        "propagator-system", min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+    )
     """Namespace of the controller, where the member kubeconfig Secrets live."""
     allow_exec_kubeconfigs: bool = False
     """Accept member kubeconfigs that run a command (exec); off: they come from Secrets."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from fleet.local import cluster as local_cluster
 from fleet.local import process
@@ -79,7 +79,14 @@ class FleetState(BaseModel):
         path = state_dir / STATE_FILE
         if not path.exists():
             raise LocalFleetError(f"no local fleet in {state_dir} (no {STATE_FILE})")
-        return cls.model_validate_json(path.read_text())
+        try:
+            return cls.model_validate_json(path.read_bytes())
+        except (ValidationError, OSError) as exc:
+            first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+            raise LocalFleetError(
+                f"{path} is not a local fleet's state ({first}); stop what it started by "
+                f"hand, or remove {state_dir} if nothing runs"
+            ) from None
 
     def running_components(self) -> list[str]:
         return [

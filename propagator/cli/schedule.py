@@ -64,16 +64,38 @@ class InputError(ValueError):
 
 
 def objects_in(path: Path) -> list[dict[str, Any]]:
-    """Every object in a YAML file (several documents and `kind: List` items included)."""
+    """Every object in a YAML file (several documents and `kind: List` items included),
+    each a mapping with a string ``kind`` and a ``metadata.name``; raises InputError naming
+    the file and the object otherwise."""
     try:
         docs = list(yaml.safe_load_all(path.read_text()))
-    except (OSError, yaml.YAMLError) as exc:
-        raise InputError(f"{path}: {exc}") from exc
-    objects: list[dict[str, Any]] = []
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text (is it YAML?)") from None
+    except OSError as exc:
+        raise InputError(f"{path}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from exc
+    objects: list[Any] = []
     for doc in docs:
-        if not isinstance(doc, dict):
+        if doc is None:
             continue
-        objects += doc.get("items") or [] if doc.get("kind", "").endswith("List") else [doc]
+        if (
+            isinstance(doc, dict)
+            and isinstance(doc.get("kind"), str)
+            and doc["kind"].endswith("List")
+        ):
+            items = doc.get("items")
+            objects += items if isinstance(items, list) else [items]
+        else:
+            objects.append(doc)
+    for number, obj in enumerate(objects, start=1):
+        if not isinstance(obj, dict):
+            raise InputError(f"{path}: object {number} is not a mapping: {obj!r:.40}")
+        kind, meta = obj.get("kind"), obj.get("metadata")
+        if not isinstance(kind, str):
+            raise InputError(f"{path}: object {number}: kind must be a string, got {kind!r}")
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+            raise InputError(f"{path}: object {number} ({kind}) has no metadata.name")
     return objects
 
 
