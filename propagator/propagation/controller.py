@@ -34,6 +34,7 @@ from propagator.propagation.health import WorkloadHealth, cluster_health, quota_
 from propagator.propagation.membersync import MemberSync
 from propagator.propagation.plan import MemberAccess
 from propagator.propagation.reconcile import Reconciler
+from propagator.propagation.renderworker import warm_up
 from propagator.propagation.resources import APP_LABEL
 from propagator.propagation.routing import route_member_event
 from propagator.propagation.work import WorkTable
@@ -434,6 +435,7 @@ class PropagationController:
                 self._watch_selected_kinds()
                 self._replan_now(self._keys())
                 task_status.started()
+                tg.start_soon(warm_up)
                 tg.start_soon(self._workers)
                 tg.start_soon(self.enforcer.run, self.members.get)
                 tg.start_soon(self.tenant_status.run)

@@ -4,15 +4,18 @@ memory and output.
 A template is a tenant's program: nested loops run for minutes, a huge string exhausts
 memory, and a thread could be neither stopped nor kept from holding the interpreter. So
 an application's manifests are rendered for all its clusters in one call to a worker
-process (``anyio.to_process``, kept between calls): past ``timeout_s`` the worker is killed
-and a fresh one serves the next call; it may not grow by more than ``MEMORY_HEADROOM``; and
-what it returns may not exceed ``max_bytes`` as JSON. Each limit ends in a RenderError
+process (``anyio.to_process``, kept between calls, at a lower CPU priority): past
+``timeout_s`` the worker is killed and a fresh one serves the next call; it may not grow by
+more than ``MEMORY_HEADROOM``; and what it returns may not exceed ``max_bytes`` as JSON.
+Each limit ends in a RenderError
 that names it, as every template failure does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import resource
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,8 +30,9 @@ from propagator.propagation.render import ApplicationRef, RenderError, render_fo
 MEMORY_HEADROOM = 512 << 20
 """Bytes of address space a render worker may add to what it has once started."""
 
-_WORKERS = anyio.CapacityLimiter(2)
+WORKERS = 2
 """Render workers at once (each a process)."""
+_WORKERS = anyio.CapacityLimiter(WORKERS)
 
 
 @dataclass(frozen=True)
@@ -45,15 +49,20 @@ class RenderTarget:
     """Divided replicas assigned there (None: the manifests' own)."""
 
 
-_limited = False
+_confined = False
+NICENESS = 10
+"""A render worker yields the CPU to the controller and everything else on the machine: a
+template that loops until its deadline slows nobody else's work."""
 
 
-def _limit_memory() -> None:
-    """Cap this worker's address space, once (it is kept between calls)."""
-    global _limited
-    if _limited:
+def _confine() -> None:
+    """Lower this worker's CPU priority and cap its address space, once (it is kept
+    between calls)."""
+    global _confined
+    if _confined:
         return
-    _limited = True
+    _confined = True
+    os.nice(NICENESS)
     with open("/proc/self/statm") as statm:
         pages = int(statm.read().split()[0])
     limit = pages * resource.getpagesize() + MEMORY_HEADROOM
@@ -68,7 +77,7 @@ def render_targets(
     max_bytes: int,
 ) -> dict[str, list[dict[str, Any]]]:
     """The objects for each target (runs in the worker); raises RenderError."""
-    _limit_memory()
+    _confine()
     try:
         rendered = {
             t.name: render_for_cluster(manifests, overrides, t, app, t.replicas) for t in targets
@@ -119,3 +128,16 @@ async def render_bounded(
         raise
     except Exception as exc:  # the worker died (killed for memory, crashed): say so
         raise RenderError(f"the render worker failed: {type(exc).__name__}: {exc}") from exc
+
+
+async def warm_up() -> None:
+    """Start the render workers now (a worker's first start imports the renderer, about a
+    second here), so that the first applications do not wait for it."""
+
+    async def one() -> None:
+        with contextlib.suppress(RenderError):  # a worker that cannot start: said on first use
+            await render_bounded([], [], [], ApplicationRef("", ""), timeout_s=60, max_bytes=64)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(WORKERS):
+            tg.start_soon(one)
