@@ -134,3 +134,14 @@ def test_a_fleet_file_reads_or_is_an_input_error(tmp_path: Path, data: bytes) ->
     path.write_bytes(data)
     with contextlib.suppress(InputError):
         objects_in(path)
+
+
+def test_local_up_keeps_fake_nodes_to_real_sizes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["local", "up", "--node-cpu", "1e60", "--state-dir", str(tmp_path)])
+    assert code == 1
+    assert "--node-cpu='1e60': must be greater than zero and at most 10000" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "state.json").exists()  # nothing was started

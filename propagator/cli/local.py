@@ -87,12 +87,18 @@ def _up(args: argparse.Namespace) -> int:
             for e in exc.errors()
         )
         return _fail(errors)
-    for flag, value in (("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory)):
+    # A fake node still goes through the scheduler's arithmetic: keep it to real sizes.
+    bounds = (
+        ("--node-cpu", args.node_cpu, 10**4, "10000"),
+        ("--node-memory", args.node_memory, 2**50, "1Pi"),
+    )
+    for flag, value, most, shown in bounds:
         try:
-            if parse_quantity(value) <= 0:
-                return _fail(f"{flag}={value!r}: must be greater than zero")
+            amount = parse_quantity(value)
         except QuantityError as exc:
             return _fail(f"{flag}: {exc}")
+        if not 0 < amount <= most:
+            return _fail(f"{flag}={value!r}: must be greater than zero and at most {shown}")
     state_dir = _state_dir(args)
     try:
         binaries = local.testbin_dir()
