@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from api.common import Condition, ObjectName, conditions_field
+from api.failover import Failover
 from api.model import KubeModel, Rule, exactly_one
 from api.placement import Placement
 from api.resource import AGE, CrdInfo, PrinterColumn, Resource
@@ -128,6 +129,8 @@ class ApplicationPropagationSpec(KubeModel):
     """Concurrency, retries and timeouts of the fan-out."""
     canary: Canary | None = None
     """Roll new versions out as a canary."""
+    failover: Failover = Field(default_factory=Failover)
+    """When replicas leave a member that stopped answering."""
     conflict_resolution: Literal["Abort", "Adopt"] = "Abort"
     """An object that already exists on a member without this application's stamp: Abort
     leaves it as it is and reports Conflict; Adopt takes it over. An object another
@@ -201,6 +204,8 @@ class ApplicationPropagationStatus(KubeModel):
     """readyClusters/totalClusters, e.g. 18/20 (for kubectl get)."""
     canary: CanaryStatus | None = None
     """Canary progress."""
+    rebalanced: str | None = Field(default=None, max_length=253)
+    """The propagator.io/rebalance value last acted on."""
     propagated_kinds: list[str] = Field(default_factory=list, max_length=500)
     """apiVersion/kind of everything propagated that may still exist on a member, e.g.
     apps/v1/Deployment (what pruning and clean-up look for)."""

@@ -7,6 +7,7 @@ either the old or the new snapshot, never a half-updated one.
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +42,9 @@ class ClusterInfo:
     allocatable: Mapping[str, Decimal] = field(default_factory=lambda: MappingProxyType({}))
     nodes: int = 0
     """Ready nodes (a DaemonSet runs a pod on each)."""
+    not_ready_since: float | None = None
+    """When the cluster's Ready condition last left True (epoch seconds), while it is not
+    Ready; None while Ready (or never seen)."""
     free_cpu: float | None = field(init=False, default=None)
     """available/allocatable cpu as a float (None: unknown); precomputed for scoring."""
     free_memory: float | None = field(init=False, default=None)
@@ -87,10 +91,9 @@ def cluster_info(member: Mapping[str, Any]) -> ClusterInfo:
     """ClusterInfo from a MemberCluster object (as the hub returns it)."""
     meta, spec = member.get("metadata") or {}, member.get("spec") or {}
     status = member.get("status") or {}
-    ready = any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
+    condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    ready = condition is not None and condition.get("status") == "True"
+    since = _epoch(condition.get("lastTransitionTime")) if condition and not ready else None
     resources = status.get("resources") or {}
     available = _quantities(resources.get("available"))
     allocatable = _quantities(resources.get("allocatable"))
@@ -112,7 +115,18 @@ def cluster_info(member: Mapping[str, Any]) -> ClusterInfo:
         available=available,
         allocatable=allocatable,
         nodes=int((status.get("nodes") or {}).get("ready") or 0),
+        not_ready_since=since,
     )
+
+
+def _epoch(timestamp: Any) -> float | None:
+    """An RFC 3339 time (``2026-12-01T03:30:00Z``) as epoch seconds, None if unreadable."""
+    if not isinstance(timestamp, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 class ClusterInfoCache:

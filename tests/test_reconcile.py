@@ -34,6 +34,12 @@ class FakeHub:
     def __init__(self, app: dict[str, Any]) -> None:
         self.app = app
         self.patches: list[tuple[str | None, dict[str, Any]]] = []
+        self.events: list[dict[str, Any]] = []
+
+    async def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        assert (method, path.rsplit("/", 1)[-1]) == ("POST", "events"), (method, path)
+        self.events.append(kw["body"])
+        return kw["body"]  # type: ignore[no-any-return]
 
     async def resource(self, api_version: str, kind: str) -> ResourceInfo:
         return served("hub", api_version, kind)

@@ -23,6 +23,18 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        self.evictions = Counter(
+            "propagator_evictions_total",
+            "Applications placed again without a cluster, by cluster and reason",
+            ["cluster", "reason"],
+            registry=r,
+        )
+        self.failover_duration = Histogram(
+            "propagator_failover_duration_seconds",
+            "From a cluster no longer Ready to the replacement Available (its removal released)",
+            buckets=(5, 10, 30, 60, 120, 300, 600, 1200, 3600),
+            registry=r,
+        )
         self.leader = Gauge(
             "propagator_leader",
             "1 on the replica that holds the Lease and acts, 0 on a standby",

@@ -396,7 +396,10 @@ class PropagationController:
                 if replan:
                     self.metrics.reconciles.labels("success").inc()
                 self.queue.forget(key)
-                if outcome.refresh_after_s is not None:
+                if outcome.replan_after_s is not None:
+                    self._replan.add(key)
+                    self.queue.add_after(key, outcome.replan_after_s)
+                elif outcome.refresh_after_s is not None:
                     self.queue.add_after(key, outcome.refresh_after_s)
             finally:
                 self.queue.done(key)

@@ -6,7 +6,7 @@ command shows what the controller would decide.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -36,12 +36,15 @@ def place(
     explain: bool = False,
     own: Mapping[str, Mapping[str, Decimal]] | None = None,
     planned: Mapping[str, Mapping[str, Decimal]] | None = None,
+    evicted: Collection[str] = (),
+    fresh: bool = False,
 ) -> Decision:
     """Schedule ``app`` on ``snapshot`` within its tenant's remaining quota (the tenant is
     found among ``quotas`` by the application's namespace and that namespace's labels;
     ``own``: what the application's last plan asks there, per cluster; ``planned``: what
     the tenant's applications' last plans ask together), from where it runs now (its
-    ``status.placement``); raises FleetNotFound."""
+    ``status.placement``; ``fresh``: as if it ran nowhere, for a rebalance) and never on
+    the ``evicted`` clusters; raises FleetNotFound."""
     if app.spec.fleet not in snapshot.fleets:
         raise FleetNotFound(app.spec.fleet, list(snapshot.fleets))
     namespace = app.metadata.get("namespace", "default")
@@ -51,15 +54,23 @@ def place(
         if tenant
         else None
     )
+    placement = app.spec.placement
+    if evicted:
+        excluded = [
+            *placement.exclude_clusters,
+            *sorted(set(evicted) - set(placement.exclude_clusters)),
+        ]
+        placement = placement.model_copy(update={"exclude_clusters": excluded})
+    current = {} if fresh else current_placement(app)
     return scheduler.schedule(
         snapshot,
         app.spec.fleet,
-        app.spec.placement,
+        placement,
         demand,
         remaining,
         age_s=age_s,
         explain=explain,
-        current=current_placement(app),
+        current={c: n for c, n in current.items() if c not in evicted},
         application=str(app.metadata.get("uid", "")),
     )
 

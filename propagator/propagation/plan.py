@@ -21,6 +21,8 @@ class Outcome:
     retry: bool
     error: BaseException | None = None
     refresh_after_s: float | None = None
+    replan_after_s: float | None = None
+    """Plan again after this long (an eviction waits for its replacement)."""
 
 
 @dataclass
@@ -36,6 +38,13 @@ class Plan:
     kinds: set[str] = field(default_factory=set)
     removed: list[str] = field(default_factory=list)
     """Clusters the application is being removed from."""
+    evicting: dict[str, str] = field(default_factory=dict)
+    """Clusters being removed that do not answer (evicted), with why; their removal does
+    not hold Applied back."""
+    holding: dict[str, str] = field(default_factory=dict)
+    """Those of ``evicting`` whose removal waits for the replacement to be Available."""
+    rebalanced: str | None = None
+    """The rebalance request acted on (written to status)."""
 
 
 @dataclass(frozen=True)

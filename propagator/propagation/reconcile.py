@@ -19,13 +19,16 @@ from opentelemetry import trace
 from pydantic import ValidationError
 
 from api.application import ORPHAN_ANNOTATION, ApplicationPropagation
-from api.common import API_VERSION
+from api.common import API_VERSION, duration_seconds
+from api.failover import REBALANCE_ANNOTATION
 from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
 from fleet.informer import cache_key
 from fleet.snapshot import FleetSnapshot, SnapshotStore
 from propagator.conditions import now_iso, status_changed
+from propagator.observability.events import record_event
 from propagator.observability.metrics import Metrics
+from propagator.propagation.failover import Eviction, evicting, evictions
 from propagator.propagation.placement import FleetNotFound, place
 from propagator.propagation.plan import MemberAccess, Outcome, Plan
 from propagator.propagation.render import ApplicationRef, RenderError
@@ -51,6 +54,8 @@ FINALIZER = "propagator.io/cleanup"
 REMOVAL = "removal"
 """The revision of the work that removes an application from a cluster."""
 STATUS_CATCH_UP_S = 1.0
+EVICTION_RECHECK_S = 2.0
+"""An eviction waiting for its replacement to be Available is looked at again this often."""
 """A reconcile with member syncs in flight leaves the status write to their results; this
 long at most."""
 
@@ -164,11 +169,34 @@ class Reconciler:
             return await self._planned(obj, key, plan, Outcome(True, exc))
         snapshot = self.store.current()
         previous = obj.get("status") or {}
+        plan.rebalanced = previous.get("rebalanced")
+        asked = (meta.get("annotations") or {}).get(REBALANCE_ANNOTATION)
+        fresh = asked is not None and asked != plan.rebalanced
+        evicted = evictions(
+            [p["cluster"] for p in previous.get("placement") or []],
+            snapshot,
+            duration_seconds(app.spec.failover.cluster_unreachable_after),
+            time.time(),
+        )
         own, planned = self.admission.use(tenant, key, snapshot)
-        targets = self._place(app, objects, snapshot, previous, plan, tenant, own, planned)
+        targets = self._place(
+            app, objects, snapshot, previous, plan, tenant, own, planned, evicted, fresh
+        )
         if not targets:
             # No fleet, or nothing fits: what runs stays where it is (no apply, no prune).
             return await self._planned(obj, key, plan, Outcome(False))
+        if fresh:
+            plan.rebalanced = asked
+        for eviction in evicted.values():
+            self.metrics.evictions.labels(eviction.cluster, "unreachable").inc()
+            await record_event(
+                self.hub,
+                obj,
+                "Warning",
+                "Evicted",
+                f"placed again without {eviction.cluster}: {eviction.reason}; what runs there "
+                "is removed once the replacement is Available and it answers",
+            )
         try:
             rendered = await self._render(app, objects, snapshot, targets)
         except RenderError as exc:
@@ -206,18 +234,64 @@ class Reconciler:
             for t in targets
         }
         plan.removed = self._leaving(key, previous, set(works))
+        plan.evicting = evicting(plan.removed, snapshot, time.time())
+        if plan.evicting and not self._replaced(key, targets, rendered, namespace):
+            plan.holding = dict(plan.evicting)  # graceful: the replacement first
         for cluster in plan.removed:
-            works[cluster] = ClusterWork(
-                key, cluster, (), REMOVAL, frozenset(plan.kinds), policy, uid
-            )
+            if cluster not in plan.holding:
+                works[cluster] = ClusterWork(
+                    key, cluster, (), REMOVAL, frozenset(plan.kinds), policy, uid
+                )
         queued = self._set_work(key, works)
+        self._failed_over(key, previous, plan, snapshot)
         # Syncs in flight (queued now, or by an earlier plan of this revision) report back.
         pending = queued or any(
             not s.applied and not s.failed for s in self.table.states_of(key).values()
         )
-        return await self._planned(
-            obj, key, plan, Outcome(False, refresh_after_s=STATUS_CATCH_UP_S if pending else None)
+        outcome = Outcome(
+            False,
+            refresh_after_s=STATUS_CATCH_UP_S if pending else None,
+            replan_after_s=EVICTION_RECHECK_S if plan.holding else None,
         )
+        return await self._planned(obj, key, plan, outcome)
+
+    def _replaced(
+        self,
+        key: str,
+        targets: list[Target],
+        rendered: Mapping[str, list[dict[str, Any]]],
+        namespace: str,
+    ) -> bool:
+        """Whether the application is applied, at the revision just planned, and healthy
+        on every target: an evicted cluster's objects may go."""
+        for t in targets:
+            state = self.table.state(key, t.cluster)
+            work = self.table.get(key, t.cluster)
+            if state is None or work is None or not state.applied:
+                return False
+            if state.revision != revision_of(list(rendered[t.cluster])):
+                return False
+            if self.members.health(t.cluster, rendered[t.cluster], namespace) != "Healthy":
+                return False
+        return True
+
+    def _failed_over(
+        self, key: str, previous: Mapping[str, Any], plan: Plan, snapshot: FleetSnapshot
+    ) -> None:
+        """Time from a cluster lost to its replacement Available, once per eviction: when
+        its removal is released (the line said it was held)."""
+        held_before = {
+            c["name"]
+            for c in previous.get("clusters") or []
+            if str(c.get("lastError", "")).startswith("evicting:")
+            and "replacement is Available" in str(c.get("lastError", ""))
+        }
+        for cluster in held_before & (set(plan.evicting) - set(plan.holding)):
+            since = (
+                snapshot.clusters[cluster].not_ready_since if cluster in snapshot.clusters else None
+            )
+            if since is not None:
+                self.metrics.failover_duration.observe(max(0.0, time.time() - since))
 
     async def _forbidden(
         self, obj: dict[str, Any], key: str, plan: Plan, exc: Forbidden
@@ -283,9 +357,12 @@ class Reconciler:
         tenant: Mapping[str, Any] | None,
         own: Use,
         planned: Use,
+        evicted: Mapping[str, Eviction],
+        fresh: bool,
     ) -> list[Target]:
-        """Schedule within ``tenant``'s room, and keep what is placed under NoSchedule;
-        adds ``Scheduled`` (and ``QuotaExceeded`` when the quota leaves no room)."""
+        """Schedule within ``tenant``'s room, without the ``evicted`` clusters (``fresh``:
+        as if it ran nowhere), and keep what is placed under NoSchedule; adds ``Scheduled``
+        (and ``QuotaExceeded`` when the quota leaves no room)."""
         namespace = app.metadata.get("namespace", "default")
         with tracer.start_as_current_span("schedule"):
             t0 = time.perf_counter()
@@ -300,6 +377,8 @@ class Reconciler:
                     age_s=self.store.age_s(),
                     own=own,
                     planned=planned,
+                    evicted=evicted,
+                    fresh=fresh,
                 )
             except FleetNotFound as exc:
                 self.metrics.scheduling_results.labels("fleet-not-found").inc()
@@ -325,9 +404,8 @@ class Reconciler:
                     f"tenant {name}'s quota leaves no room on {', '.join(sorted(quota_blocked))}",
                 )
             )
-        targets = targets_of(
-            decision, previous.get("placement") or [], snapshot, app.spec.placement.tolerations
-        )
+        still = [p for p in previous.get("placement") or [] if p.get("cluster") not in evicted]
+        targets = targets_of(decision, still, snapshot, app.spec.placement.tolerations)
         kept = [f"{t.cluster} ({t.kept})" for t in targets if t.kept]
         plan.conditions.append(
             (

@@ -21,6 +21,8 @@ def plan_status(
     builder = StatusBuilder(obj, now)
     for condition in plan.conditions:
         builder.condition(*condition)
+    if plan.rebalanced is not None:
+        builder.status["rebalanced"] = plan.rebalanced
     if plan.targets:
         builder.status["placement"] = [_placed(t) for t in plan.targets]
         _cluster_status(obj, plan, table, members, builder)
@@ -64,16 +66,30 @@ def _cluster_status(
             False,
             "Unknown",
             s.attempts,
-            f"removing: {s.error}" if s.error else "removing",
+            _removing(plan.evicting.get(c), s.error),
             (previous.get(c) or {}).get("revision"),
         )
         for c, s in removal.items()
     ]
+    lines += [
+        ClusterState(
+            c,
+            False,
+            "Unknown",
+            0,
+            f"evicting: {why}; removed once the replacement is Available and it answers",
+            (previous.get(c) or {}).get("revision"),
+        )
+        for c, why in sorted(plan.holding.items())
+    ]
     builder.clusters(lines, len(plan.targets))
-    done = not removal and all(s.applied for s in target_states.values())
-    builder.status["propagatedKinds"] = sorted(plan.desired_kinds if done else plan.kinds)
+    blocking = {c: s for c, s in removal.items() if c not in plan.evicting}
+    done = not blocking and all(s.applied for s in target_states.values())
+    # Kinds leave the list only once no cluster may hold them (evicted ones included).
+    settled = done and not removal and not plan.holding
+    builder.status["propagatedKinds"] = sorted(plan.desired_kinds if settled else plan.kinds)
     message = applied_summary(target_states)
-    removal_failures = failures({c: s for c, s in removal.items() if s.failed})
+    removal_failures = failures({c: s for c, s in blocking.items() if s.failed})
     if removal_failures is not None:
         message += "; not yet removed from " + "; ".join(
             str(e) for e in removal_failures.exceptions
@@ -82,7 +98,7 @@ def _cluster_status(
         reason = "Applied"
     elif any(s.conflict for s in target_states.values()):
         reason = "Conflict"
-    elif any(s.failed for s in (*target_states.values(), *removal.values())):
+    elif any(s.failed for s in (*target_states.values(), *blocking.values())):
         reason = "ApplyFailed"
     else:
         reason = "Applying"
@@ -105,6 +121,12 @@ def _cluster_status(
             builder.condition("QuotaExceeded", False, "WithinQuota", "within the quota")
     available, why, text = availability(lines, plan.rendered)
     builder.condition("Available", available, why, text)
+
+
+def _removing(evicted: str | None, error: str | None) -> str:
+    if evicted is not None:
+        return f"evicting: {evicted}; removed once it answers" + (f" ({error})" if error else "")
+    return f"removing: {error}" if error else "removing"
 
 
 def _placed(target: Target) -> dict[str, Any]:

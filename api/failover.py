@@ -1,0 +1,35 @@
+"""Failover: how long an application tolerates an unreachable member before it is placed
+without it, and how it comes back."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from api.common import Duration, duration_seconds
+from api.model import KubeModel, Rule
+
+DEFAULT_CLUSTER_UNREACHABLE_AFTER = "300s"
+
+REBALANCE_ANNOTATION = "propagator.io/rebalance"
+"""Set (or change) its value on an application to place it again from scratch, once: the
+clusters it runs on lose their precedence and replicas may move, with the graceful rules
+of an eviction."""
+
+
+class Failover(KubeModel):
+    """When replicas leave a member that stopped answering."""
+
+    cluster_unreachable_after: Duration = Field(default=DEFAULT_CLUSTER_UNREACHABLE_AFTER)
+    """How long a member the application runs on may be NotReady before the application
+    is placed without it (its replicas go to clusters with room); what ran there is removed
+    once the replacement is Available and the member answers again."""
+
+    rules = (
+        Rule(
+            cel="duration(self.clusterUnreachableAfter) >= duration('1s') && "
+            "duration(self.clusterUnreachableAfter) <= duration('24h')",
+            message="clusterUnreachableAfter must be between 1s and 24h",
+            check=lambda f: 1 <= duration_seconds(f.cluster_unreachable_after) <= 86400,
+            field_path=".clusterUnreachableAfter",
+        ),
+    )

@@ -1,0 +1,64 @@
+"""Cluster failover (pure): which clusters an application is moved off, and when what ran
+there may be removed.
+
+A cluster the application runs on that has not been Ready for longer than the
+application's ``failover.clusterUnreachableAfter`` is evicted: it is placed again without
+it (like a ``NoExecute`` taint; its replicas go where there is room). What ran there is
+removed gracefully: only once the replacement is Available everywhere, and only when the
+member answers again (until then the removal waits and is retried). A cluster that comes
+back within the toleration moves nothing: the clock restarts with every NotReady spell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from fleet.snapshot import FleetSnapshot
+
+
+@dataclass(frozen=True)
+class Eviction:
+    cluster: str
+    since: float
+    """When the cluster stopped being Ready (epoch seconds)."""
+    reason: str
+
+
+def seconds(value: float) -> str:
+    """``75`` as ``1m15s``."""
+    whole = int(value)
+    minutes, secs = divmod(whole, 60)
+    return f"{minutes}m{secs}s" if minutes else f"{secs}s"
+
+
+def evictions(
+    placed: Iterable[str], snapshot: FleetSnapshot, tolerate_s: float, now: float
+) -> dict[str, Eviction]:
+    """The clusters of ``placed`` that have not been Ready for ``tolerate_s`` or longer."""
+    out = {}
+    for name in placed:
+        info = snapshot.clusters.get(name)
+        if info is None or info.ready or info.not_ready_since is None:
+            continue
+        down = now - info.not_ready_since
+        if down >= tolerate_s:
+            out[name] = Eviction(
+                name,
+                info.not_ready_since,
+                f"not Ready for {seconds(down)} (clusterUnreachableAfter {seconds(tolerate_s)})",
+            )
+    return out
+
+
+def evicting(leaving: Iterable[str], snapshot: FleetSnapshot, now: float) -> dict[str, str]:
+    """The clusters of ``leaving`` that are not Ready, each with why: their removal waits
+    for the replacement to be Available (and for them to answer)."""
+    out = {}
+    for name in leaving:
+        info = snapshot.clusters.get(name)
+        if info is None or info.ready:
+            continue
+        down = f" for {seconds(now - info.not_ready_since)}" if info.not_ready_since else ""
+        out[name] = f"not Ready{down}"
+    return out

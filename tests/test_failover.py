@@ -1,0 +1,67 @@
+"""Cluster failover: an application leaves a member that stopped answering, gracefully."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from fleet.snapshot import build_snapshot
+from propagator.propagation.failover import evicting, evictions
+from tests.e2e.manifests import application, deployment
+from tests.test_reconcile import Harness
+from tests.test_scheduler import cluster
+
+
+def test_a_cluster_down_longer_than_tolerated_is_evicted() -> None:
+    now = time.time()
+    clusters = [
+        cluster("up"),
+        dataclasses.replace(cluster("briefly", ready=False), not_ready_since=now - 10),
+        dataclasses.replace(cluster("long", ready=False), not_ready_since=now - 400),
+    ]
+    snap = build_snapshot(clusters, {"f": [c.name for c in clusters]}, generation=1)
+    evicted = evictions(["up", "briefly", "long", "gone"], snap, 300, now)
+    assert list(evicted) == ["long"]
+    assert evicted["long"].reason == "not Ready for 6m40s (clusterUnreachableAfter 5m0s)"
+    assert evicting(["up", "long"], snap, now) == {"long": "not Ready for 6m40s"}
+
+
+def _placement(h: Harness) -> dict[str, Any]:
+    return {p["cluster"]: p.get("replicas") for p in h.hub.app["status"]["placement"]}
+
+
+def test_replicas_leave_an_unreachable_cluster_and_its_objects_go_after_the_replacement() -> None:
+    app = application("web", "shop", [deployment("web", "shop", "nginx:1.27", 6)], "f")
+    app["spec"]["placement"] = {"replicas": {"mode": "Divided"}}
+    app["spec"]["failover"] = {"clusterUnreachableAfter": "30s"}
+    h = Harness(app, clusters=("a", "b", "c"))
+    h.reconcile()
+    h.synced("shop/web", "a", "b", "c")
+    h.reconcile(replan=False)
+    assert _placement(h) == {"a": 2, "b": 2, "c": 2}
+    # c stops answering, for longer than the application tolerates
+    store = h.reconciler.store
+    down = dataclasses.replace(
+        store.current().clusters["c"], ready=False, not_ready_since=time.time() - 60
+    )
+    store.publish(
+        [store.current().clusters["a"], store.current().clusters["b"], down], {"f": ["a", "b", "c"]}
+    )
+    h.hub.app["metadata"]["generation"] = 2
+    outcome = h.reconcile()
+    h.reconcile(replan=False)  # the status, as the member syncs' reports would write it
+    assert _placement(h) == {"a": 3, "b": 3}  # c's replicas went where there is room
+    assert h.table.get("shop/web", "c") is None  # its removal waits for the replacement
+    assert outcome.replan_after_s is not None
+    line = next(c for c in h.hub.app["status"]["clusters"] if c["name"] == "c")
+    assert line["lastError"].startswith("evicting: not Ready for 1m0s;")
+    assert [e["reason"] for e in h.hub.events] == ["Evicted"]
+    assert h.reconciler.metrics.evictions.labels("c", "unreachable")._value.get() == 1
+    # the replacement is applied and healthy: now what ran on c may go
+    h.synced("shop/web", "a", "b")
+    h.reconcile()
+    removal = h.table.get("shop/web", "c")
+    assert removal is not None
+    assert removal.removal
+    assert h.reconciler.metrics.evictions.labels("c", "unreachable")._value.get() == 1
