@@ -65,3 +65,24 @@ def test_replicas_leave_an_unreachable_cluster_and_its_objects_go_after_the_repl
     assert removal is not None
     assert removal.removal
     assert h.reconciler.metrics.evictions.labels("c", "unreachable")._value.get() == 1
+
+
+def test_within_the_toleration_a_not_ready_cluster_keeps_its_replicas_and_nothing_moves() -> None:
+    app = application("web", "shop", [deployment("web", "shop", "nginx:1.27", 6)], "f")
+    app["spec"]["placement"] = {"replicas": {"mode": "Divided"}}
+    h = Harness(app, clusters=("a", "b", "c"))
+    h.reconcile()
+    h.synced("shop/web", "a", "b", "c")
+    h.reconcile(replan=False)
+    store = h.reconciler.store
+    snap = store.current()
+    down = dataclasses.replace(snap.clusters["c"], ready=False, not_ready_since=time.time() - 5)
+    store.publish([snap.clusters["a"], snap.clusters["b"], down], {"f": ["a", "b", "c"]})
+    h.hub.app["metadata"]["generation"] = 2
+    h.reconcile()
+    h.reconcile(replan=False)
+    # not 3:3 on a and b beside c's 2: the total stays 6
+    assert _placement(h) == {"a": 2, "b": 2, "c": 2}
+    scheduled = h.condition("Scheduled")
+    assert scheduled["status"] == "True"
+    assert "kept where already placed: c (not ready)" in scheduled["message"]

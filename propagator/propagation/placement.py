@@ -6,6 +6,7 @@ command shows what the controller would decide.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
@@ -38,13 +39,16 @@ def place(
     planned: Mapping[str, Mapping[str, Decimal]] | None = None,
     evicted: Collection[str] = (),
     fresh: bool = False,
+    held: Mapping[str, int | None] | None = None,
 ) -> Decision:
     """Schedule ``app`` on ``snapshot`` within its tenant's remaining quota (the tenant is
     found among ``quotas`` by the application's namespace and that namespace's labels;
     ``own``: what the application's last plan asks there, per cluster; ``planned``: what
     the tenant's applications' last plans ask together), from where it runs now (its
-    ``status.placement``; ``fresh``: as if it ran nowhere, for a rebalance) and never on
-    the ``evicted`` clusters; raises FleetNotFound."""
+    ``status.placement``; ``fresh``: as if it ran nowhere, for a rebalance), never on the
+    ``evicted`` clusters, and around the ``held`` ones (clusters it keeps with their
+    replicas while nothing new may land there: the rest of its replicas and of its
+    ``maxClusters`` is placed on the others); raises FleetNotFound."""
     if app.spec.fleet not in snapshot.fleets:
         raise FleetNotFound(app.spec.fleet, list(snapshot.fleets))
     namespace = app.metadata.get("namespace", "default")
@@ -55,12 +59,18 @@ def place(
         else None
     )
     placement = app.spec.placement
-    if evicted:
-        excluded = [
-            *placement.exclude_clusters,
-            *sorted(set(evicted) - set(placement.exclude_clusters)),
-        ]
-        placement = placement.model_copy(update={"exclude_clusters": excluded})
+    held = held or {}
+    away = (set(evicted) | set(held)) - set(placement.exclude_clusters)
+    if away:
+        update: dict[str, Any] = {"exclude_clusters": [*placement.exclude_clusters, *sorted(away)]}
+        if held and placement.max_clusters is not None:
+            update["max_clusters"] = max(1, placement.max_clusters - len(held))
+        if held and placement.min_clusters is not None:
+            update["min_clusters"] = max(0, placement.min_clusters - len(held))
+        placement = placement.model_copy(update=update)
+    if held and placement.replicas.mode != "Duplicated":
+        kept = sum(n or 0 for n in held.values())
+        demand = dataclasses.replace(demand, replicas=max(0, demand.replicas - kept))
     current = {} if fresh else current_placement(app)
     return scheduler.schedule(
         snapshot,
@@ -70,7 +80,7 @@ def place(
         remaining,
         age_s=age_s,
         explain=explain,
-        current={c: n for c, n in current.items() if c not in evicted},
+        current={c: n for c, n in current.items() if c not in evicted and c not in held},
         application=str(app.metadata.get("uid", "")),
     )
 

@@ -37,7 +37,7 @@ from propagator.propagation.report import plan_status
 from propagator.propagation.resources import kinds_of, resolve, revision_of
 from propagator.propagation.results import applied_summary, failures
 from propagator.propagation.status import StatusBuilder
-from propagator.propagation.targets import Target, targets_of
+from propagator.propagation.targets import Target, held_targets, targets_of
 from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
 from propagator.scheduler import Scheduler, demand_of
 from propagator.settings import Settings
@@ -364,6 +364,22 @@ class Reconciler:
         as if it ran nowhere), and keep what is placed under NoSchedule; adds ``Scheduled``
         (and ``QuotaExceeded`` when the quota leaves no room)."""
         namespace = app.metadata.get("namespace", "default")
+        held = held_targets(
+            previous.get("placement") or [], snapshot, app.spec.placement, set(evicted)
+        )
+        kept = [f"{t.cluster} ({t.kept})" for t in held]
+        placement = app.spec.placement
+        demand = demand_of(objects)
+        covered = bool(held) and (
+            sum(t.replicas or 0 for t in held) >= demand.replicas
+            if placement.replicas.mode != "Duplicated"
+            else placement.max_clusters is not None and len(held) >= placement.max_clusters
+        )
+        if covered:  # nothing to place anew: the held clusters carry it all
+            plan.conditions.append(
+                ("Scheduled", True, "Scheduled", f"kept where already placed: {', '.join(kept)}")
+            )
+            return targets_of(None, held)
         with tracer.start_as_current_span("schedule"):
             t0 = time.perf_counter()
             try:
@@ -371,7 +387,7 @@ class Reconciler:
                     self.scheduler,
                     snapshot,
                     app,
-                    demand_of(objects),
+                    demand,
                     self.admission.quotas(),
                     self.admission.namespace_labels(namespace),
                     age_s=self.store.age_s(),
@@ -379,6 +395,7 @@ class Reconciler:
                     planned=planned,
                     evicted=evicted,
                     fresh=fresh,
+                    held={t.cluster: t.replicas for t in held},
                 )
             except FleetNotFound as exc:
                 self.metrics.scheduling_results.labels("fleet-not-found").inc()
@@ -404,9 +421,7 @@ class Reconciler:
                     f"tenant {name}'s quota leaves no room on {', '.join(sorted(quota_blocked))}",
                 )
             )
-        still = [p for p in previous.get("placement") or [] if p.get("cluster") not in evicted]
-        targets = targets_of(decision, still, snapshot, app.spec.placement.tolerations)
-        kept = [f"{t.cluster} ({t.kept})" for t in targets if t.kept]
+        targets = targets_of(decision, held)
         plan.conditions.append(
             (
                 "Scheduled",

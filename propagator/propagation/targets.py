@@ -1,22 +1,27 @@
 """Where an application goes: the scheduler's placement, plus the clusters it already runs
 on that only a NoSchedule taint (or lost readiness) now turns away.
 
-NoSchedule means "nothing new lands here": what is already placed stays, so a member that
-stops answering keeps its place (and its entry in the status) until it is back or a
-NoExecute taint removes what runs there.
+NoSchedule means "nothing new lands here": what is already placed stays — with its
+replicas, which the scheduler does not give away elsewhere — so a member that stops
+answering keeps its place (and its entry in the status) until it is back, an untolerated
+NoExecute taint removes it, or it has been NotReady longer than the application tolerates
+(failover: it is then evicted).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from api.taints import Toleration, untolerated
+from api.placement import Placement
+from api.taints import untolerated
 from fleet.snapshot import FleetSnapshot
-from propagator.scheduler import Decision
+from propagator.scheduler import Decision, Demand
+from propagator.scheduler.plugins import ClusterAffinity, taint_name
+from propagator.scheduler.types import SchedulingContext
 
-TAINT_FILTER = "TaintToleration"
+_AFFINITY = ClusterAffinity()
 
 
 @dataclass(frozen=True)
@@ -32,27 +37,49 @@ class Target:
     not-ready")."""
 
 
-def targets_of(
-    decision: Decision,
+def held_targets(
     previous: Iterable[Mapping[str, Any]],
     snapshot: FleetSnapshot,
-    tolerations: Iterable[Toleration],
+    placement: Placement,
+    evicted: Collection[str] = (),
 ) -> list[Target]:
-    """The decision's clusters and the previously placed ones kept under NoSchedule, by
-    name. ``previous`` is the application's ``status.placement``."""
-    tolerations = list(tolerations)
-    targets = {p.cluster: Target(p.cluster, p.layer, p.replicas, p.score) for p in decision.placed}
+    """The clusters of ``previous`` (the application's ``status.placement``) that keep
+    their place and replicas although nothing new may land there: not Ready or tainted
+    NoSchedule, still selected by the placement, not tainted NoExecute, not ``evicted``."""
+    ctx = SchedulingContext(placement, Demand())
+    held = []
     for entry in previous:
         name = str(entry.get("cluster"))
-        verdict = decision.evaluated.get(name)
-        cluster = snapshot.clusters.get(name)
-        if name in targets or verdict is None or cluster is None:
+        info = snapshot.clusters.get(name)
+        if info is None or name in evicted:
             continue
-        if verdict.filtered_by != TAINT_FILTER:
-            continue  # deselected, out of room, ...: it really goes
-        if any(t.effect == "NoExecute" for t in untolerated(cluster.taints, tolerations)):
-            continue
-        targets[name] = Target(
-            name, entry.get("layer"), entry.get("replicas"), entry.get("score"), verdict.reason
+        against = untolerated(info.taints, placement.tolerations)
+        if any(t.effect == "NoExecute" for t in against):
+            continue  # it really goes
+        blocking = [t for t in against if t.effect == "NoSchedule"]
+        if (info.ready and not blocking) or _AFFINITY.filter(info, ctx) is not None:
+            continue  # schedulable (the scheduler decides), or deselected
+        why = f"tainted {taint_name(blocking[0].key)}" if blocking else "not ready"
+        replicas = entry.get("replicas")
+        held.append(
+            Target(
+                name,
+                entry.get("layer"),
+                replicas if isinstance(replicas, int) else None,
+                entry.get("score"),
+                why,
+            )
         )
+    return held
+
+
+def targets_of(decision: Decision | None, held: Iterable[Target]) -> list[Target]:
+    """The decision's clusters (none without a decision) and the held ones, by name."""
+    targets = {}
+    if decision is not None:
+        targets = {
+            p.cluster: Target(p.cluster, p.layer, p.replicas, p.score) for p in decision.placed
+        }
+    for target in held:
+        targets.setdefault(target.cluster, target)
     return [targets[name] for name in sorted(targets)]

@@ -44,6 +44,11 @@ class ScorePlugin(Protocol):
 _SHORT_TAINTS = {NOT_READY_TAINT: "not-ready", UNREACHABLE_TAINT: "unreachable"}
 
 
+def taint_name(key: str) -> str:
+    """How summaries name a taint: the controller's own by their short names."""
+    return _SHORT_TAINTS.get(key, key)
+
+
 class TaintToleration:
     """Drops clusters with a taint the placement does not tolerate, and NotReady ones."""
 
@@ -52,7 +57,7 @@ class TaintToleration:
     def filter(self, cluster: ClusterInfo, ctx: SchedulingContext) -> Rejection | None:
         for taint in untolerated(cluster.taints, ctx.placement.tolerations):
             if taint.effect in FILTERING_EFFECTS:
-                short = _SHORT_TAINTS.get(taint.key, taint.key)
+                short = taint_name(taint.key)
                 return (
                     f"tainted {short}",
                     f"taint {taint.key}={taint.value}:{taint.effect} not tolerated",
