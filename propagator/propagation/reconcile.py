@@ -187,7 +187,10 @@ class Reconciler:
             return await self._planned(obj, key, plan, Outcome(False))
         if fresh:
             plan.rebalanced = asked
+        last = self.plans.get(key)
         for eviction in evicted.values():
+            if last is not None and eviction.cluster not in {t.cluster for t in last.targets}:
+                continue  # recorded when the last plan left it (the status lags behind)
             self.metrics.evictions.labels(eviction.cluster, "unreachable").inc()
             await record_event(
                 self.hub,

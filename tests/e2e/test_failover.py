@@ -3,10 +3,12 @@ gracefully, and what ran there goes once it answers again; a short outage moves 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import pytest
 from kubernetes import client as k8s
 
@@ -25,7 +27,7 @@ from tests.e2e.test_propagation import (
     get_ap,
     wait_ap,
 )
-from tests.e2e.waiting import eventually
+from tests.e2e.waiting import HANG_GUARD_S, eventually
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +70,18 @@ def _all_ready(fleet: Fleet) -> None:
     eventually(lambda: not any(_tainted(fleet, c) for c in MEMBERS) or None, "every member Ready")
 
 
+@contextlib.contextmanager
+def _stopped(fleet: Fleet, member: str) -> Iterator[None]:
+    """The member's API server stopped inside the block, and answering again after it."""
+    state = fleet.state.cluster(member)
+    local_cluster.stop_component(state, "kube-apiserver")
+    try:
+        yield
+    finally:
+        local_cluster.start_component(state, "kube-apiserver")
+        anyio.run(local_cluster.wait_api_ready, state, time.monotonic() + HANG_GUARD_S)
+
+
 def _app(namespace: str, replicas: int, placement: dict[str, Any], tolerate: str) -> dict[str, Any]:
     web = deployment("web", namespace, "nginx:1.27", replicas)
     for c in web["spec"]["template"]["spec"]["containers"]:
@@ -91,10 +105,8 @@ def test_divided_replicas_leave_a_member_that_stopped_and_come_off_it_when_it_re
     )
     survivors, victim = MEMBERS[:2], MEMBERS[2]
     before = {c: _ready_pods(fleet, c, "evict") for c in survivors}
-    state = fleet.state.cluster(victim)
     lost = time.monotonic()
-    local_cluster.stop_component(state, "kube-apiserver")
-    try:
+    with _stopped(fleet, victim):
         moved = wait_ap(
             fleet,
             "evict",
@@ -121,8 +133,6 @@ def test_divided_replicas_leave_a_member_that_stopped_and_come_off_it_when_it_re
             ]
             == 1.0
         )
-    finally:
-        local_cluster.start_component(state, "kube-apiserver")
     # back: what ran there is removed (it is not given replicas back by itself)
     eventually(
         lambda: not _ready_pods(fleet, victim, "evict") or None, f"no replicas left on {victim}"
@@ -140,9 +150,7 @@ def test_a_duplicated_application_gets_a_replacement_cluster(
     )
     victim = sorted(_placed(first))[0]
     spare = next(c for c in MEMBERS if c not in _placed(first))
-    state = fleet.state.cluster(victim)
-    local_cluster.stop_component(state, "kube-apiserver")
-    try:
+    with _stopped(fleet, victim):
         wait_ap(
             fleet,
             "replace",
@@ -150,8 +158,6 @@ def test_a_duplicated_application_gets_a_replacement_cluster(
             f"{spare} takes over",
             lambda a: spare in _placed(a) and victim not in _placed(a) and _available(a),
         )
-    finally:
-        local_cluster.start_component(state, "kube-apiserver")
     eventually(
         lambda: not fleet.apps(victim).list_namespaced_deployment("replace").items or None,
         f"the Deployment removed from {victim} once it answers",
@@ -171,11 +177,7 @@ def test_an_outage_shorter_than_the_toleration_moves_nothing(
         lambda a: _placed(a) == dict.fromkeys(MEMBERS, 2) and _available(a),
     )
     victim = MEMBERS[1]
-    state = fleet.state.cluster(victim)
-    local_cluster.stop_component(state, "kube-apiserver")
-    try:
+    with _stopped(fleet, victim):
         eventually(lambda: _tainted(fleet, victim) or None, f"{victim} tainted not-ready")
-    finally:
-        local_cluster.start_component(state, "kube-apiserver")
     wait_ap(fleet, "flap", "web", "available again", _available)
     assert _placed(get_ap(fleet, "flap", "web")) == dict.fromkeys(MEMBERS, 2)
