@@ -86,3 +86,32 @@ def test_within_the_toleration_a_not_ready_cluster_keeps_its_replicas_and_nothin
     scheduled = h.condition("Scheduled")
     assert scheduled["status"] == "True"
     assert "kept where already placed: c (not ready)" in scheduled["message"]
+
+
+def test_a_rebalance_places_the_application_from_scratch_once_per_value() -> None:
+    app = application("web", "shop", [deployment("web", "shop", "nginx:1.27", 6)], "f")
+    app["spec"]["placement"] = {"replicas": {"mode": "Divided"}}
+    h = Harness(app, clusters=("a", "b", "c"))
+    h.hub.app["status"] = {
+        "placement": [
+            {"cluster": "a", "replicas": 4},
+            {"cluster": "b", "replicas": 1},
+            {"cluster": "c", "replicas": 1},
+        ]
+    }
+    h.reconcile()
+    h.reconcile(replan=False)
+    assert _placement(h) == {"a": 4, "b": 1, "c": 1}  # steady: nothing moves by itself
+    h.hub.app["metadata"]["annotations"] = {"propagator.io/rebalance": "2026-12-01"}
+    h.reconcile()
+    h.reconcile(replan=False)
+    assert _placement(h) == {"a": 2, "b": 2, "c": 2}
+    assert h.hub.app["status"]["rebalanced"] == "2026-12-01"
+    h.hub.app["status"]["placement"] = [
+        {"cluster": "a", "replicas": 3},
+        {"cluster": "b", "replicas": 2},
+        {"cluster": "c", "replicas": 1},
+    ]
+    h.reconcile()  # the same value again: steady
+    h.reconcile(replan=False)
+    assert _placement(h) == {"a": 3, "b": 2, "c": 1}
