@@ -246,7 +246,7 @@ class Reconciler:
                     key, cluster, (), REMOVAL, frozenset(plan.kinds), policy, uid
                 )
         queued = self._set_work(key, works)
-        self._failed_over(key, previous, plan, snapshot)
+        self._failed_over(last, plan, snapshot)
         # Syncs in flight (queued now, or by an earlier plan of this revision) report back.
         pending = queued or any(
             not s.applied and not s.failed for s in self.table.states_of(key).values()
@@ -278,17 +278,10 @@ class Reconciler:
                 return False
         return True
 
-    def _failed_over(
-        self, key: str, previous: Mapping[str, Any], plan: Plan, snapshot: FleetSnapshot
-    ) -> None:
+    def _failed_over(self, last: Plan | None, plan: Plan, snapshot: FleetSnapshot) -> None:
         """Time from a cluster lost to its replacement Available, once per eviction: when
-        its removal is released (the line said it was held)."""
-        held_before = {
-            c["name"]
-            for c in previous.get("clusters") or []
-            if str(c.get("lastError", "")).startswith("evicting:")
-            and "replacement is Available" in str(c.get("lastError", ""))
-        }
+        the last plan held its removal and this one releases it."""
+        held_before = set(last.holding) if last is not None else set()
         for cluster in held_before & (set(plan.evicting) - set(plan.holding)):
             since = (
                 snapshot.clusters[cluster].not_ready_since if cluster in snapshot.clusters else None
