@@ -46,6 +46,7 @@ bench: install testbin
 	$(PY) -m bench.fanout
 	$(PY) -m bench.propagation
 	$(PY) -m bench.scale
+	$(PY) -m bench.failover
 
 local-up: install testbin
 	$(VENV)/bin/propagator local up --state-dir $(STATE_DIR)

@@ -65,7 +65,8 @@ def test_replicas_leave_an_unreachable_cluster_and_its_objects_go_after_the_repl
     assert removal is not None
     assert removal.removal
     assert h.reconciler.metrics.evictions.labels("c", "unreachable")._value.get() == 1
-    samples = {s.name: s.value for s in h.reconciler.metrics.failover_duration.collect()[0].samples}
+    [metric] = h.reconciler.metrics.failover_duration.collect()
+    samples = {s.name: s.value for s in metric.samples}
     assert samples["propagator_failover_duration_seconds_count"] == 1
     assert samples["propagator_failover_duration_seconds_sum"] >= 60  # lost a minute ago
 
