@@ -38,7 +38,8 @@ e2e: install testbin
 
 test: lint typecheck unit e2e
 
-# bench.fanout, bench.propagation and bench.scale start local clusters (bench.scale with
+# bench.fanout, bench.propagation, bench.scale and bench.failover start local clusters
+# (bench.failover waits out the default 300 s toleration; bench.scale with
 # 100, 300 and 1,000 far members takes the longest; --clusters 100,300 for a shorter run).
 bench: install testbin
 	$(PY) -m bench.snapshot
