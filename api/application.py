@@ -204,6 +204,11 @@ class ApplicationPropagationStatus(KubeModel):
     """readyClusters/totalClusters, e.g. 18/20 (for kubectl get)."""
     canary: CanaryStatus | None = None
     """Canary progress."""
+    evicted: list[str] = Field(
+        default_factory=list, max_length=1000, json_schema_extra={"x-kubernetes-list-type": "set"}
+    )
+    """Clusters the application was evicted from and may fail back to (failback
+    WhenReady)."""
     rebalanced: str | None = Field(default=None, max_length=253)
     """The propagator.io/rebalance value last acted on."""
     propagated_kinds: list[str] = Field(default_factory=list, max_length=500)

@@ -3,6 +3,8 @@ without it, and how it comes back."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from api.common import Duration, duration_seconds
@@ -24,6 +26,13 @@ class Failover(KubeModel):
     is placed without it (its replicas go to clusters with room); what ran there is removed
     once the replacement is Available and the member answers again."""
 
+    failback: Literal["Never", "WhenReady"] = "Never"
+    """Never: nothing moves back by itself when an evicted cluster answers again (it gets
+    replicas at a later scale-up or rebalance). WhenReady: once it has been Ready for
+    failbackAfter, the application is placed again from scratch, so its replicas return."""
+    failback_after: Duration = Field(default="60s")
+    """How long an evicted cluster must have been Ready before WhenReady moves back."""
+
     rules = (
         Rule(
             cel="duration(self.clusterUnreachableAfter) >= duration('1s') && "
@@ -31,5 +40,12 @@ class Failover(KubeModel):
             message="clusterUnreachableAfter must be between 1s and 24h",
             check=lambda f: 1 <= duration_seconds(f.cluster_unreachable_after) <= 86400,
             field_path=".clusterUnreachableAfter",
+        ),
+        Rule(
+            cel="duration(self.failbackAfter) >= duration('1s') && "
+            "duration(self.failbackAfter) <= duration('24h')",
+            message="failbackAfter must be between 1s and 24h",
+            check=lambda f: 1 <= duration_seconds(f.failback_after) <= 86400,
+            field_path=".failbackAfter",
         ),
     )

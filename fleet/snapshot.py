@@ -45,6 +45,8 @@ class ClusterInfo:
     not_ready_since: float | None = None
     """When the cluster's Ready condition last left True (epoch seconds), while it is not
     Ready; None while Ready (or never seen)."""
+    ready_since: float | None = None
+    """When it last became Ready (epoch seconds), while Ready."""
     free_cpu: float | None = field(init=False, default=None)
     """available/allocatable cpu as a float (None: unknown); precomputed for scoring."""
     free_memory: float | None = field(init=False, default=None)
@@ -93,7 +95,7 @@ def cluster_info(member: Mapping[str, Any]) -> ClusterInfo:
     status = member.get("status") or {}
     condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
     ready = condition is not None and condition.get("status") == "True"
-    since = _epoch(condition.get("lastTransitionTime")) if condition and not ready else None
+    since = _epoch(condition.get("lastTransitionTime")) if condition else None
     resources = status.get("resources") or {}
     available = _quantities(resources.get("available"))
     allocatable = _quantities(resources.get("allocatable"))
@@ -115,7 +117,8 @@ def cluster_info(member: Mapping[str, Any]) -> ClusterInfo:
         available=available,
         allocatable=allocatable,
         nodes=int((status.get("nodes") or {}).get("ready") or 0),
-        not_ready_since=since,
+        not_ready_since=None if ready else since,
+        ready_since=since if ready else None,
     )
 
 

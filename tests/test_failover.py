@@ -119,3 +119,43 @@ def test_a_rebalance_places_the_application_from_scratch_once_per_value() -> Non
     h.reconcile()  # the same value again: steady
     h.reconcile(replan=False)
     assert _placement(h) == {"a": 3, "b": 2, "c": 1}
+
+
+def test_failback_when_ready_returns_the_replicas_once_the_cluster_is_stable() -> None:
+    for failback, expected in (
+        ("Never", {"a": 3, "b": 3, "c": 0}),
+        ("WhenReady", {"a": 2, "b": 2, "c": 2}),
+    ):
+        app = application("web", "shop", [deployment("web", "shop", "nginx:1.27", 6)], "f")
+        app["spec"]["placement"] = {"replicas": {"mode": "Divided"}}
+        app["spec"]["failover"] = {
+            "clusterUnreachableAfter": "30s",
+            "failback": failback,
+            "failbackAfter": "60s",
+        }
+        h = Harness(app, clusters=("a", "b", "c"))
+        h.reconcile()
+        h.synced("shop/web", "a", "b", "c")
+        h.reconcile(replan=False)
+        store = h.reconciler.store
+        snap = store.current()
+        down = dataclasses.replace(
+            snap.clusters["c"], ready=False, not_ready_since=time.time() - 60
+        )
+        store.publish([snap.clusters["a"], snap.clusters["b"], down], {"f": ["a", "b", "c"]})
+        h.reconcile()
+        h.reconcile(replan=False)
+        assert _placement(h) == {"a": 3, "b": 3}
+        assert h.hub.app["status"].get("evicted", []) == (["c"] if failback == "WhenReady" else [])
+        # c answers again, for longer than failbackAfter
+        back = dataclasses.replace(
+            down, ready=True, not_ready_since=None, ready_since=time.time() - 90
+        )
+        store.publish([snap.clusters["a"], snap.clusters["b"], back], {"f": ["a", "b", "c"]})
+        h.synced("shop/web", "a", "b")
+        h.reconcile()
+        h.reconcile(replan=False)
+        assert _placement(h) == expected, failback
+        assert h.hub.app["status"].get("evicted", []) == []
+        if failback == "WhenReady":
+            assert [e["reason"] for e in h.hub.events] == ["Evicted", "FailedBack"]

@@ -7,6 +7,8 @@ it (like a ``NoExecute`` taint; its replicas go where there is room). What ran t
 removed gracefully: only once the replacement is Available everywhere, and only when the
 member answers again (until then the removal waits and is retried). A cluster that comes
 back within the toleration moves nothing: the clock restarts with every NotReady spell.
+With failback WhenReady, an evicted cluster Ready again for ``failbackAfter`` makes the
+application be placed again from scratch (its replicas return).
 """
 
 from __future__ import annotations
@@ -62,3 +64,16 @@ def evicting(leaving: Iterable[str], snapshot: FleetSnapshot, now: float) -> dic
         down = f" for {seconds(now - info.not_ready_since)}" if info.not_ready_since else ""
         out[name] = f"not Ready{down}"
     return out
+
+
+def failing_back(
+    evicted_from: Iterable[str], snapshot: FleetSnapshot, after_s: float, now: float
+) -> list[str]:
+    """The clusters of ``evicted_from`` that have been Ready for ``after_s`` or longer."""
+    back = []
+    for name in evicted_from:
+        info = snapshot.clusters.get(name)
+        since = info.ready_since if info is not None and info.ready else None
+        if since is not None and now - since >= after_s:
+            back.append(name)
+    return back

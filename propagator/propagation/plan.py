@@ -45,6 +45,8 @@ class Plan:
     """Those of ``evicting`` whose removal waits for the replacement to be Available."""
     rebalanced: str | None = None
     """The rebalance request acted on (written to status)."""
+    evicted_from: list[str] = field(default_factory=list)
+    """Clusters evicted from and not failed back to yet (failback WhenReady)."""
 
 
 @dataclass(frozen=True)

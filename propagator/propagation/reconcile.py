@@ -28,7 +28,7 @@ from fleet.snapshot import FleetSnapshot, SnapshotStore
 from propagator.conditions import now_iso, status_changed
 from propagator.observability.events import record_event
 from propagator.observability.metrics import Metrics
-from propagator.propagation.failover import Eviction, evicting, evictions
+from propagator.propagation.failover import Eviction, evicting, evictions, failing_back
 from propagator.propagation.placement import FleetNotFound, place
 from propagator.propagation.plan import MemberAccess, Outcome, Plan
 from propagator.propagation.render import ApplicationRef, RenderError
@@ -170,14 +170,23 @@ class Reconciler:
         snapshot = self.store.current()
         previous = obj.get("status") or {}
         plan.rebalanced = previous.get("rebalanced")
+        plan.evicted_from = list(previous.get("evicted") or [])
         asked = (meta.get("annotations") or {}).get(REBALANCE_ANNOTATION)
-        fresh = asked is not None and asked != plan.rebalanced
+        failover, now = app.spec.failover, time.time()
         evicted = evictions(
             [p["cluster"] for p in previous.get("placement") or []],
             snapshot,
-            duration_seconds(app.spec.failover.cluster_unreachable_after),
-            time.time(),
+            duration_seconds(failover.cluster_unreachable_after),
+            now,
         )
+        returning = (
+            failing_back(
+                plan.evicted_from, snapshot, duration_seconds(failover.failback_after), now
+            )
+            if failover.failback == "WhenReady"
+            else []
+        )
+        fresh = (asked is not None and asked != plan.rebalanced) or bool(returning)
         own, planned = self.admission.use(tenant, key, snapshot)
         targets = self._place(
             app, objects, snapshot, previous, plan, tenant, own, planned, evicted, fresh
@@ -185,8 +194,21 @@ class Reconciler:
         if not targets:
             # No fleet, or nothing fits: what runs stays where it is (no apply, no prune).
             return await self._planned(obj, key, plan, Outcome(False))
-        if fresh:
+        if asked is not None and asked != plan.rebalanced:
             plan.rebalanced = asked
+        if failover.failback == "WhenReady":
+            plan.evicted_from = sorted((set(plan.evicted_from) - set(returning)) | set(evicted))
+        else:
+            plan.evicted_from = []
+        for cluster in returning:
+            await record_event(
+                self.hub,
+                obj,
+                "Normal",
+                "FailedBack",
+                f"{cluster} has been Ready for {failover.failback_after}: placed again from "
+                "scratch (failback WhenReady)",
+            )
         last = self.plans.get(key)
         for eviction in evicted.values():
             if last is not None and eviction.cluster not in {t.cluster for t in last.targets}:

@@ -23,6 +23,8 @@ def plan_status(
         builder.condition(*condition)
     if plan.rebalanced is not None:
         builder.status["rebalanced"] = plan.rebalanced
+    if plan.evicted_from or builder.status.get("evicted"):
+        builder.status["evicted"] = plan.evicted_from  # [] clears it (a merge patch)
     if plan.targets:
         builder.status["placement"] = [_placed(t) for t in plan.targets]
         _cluster_status(obj, plan, table, members, builder)

@@ -181,3 +181,28 @@ def test_an_outage_shorter_than_the_toleration_moves_nothing(
         eventually(lambda: _tainted(fleet, victim) or None, f"{victim} tainted not-ready")
     wait_ap(fleet, "flap", "web", "available again", _available)
     assert _placed(get_ap(fleet, "flap", "web")) == dict.fromkeys(MEMBERS, 2)
+
+
+def test_failback_when_ready_returns_the_replicas_to_a_member_that_is_back(
+    fleet: Fleet, controller: Controller
+) -> None:
+    _all_ready(fleet)
+    app = _app("failback", 6, {"replicas": {"mode": "Divided"}}, "2s")
+    app["spec"]["failover"].update(failback="WhenReady", failbackAfter="3s")
+    create(fleet, app)
+    even = dict.fromkeys(MEMBERS, 2)
+    wait_ap(fleet, "failback", "web", "2:2:2", lambda a: _placed(a) == even and _available(a))
+    victim = MEMBERS[0]
+    with _stopped(fleet, victim):
+        gone = wait_ap(
+            fleet,
+            "failback",
+            "web",
+            "evicted",
+            lambda a: victim not in _placed(a) and _available(a),
+        )
+        assert gone["status"]["evicted"] == [victim]
+    back = wait_ap(
+        fleet, "failback", "web", "2:2:2 again", lambda a: _placed(a) == even and _available(a)
+    )
+    assert back["status"].get("evicted") == []
