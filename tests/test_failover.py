@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from fleet.snapshot import build_snapshot
-from propagator.propagation.failover import evicting, evictions
+from propagator.propagation.failover import evicting, evictions, next_change
 from tests.e2e.manifests import application, deployment
 from tests.test_reconcile import Harness
 from tests.test_scheduler import cluster
@@ -159,3 +159,18 @@ def test_failback_when_ready_returns_the_replicas_once_the_cluster_is_stable() -
         assert h.hub.app["status"].get("evicted", []) == []
         if failback == "WhenReady":
             assert [e["reason"] for e in h.hub.events] == ["Evicted", "FailedBack"]
+
+
+def test_the_next_change_is_when_a_toleration_or_a_failback_period_runs_out() -> None:
+    now = time.time()
+    clusters = [
+        cluster("up"),
+        dataclasses.replace(cluster("down", ready=False), not_ready_since=now - 100),
+        dataclasses.replace(cluster("back"), ready_since=now - 20),
+    ]
+    snap = build_snapshot(clusters, {"f": [c.name for c in clusters]}, generation=1)
+    # down tolerated for 300s: 200s left; back fails back after 60s: 40s left
+    assert next_change(["up", "down"], [], snap, 300, None, now) == 200
+    assert next_change(["up", "down"], ["back"], snap, 300, 60, now) == 40
+    assert next_change(["up"], ["back"], snap, 300, None, now) is None
+    assert next_change(["down"], [], snap, 30, None, now) == 0  # overdue: at once

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -103,6 +104,9 @@ class PropagationController:
         self.metrics = metrics
         self.queue = WorkQueue(max_delay_s=settings.requeue_max_delay_s)
         self._replan: set[str] = set()
+        self._replan_due: dict[str, float] = {}
+        """Keys to plan again once time.monotonic() reaches the value (a toleration or a
+        failback period running out), whatever status refreshes come first."""
         self.limiter = anyio.CapacityLimiter(settings.max_concurrency)
         self.apps = Informer(hub, API_VERSION, "ApplicationPropagation", self._on_app)
         self.quotas = Informer(hub, API_VERSION, "TenantQuota", self._on_quota)
@@ -252,6 +256,7 @@ class PropagationController:
         self.reconciler.forget(key)
         self.sync.forget(key)
         self._replan.discard(key)
+        self._replan_due.pop(key, None)
 
     def _on_quota(self, _event: str, old: Any, new: Any) -> None:
         if (old or {}).get("spec") != (new or {}).get("spec") or old is None or new is None:
@@ -373,8 +378,11 @@ class PropagationController:
                 if obj is None:
                     self._forget(key)
                     continue
-                replan = key in self._replan
+                due = self._replan_due.get(key)
+                replan = key in self._replan or (due is not None and due <= time.monotonic())
                 self._replan.discard(key)
+                if replan:
+                    self._replan_due.pop(key, None)
                 try:
                     outcome = await self.reconciler.reconcile(obj, replan=replan)
                 except Exception as exc:
@@ -397,9 +405,10 @@ class PropagationController:
                     self.metrics.reconciles.labels("success").inc()
                 self.queue.forget(key)
                 if outcome.replan_after_s is not None:
-                    self._replan.add(key)
+                    at = time.monotonic() + outcome.replan_after_s
+                    self._replan_due[key] = min(at, self._replan_due.get(key, at))
                     self.queue.add_after(key, outcome.replan_after_s)
-                elif outcome.refresh_after_s is not None:
+                if outcome.refresh_after_s is not None:
                     self.queue.add_after(key, outcome.refresh_after_s)
             finally:
                 self.queue.done(key)

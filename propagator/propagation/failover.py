@@ -77,3 +77,28 @@ def failing_back(
         if since is not None and now - since >= after_s:
             back.append(name)
     return back
+
+
+def next_change(
+    placed: Iterable[str],
+    evicted_from: Iterable[str],
+    snapshot: FleetSnapshot,
+    tolerate_s: float,
+    failback_after_s: float | None,
+    now: float,
+) -> float | None:
+    """Seconds until a placed cluster that is not Ready passes the toleration, or an
+    evicted one has been Ready long enough to fail back to (``failback_after_s`` None: no
+    failback) — when the application must be planned again although nothing else changes;
+    None when neither is pending."""
+    due = []
+    for name in placed:
+        info = snapshot.clusters.get(name)
+        if info is not None and not info.ready and info.not_ready_since is not None:
+            due.append(info.not_ready_since + tolerate_s - now)
+    if failback_after_s is not None:
+        for name in evicted_from:
+            info = snapshot.clusters.get(name)
+            if info is not None and info.ready and info.ready_since is not None:
+                due.append(info.ready_since + failback_after_s - now)
+    return max(0.0, min(due)) if due else None

@@ -28,7 +28,13 @@ from fleet.snapshot import FleetSnapshot, SnapshotStore
 from propagator.conditions import now_iso, status_changed
 from propagator.observability.events import record_event
 from propagator.observability.metrics import Metrics
-from propagator.propagation.failover import Eviction, evicting, evictions, failing_back
+from propagator.propagation.failover import (
+    Eviction,
+    evicting,
+    evictions,
+    failing_back,
+    next_change,
+)
 from propagator.propagation.placement import FleetNotFound, place
 from propagator.propagation.plan import MemberAccess, Outcome, Plan
 from propagator.propagation.render import ApplicationRef, RenderError
@@ -54,6 +60,8 @@ FINALIZER = "propagator.io/cleanup"
 REMOVAL = "removal"
 """The revision of the work that removes an application from a cluster."""
 STATUS_CATCH_UP_S = 1.0
+DEADLINE_MARGIN_S = 0.5
+"""Planned again this long after a toleration or failback period runs out."""
 EVICTION_RECHECK_S = 2.0
 """An eviction waiting for its replacement to be Available is looked at again this often."""
 """A reconcile with member syncs in flight leaves the status write to their results; this
@@ -273,10 +281,23 @@ class Reconciler:
         pending = queued or any(
             not s.applied and not s.failed for s in self.table.states_of(key).values()
         )
+        # Plan again when a toleration or a failback period runs out, or while an
+        # eviction waits for its replacement: nothing else would trigger it.
+        waits = [EVICTION_RECHECK_S] if plan.holding else []
+        due = next_change(
+            [t.cluster for t in targets],
+            plan.evicted_from,
+            snapshot,
+            duration_seconds(failover.cluster_unreachable_after),
+            duration_seconds(failover.failback_after) if failover.failback == "WhenReady" else None,
+            time.time(),
+        )
+        if due is not None:
+            waits.append(due + DEADLINE_MARGIN_S)
         outcome = Outcome(
             False,
             refresh_after_s=STATUS_CATCH_UP_S if pending else None,
-            replan_after_s=EVICTION_RECHECK_S if plan.holding else None,
+            replan_after_s=min(waits) if waits else None,
         )
         return await self._planned(obj, key, plan, outcome)
 
