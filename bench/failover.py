@@ -68,6 +68,21 @@ def one_case(
     web["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "10m"}}
     controller.start()
     try:
+
+        def all_ready() -> bool:
+            listed: Any = api.list_cluster_custom_object(GROUP, VERSION, "memberclusters")
+            return all(
+                any(
+                    c["type"] == "Ready" and c["status"] == "True"
+                    for c in (m.get("status") or {}).get("conditions") or []
+                )
+                and not (m.get("spec") or {}).get("taints")
+                for m in listed["items"]
+            )
+
+        # A member restarted by the previous case must be Ready again first: placed while
+        # it is not, the application would (rightly) not move replicas to it later.
+        _wait(all_ready, "every member Ready", every_s=0.5)
         api.create_namespaced_custom_object(
             GROUP,
             VERSION,
