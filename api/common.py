@@ -16,7 +16,7 @@ from pydantic import (
 )
 from pydantic_core import core_schema
 
-from api.model import KubeModel
+from api.model import KubeModel, Rule
 from api.quantity import QuantityError, parse_quantity
 
 GROUP = "propagator.io"
@@ -82,6 +82,28 @@ Duration = Annotated[
 """A Go-style duration: 30s, 5m, 1h30m, 500ms."""
 
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration_rule(field: str, attr: str, most: str, least: str | None = None) -> Rule:
+    """A rule (CEL on the hub, its Python twin offline) that keeps the Duration ``field``
+    (JSON name; ``attr`` in Python) at most ``most`` and at least ``least``; unset passes."""
+    bounds = [f"duration(self.{field}) <= duration('{most}')"]
+    words = f"at most {most}"
+    if least is not None:
+        bounds.insert(0, f"duration(self.{field}) >= duration('{least}')")
+        words = f"between {least} and {most}"
+    low, high = duration_seconds(least or "0s"), duration_seconds(most)
+
+    def check(model: Any) -> bool:
+        value = getattr(model, attr)
+        return value is None or low <= duration_seconds(value) <= high
+
+    return Rule(
+        cel=f"!has(self.{field}) || ({' && '.join(bounds)})",
+        message=f"{field} must be {words}",
+        check=check,
+        field_path=f".{field}",
+    )
 
 
 def duration_seconds(text: str) -> float:

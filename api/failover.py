@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from api.common import Duration, duration_seconds
-from api.model import KubeModel, Rule
+from api.common import Duration, duration_rule
+from api.model import KubeModel
 
 DEFAULT_CLUSTER_UNREACHABLE_AFTER = "300s"
 
@@ -34,18 +34,6 @@ class Failover(KubeModel):
     """How long an evicted cluster must have been Ready before WhenReady moves back."""
 
     rules = (
-        Rule(
-            cel="duration(self.clusterUnreachableAfter) >= duration('1s') && "
-            "duration(self.clusterUnreachableAfter) <= duration('24h')",
-            message="clusterUnreachableAfter must be between 1s and 24h",
-            check=lambda f: 1 <= duration_seconds(f.cluster_unreachable_after) <= 86400,
-            field_path=".clusterUnreachableAfter",
-        ),
-        Rule(
-            cel="duration(self.failbackAfter) >= duration('1s') && "
-            "duration(self.failbackAfter) <= duration('24h')",
-            message="failbackAfter must be between 1s and 24h",
-            check=lambda f: 1 <= duration_seconds(f.failback_after) <= 86400,
-            field_path=".failbackAfter",
-        ),
+        duration_rule("clusterUnreachableAfter", "cluster_unreachable_after", "24h", "1s"),
+        duration_rule("failbackAfter", "failback_after", "24h", "1s"),
     )

@@ -6,7 +6,7 @@ import itertools
 
 from pydantic import Field
 
-from api.common import Duration, duration_seconds
+from api.common import Duration, duration_rule, duration_seconds
 from api.model import KubeModel, Rule
 from api.selectors import LabelSelector
 
@@ -19,17 +19,6 @@ MAX_MAX_BACKOFF = "1h"
 """The longest wait between two retries an application may ask for."""
 MAX_PAUSE = "24h"
 """The longest pause of a canary step."""
-
-
-def _at_most(field: str, bound: str, get: str) -> Rule:
-    return Rule(
-        cel=f"!has(self.{field}) || duration(self.{field}) <= duration('{bound}')",
-        message=f"{field} must be at most {bound}",
-        check=lambda m: (
-            getattr(m, get) is None or duration_seconds(getattr(m, get)) <= duration_seconds(bound)
-        ),
-        field_path=f".{field}",
-    )
 
 
 class Retry(KubeModel):
@@ -46,8 +35,8 @@ class Retry(KubeModel):
     default 30s)."""
 
     rules = (
-        _at_most("backoff", MAX_BACKOFF, "backoff"),
-        _at_most("maxBackoff", MAX_MAX_BACKOFF, "max_backoff"),
+        duration_rule("backoff", "backoff", MAX_BACKOFF),
+        duration_rule("maxBackoff", "max_backoff", MAX_MAX_BACKOFF),
         Rule(
             cel="!has(self.backoff) || !has(self.maxBackoff) || "
             "duration(self.backoff) <= duration(self.maxBackoff)",
@@ -84,7 +73,7 @@ class CanaryStep(KubeModel):
     pause: Duration | None = None
     """How long to hold this step once the canary copy is healthy (unset: go on at once)."""
 
-    rules = (_at_most("pause", MAX_PAUSE, "pause"),)
+    rules = (duration_rule("pause", "pause", MAX_PAUSE),)
 
 
 class Canary(KubeModel):

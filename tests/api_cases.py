@@ -410,4 +410,10 @@ BAD_OBJECTS = [
         "spec.taints",
         "Duplicate value",
     ),
+    BadObject(
+        "ap-failover-toleration-zero",
+        ap({"failover": {"clusterUnreachableAfter": "0s"}}),
+        "spec.failover.clusterUnreachableAfter",
+        "clusterUnreachableAfter must be between 1s and 24h",
+    ),
 ]
