@@ -31,23 +31,31 @@ def _placement(h: Harness) -> dict[str, Any]:
     return {p["cluster"]: p.get("replicas") for p in h.hub.app["status"]["placement"]}
 
 
-def test_replicas_leave_an_unreachable_cluster_and_its_objects_go_after_the_replacement() -> None:
+def _running_2_2_2(failover: dict[str, Any] | None = None) -> Harness:
+    """A Divided application of 6 replicas, applied 2:2:2 on clusters a, b and c."""
     app = application("web", "shop", [deployment("web", "shop", "nginx:1.27", 6)], "f")
     app["spec"]["placement"] = {"replicas": {"mode": "Divided"}}
-    app["spec"]["failover"] = {"clusterUnreachableAfter": "30s"}
+    if failover is not None:
+        app["spec"]["failover"] = failover
     h = Harness(app, clusters=("a", "b", "c"))
     h.reconcile()
     h.synced("shop/web", "a", "b", "c")
     h.reconcile(replan=False)
+    return h
+
+
+def _set_c(h: Harness, **facts: Any) -> None:
+    """Publish a snapshot where cluster c has these facts (ready, not_ready_since...)."""
+    snap = h.reconciler.store.current()
+    c = dataclasses.replace(snap.clusters["c"], **facts)
+    h.reconciler.store.publish([snap.clusters["a"], snap.clusters["b"], c], {"f": ["a", "b", "c"]})
+
+
+def test_replicas_leave_an_unreachable_cluster_and_its_objects_go_after_the_replacement() -> None:
+    h = _running_2_2_2({"clusterUnreachableAfter": "30s"})
     assert _placement(h) == {"a": 2, "b": 2, "c": 2}
     # c stops answering, for longer than the application tolerates
-    store = h.reconciler.store
-    down = dataclasses.replace(
-        store.current().clusters["c"], ready=False, not_ready_since=time.time() - 60
-    )
-    store.publish(
-        [store.current().clusters["a"], store.current().clusters["b"], down], {"f": ["a", "b", "c"]}
-    )
+    _set_c(h, ready=False, not_ready_since=time.time() - 60)
     h.hub.app["metadata"]["generation"] = 2
     outcome = h.reconcile()
     h.reconcile(replan=False)  # the status, as the member syncs' reports would write it
@@ -72,16 +80,8 @@ def test_replicas_leave_an_unreachable_cluster_and_its_objects_go_after_the_repl
 
 
 def test_within_the_toleration_a_not_ready_cluster_keeps_its_replicas_and_nothing_moves() -> None:
-    app = application("web", "shop", [deployment("web", "shop", "nginx:1.27", 6)], "f")
-    app["spec"]["placement"] = {"replicas": {"mode": "Divided"}}
-    h = Harness(app, clusters=("a", "b", "c"))
-    h.reconcile()
-    h.synced("shop/web", "a", "b", "c")
-    h.reconcile(replan=False)
-    store = h.reconciler.store
-    snap = store.current()
-    down = dataclasses.replace(snap.clusters["c"], ready=False, not_ready_since=time.time() - 5)
-    store.publish([snap.clusters["a"], snap.clusters["b"], down], {"f": ["a", "b", "c"]})
+    h = _running_2_2_2()
+    _set_c(h, ready=False, not_ready_since=time.time() - 5)
     h.hub.app["metadata"]["generation"] = 2
     h.reconcile()
     h.reconcile(replan=False)
@@ -126,32 +126,16 @@ def test_failback_when_ready_returns_the_replicas_once_the_cluster_is_stable() -
         ("Never", {"a": 3, "b": 3, "c": 0}),
         ("WhenReady", {"a": 2, "b": 2, "c": 2}),
     ):
-        app = application("web", "shop", [deployment("web", "shop", "nginx:1.27", 6)], "f")
-        app["spec"]["placement"] = {"replicas": {"mode": "Divided"}}
-        app["spec"]["failover"] = {
-            "clusterUnreachableAfter": "30s",
-            "failback": failback,
-            "failbackAfter": "60s",
-        }
-        h = Harness(app, clusters=("a", "b", "c"))
-        h.reconcile()
-        h.synced("shop/web", "a", "b", "c")
-        h.reconcile(replan=False)
-        store = h.reconciler.store
-        snap = store.current()
-        down = dataclasses.replace(
-            snap.clusters["c"], ready=False, not_ready_since=time.time() - 60
+        h = _running_2_2_2(
+            {"clusterUnreachableAfter": "30s", "failback": failback, "failbackAfter": "60s"}
         )
-        store.publish([snap.clusters["a"], snap.clusters["b"], down], {"f": ["a", "b", "c"]})
+        _set_c(h, ready=False, not_ready_since=time.time() - 60)
         h.reconcile()
         h.reconcile(replan=False)
         assert _placement(h) == {"a": 3, "b": 3}
         assert h.hub.app["status"].get("evicted", []) == (["c"] if failback == "WhenReady" else [])
         # c answers again, for longer than failbackAfter
-        back = dataclasses.replace(
-            down, ready=True, not_ready_since=None, ready_since=time.time() - 90
-        )
-        store.publish([snap.clusters["a"], snap.clusters["b"], back], {"f": ["a", "b", "c"]})
+        _set_c(h, ready=True, not_ready_since=None, ready_since=time.time() - 90)
         h.synced("shop/web", "a", "b")
         h.reconcile()
         h.reconcile(replan=False)
