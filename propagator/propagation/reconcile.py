@@ -268,7 +268,7 @@ class Reconciler:
         }
         plan.removed = self._leaving(key, previous, set(works))
         plan.evicting = evicting(plan.removed, snapshot, time.time())
-        if plan.evicting and not self._replaced(key, targets, rendered, namespace):
+        if plan.evicting and not self._replaced(key, plan, namespace):
             plan.holding = dict(plan.evicting)  # graceful: the replacement first
         for cluster in plan.removed:
             if cluster not in plan.holding:
@@ -301,23 +301,14 @@ class Reconciler:
         )
         return await self._planned(obj, key, plan, outcome)
 
-    def _replaced(
-        self,
-        key: str,
-        targets: list[Target],
-        rendered: Mapping[str, list[dict[str, Any]]],
-        namespace: str,
-    ) -> bool:
+    def _replaced(self, key: str, plan: Plan, namespace: str) -> bool:
         """Whether the application is applied, at the revision just planned, and healthy
         on every target: an evicted cluster's objects may go."""
-        for t in targets:
+        for t in plan.targets:
             state = self.table.state(key, t.cluster)
-            work = self.table.get(key, t.cluster)
-            if state is None or work is None or not state.applied:
+            if state is None or not state.applied or state.revision != plan.revisions[t.cluster]:
                 return False
-            if state.revision != revision_of(list(rendered[t.cluster])):
-                return False
-            if self.members.health(t.cluster, rendered[t.cluster], namespace) != "Healthy":
+            if self.members.health(t.cluster, plan.rendered[t.cluster], namespace) != "Healthy":
                 return False
         return True
 
