@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import Field
+from pydantic.config import JsonDict
 
 from api.common import Condition, ObjectName, conditions_field
-from api.failover import Failover
+from api.failover import EvictionReason, Failover
 from api.model import KubeModel, Rule, exactly_one
 from api.placement import Placement
 from api.resource import AGE, CrdInfo, PrinterColumn, Resource
@@ -150,6 +151,35 @@ class PlacedCluster(KubeModel):
     """Score, 0 to 100."""
 
 
+_TIMESTAMP: JsonDict = {"format": "date-time"}
+
+
+class ClusterEviction(KubeModel):
+    """Replicas leaving a cluster gracefully: what runs there stays (all of it, or
+    ``replicas`` of it) until the replacement is Available or the grace period passes."""
+
+    reason: EvictionReason
+    """ClusterUnreachable, ApplicationUnhealthy, Rebalance or Failback."""
+    since: str = Field(json_schema_extra=_TIMESTAMP)
+    """When the replicas started to leave."""
+    message: str = Field(default="", max_length=1024)
+    """Why, and what is kept until when."""
+    replicas: int | None = Field(default=None, ge=0)
+    """Replicas kept there meanwhile (unset: everything as it is)."""
+
+
+class EvictedCluster(KubeModel):
+    """A cluster the application was evicted from and is kept off."""
+
+    cluster: str
+    """MemberCluster name."""
+    reason: Literal["ClusterUnreachable", "ApplicationUnhealthy"]
+    """ClusterUnreachable (kept off until failback WhenReady returns to it) or
+    ApplicationUnhealthy (kept off until a rebalance)."""
+    since: str = Field(json_schema_extra=_TIMESTAMP)
+    """When the application was evicted from it."""
+
+
 class ClusterResult(KubeModel):
     """The application's state on one member cluster."""
 
@@ -165,6 +195,10 @@ class ClusterResult(KubeModel):
     """Last error there, if any."""
     revision: str | None = None
     """Revision of what is applied there."""
+    unhealthy_since: str | None = Field(default=None, json_schema_extra=_TIMESTAMP)
+    """Since when the application has not been Healthy there (with application failover)."""
+    evicting: ClusterEviction | None = None
+    """Replicas leaving this cluster gracefully."""
 
 
 class CanaryStatus(KubeModel):
@@ -204,11 +238,16 @@ class ApplicationPropagationStatus(KubeModel):
     """readyClusters/totalClusters, e.g. 18/20 (for kubectl get)."""
     canary: CanaryStatus | None = None
     """Canary progress."""
-    evicted: list[str] = Field(
-        default_factory=list, max_length=1000, json_schema_extra={"x-kubernetes-list-type": "set"}
+    evicted: list[EvictedCluster] = Field(
+        default_factory=list,
+        max_length=1000,
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["cluster"],
+        },
     )
-    """Clusters the application was evicted from and may fail back to (failback
-    WhenReady)."""
+    """Clusters the application was evicted from and is kept off: until failback
+    (WhenReady) for an unreachable one, until a rebalance for one where it was unhealthy."""
     rebalanced: str | None = Field(default=None, max_length=253)
     """The propagator.io/rebalance value last acted on."""
     propagated_kinds: list[str] = Field(default_factory=list, max_length=500)

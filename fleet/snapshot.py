@@ -95,7 +95,7 @@ def cluster_info(member: Mapping[str, Any]) -> ClusterInfo:
     status = member.get("status") or {}
     condition = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
     ready = condition is not None and condition.get("status") == "True"
-    since = _epoch(condition.get("lastTransitionTime")) if condition else None
+    since = epoch_of(condition.get("lastTransitionTime")) if condition else None
     resources = status.get("resources") or {}
     available = _quantities(resources.get("available"))
     allocatable = _quantities(resources.get("allocatable"))
@@ -122,7 +122,7 @@ def cluster_info(member: Mapping[str, Any]) -> ClusterInfo:
     )
 
 
-def _epoch(timestamp: Any) -> float | None:
+def epoch_of(timestamp: Any) -> float | None:
     """An RFC 3339 time (``2026-12-01T03:30:00Z``) as epoch seconds, None if unreadable."""
     if not isinstance(timestamp, str):
         return None

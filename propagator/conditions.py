@@ -19,6 +19,11 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def iso(epoch: float) -> str:
+    """Epoch seconds as an RFC 3339 time, ``2026-12-01T03:30:00Z``."""
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def condition(
     type_: str,
     ok: bool | None,

@@ -82,6 +82,8 @@ class Harness:
         self.hub = FakeHub(app)
         self.table = table or WorkTable()
         self.queued: list[tuple[str, str]] = []
+        self.healths: dict[str, WorkloadHealth] = {}
+        """The application's health per cluster (Healthy unless set)."""
         store = SnapshotStore()
         kinds = frozenset({("v1", "ConfigMap"), ("apps/v1", "Deployment")})
         store.publish([cluster(c, kinds=kinds) for c in clusters], {"f": list(clusters)})
@@ -111,7 +113,7 @@ class Harness:
     def _health(
         self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str
     ) -> WorkloadHealth:
-        return "Healthy"
+        return self.healths.get(cluster, "Healthy")
 
     def reconcile(self, replan: bool = True) -> Any:
         obj = copy.deepcopy(self.hub.app)  # what the informer's cache would hold

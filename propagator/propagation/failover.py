@@ -1,30 +1,40 @@
-"""Cluster failover (pure): which clusters an application is moved off, and when what ran
-there may be removed.
+"""Failover decisions (pure): which clusters an application is placed without, and when it
+comes back.
 
 A cluster the application runs on that has not been Ready for longer than the
-application's ``failover.clusterUnreachableAfter`` is evicted: it is placed again without
-it (like a ``NoExecute`` taint; its replicas go where there is room). What ran there is
-removed gracefully: only once the replacement is Available everywhere, and only when the
-member answers again (until then the removal waits and is retried). A cluster that comes
-back within the toleration moves nothing: the clock restarts with every NotReady spell.
-With failback WhenReady, an evicted cluster Ready again for ``failbackAfter`` makes the
-application be placed again from scratch (its replicas return).
+application's ``failover.clusterUnreachableAfter`` is evicted (like a ``NoExecute``
+taint): it is placed again without it, its replicas go where there is room. With
+application failover on, a cluster where the application has not been Healthy for
+``failover.application.unhealthyAfter`` is evicted too — only while it runs Healthy on
+another cluster. A cluster that comes back within the toleration moves nothing: the clock
+restarts with every NotReady (or unhealthy) spell. With failback WhenReady, a cluster
+evicted for being unreachable and Ready again for ``failbackAfter`` makes the application
+be placed again from scratch; a rebalance does that at once, for every evicted cluster.
+How the replicas leave is :mod:`propagator.propagation.moves`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from fleet.snapshot import FleetSnapshot
+from propagator.propagation.health import WorkloadHealth
+
+EvictedFor = Literal["ClusterUnreachable", "ApplicationUnhealthy"]
+
+UNHEALTHY: frozenset[WorkloadHealth] = frozenset({"Progressing", "Degraded"})
+"""Healths that run application failover's clock (Unknown neither runs nor stops it)."""
 
 
 @dataclass(frozen=True)
 class Eviction:
     cluster: str
+    reason: EvictedFor
     since: float
-    """When the cluster stopped being Ready (epoch seconds)."""
-    reason: str
+    """When the cluster stopped being Ready, or the application Healthy there (epoch s)."""
+    message: str
 
 
 def seconds(value: float) -> str:
@@ -47,15 +57,54 @@ def evictions(
         if down >= tolerate_s:
             out[name] = Eviction(
                 name,
+                "ClusterUnreachable",
                 info.not_ready_since,
                 f"not Ready for {seconds(down)} (clusterUnreachableAfter {seconds(tolerate_s)})",
             )
     return out
 
 
+def unhealthy_since(health: WorkloadHealth, previous: float | None, now: float) -> float | None:
+    """Application failover's clock on one cluster: since when the application has not
+    been Healthy there (``previous``: the clock so far)."""
+    if health in UNHEALTHY:
+        return previous if previous is not None else now
+    return previous if health == "Unknown" else None
+
+
+def unhealthy_evictions(
+    healths: Mapping[str, WorkloadHealth],
+    since: Mapping[str, float],
+    after_s: float,
+    now: float,
+) -> dict[str, Eviction]:
+    """The clusters of ``healths`` (the application's health on each cluster it runs on)
+    where it has not been Healthy since ``since`` for ``after_s`` or longer — none unless
+    it is Healthy on another cluster."""
+    if not any(h == "Healthy" for h in healths.values()):
+        return {}
+    out = {}
+    for name, health in sorted(healths.items()):
+        start = since.get(name)
+        if health in UNHEALTHY and start is not None and now - start >= after_s:
+            out[name] = Eviction(
+                name,
+                "ApplicationUnhealthy",
+                start,
+                f"{health} for {seconds(now - start)} (unhealthyAfter {seconds(after_s)})",
+            )
+    return out
+
+
+def unhealthy_due(since: Mapping[str, float], after_s: float, now: float) -> float | None:
+    """Seconds until the first of the application failover clocks ``since`` passes
+    ``after_s`` (negative: overdue); None without a clock."""
+    return min(since.values()) + after_s - now if since else None
+
+
 def evicting(leaving: Iterable[str], snapshot: FleetSnapshot, now: float) -> dict[str, str]:
     """The clusters of ``leaving`` that are not Ready, each with why: their removal waits
-    for the replacement to be Available (and for them to answer)."""
+    for them to answer, and does not hold ``Applied`` back."""
     out = {}
     for name in leaving:
         info = snapshot.clusters.get(name)

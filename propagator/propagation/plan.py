@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from propagator.propagation.failoverstate import FailoverState
 from propagator.propagation.health import WorkloadHealth
 from propagator.propagation.targets import Target
 
@@ -22,7 +23,7 @@ class Outcome:
     error: BaseException | None = None
     refresh_after_s: float | None = None
     replan_after_s: float | None = None
-    """Plan again after this long (an eviction waits for its replacement)."""
+    """Plan again after this long (a toleration or a grace period runs out)."""
 
 
 @dataclass
@@ -38,15 +39,18 @@ class Plan:
     kinds: set[str] = field(default_factory=set)
     removed: list[str] = field(default_factory=list)
     """Clusters the application is being removed from."""
-    evicting: dict[str, str] = field(default_factory=dict)
-    """Clusters being removed that do not answer (evicted), with why; their removal does
-    not hold Applied back."""
-    holding: dict[str, str] = field(default_factory=dict)
-    """Those of ``evicting`` whose removal waits for the replacement to be Available."""
-    rebalanced: str | None = None
-    """The rebalance request acted on (written to status)."""
-    evicted_from: list[str] = field(default_factory=list)
-    """Clusters evicted from and not failed back to yet (failback WhenReady)."""
+    unanswered: dict[str, str] = field(default_factory=dict)
+    """Those of ``removed`` that do not answer, with why: their removal waits for them and
+    does not hold ``Applied`` back."""
+    failover: FailoverState = field(default_factory=FailoverState)
+    """Rebalance acted on, clusters kept off, replicas moving gracefully."""
+    unhealthy_after_s: float | None = None
+    """Application failover's toleration (None: off, no clock kept)."""
+
+    def leaving(self) -> list[str]:
+        """Clusters the application left that keep what runs there until it is replaced."""
+        placed = {t.cluster for t in self.targets}
+        return sorted(c for c in self.failover.moves if c not in placed)
 
 
 @dataclass(frozen=True)

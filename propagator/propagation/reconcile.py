@@ -10,9 +10,10 @@ the status when it changed.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import trace
@@ -28,12 +29,20 @@ from fleet.snapshot import FleetSnapshot, SnapshotStore
 from propagator.conditions import now_iso, status_changed
 from propagator.observability.events import record_event
 from propagator.observability.metrics import Metrics
-from propagator.propagation.failover import (
-    Eviction,
-    evicting,
-    evictions,
-    failing_back,
-    next_change,
+from propagator.propagation.failover import evicting, next_change, unhealthy_due
+from propagator.propagation.failoverstate import (
+    FailoverDecision,
+    FailoverState,
+    decide,
+    unhealthy_clocks,
+)
+from propagator.propagation.health import WorkloadHealth
+from propagator.propagation.moves import (
+    Move,
+    grace_left,
+    graceful_moves,
+    release,
+    with_kept_replicas,
 )
 from propagator.propagation.placement import FleetNotFound, place
 from propagator.propagation.plan import MemberAccess, Outcome, Plan
@@ -60,12 +69,13 @@ FINALIZER = "propagator.io/cleanup"
 REMOVAL = "removal"
 """The revision of the work that removes an application from a cluster."""
 STATUS_CATCH_UP_S = 1.0
-DEADLINE_MARGIN_S = 0.5
-"""Planned again this long after a toleration or failback period runs out."""
-EVICTION_RECHECK_S = 2.0
-"""An eviction waiting for its replacement to be Available is looked at again this often."""
 """A reconcile with member syncs in flight leaves the status write to their results; this
 long at most."""
+DEADLINE_MARGIN_S = 0.5
+"""Planned again this long after a toleration, failback or grace period runs out."""
+OVERDUE_RECHECK_S = 10.0
+"""An application unhealthy beyond its toleration and not moved (unhealthy everywhere) is
+looked at again this often."""
 
 
 class Reconciler:
@@ -140,8 +150,7 @@ class Reconciler:
         if obj["metadata"].get("deletionTimestamp"):
             return await self._finalize(obj, key)
         if not replan and plan is not None and plan.generation == obj["metadata"].get("generation"):
-            await self._report(obj, plan)
-            return Outcome(False)
+            return Outcome(False, replan_after_s=await self._report(obj, key, plan))
         with (
             self.metrics.timed("reconcile") as timing,
             tracer.start_as_current_span("reconcile", attributes={"application": key}),
@@ -177,61 +186,56 @@ class Reconciler:
             return await self._planned(obj, key, plan, Outcome(True, exc))
         snapshot = self.store.current()
         previous = obj.get("status") or {}
-        plan.rebalanced = previous.get("rebalanced")
-        plan.evicted_from = list(previous.get("evicted") or [])
-        asked = (meta.get("annotations") or {}).get(REBALANCE_ANNOTATION)
+        last = self.plans.get(key)
+        carried = last.failover if last is not None else FailoverState.from_status(previous)
+        plan.failover = carried  # unchanged unless a placement is made
+        before = _placed_before(last, previous)
         failover, now = app.spec.failover, time.time()
-        evicted = evictions(
-            [p["cluster"] for p in previous.get("placement") or []],
+        decision = decide(
+            failover,
+            carried,
+            list(before),
             snapshot,
-            duration_seconds(failover.cluster_unreachable_after),
+            self._healths(key, last, namespace) if failover.application else {},
+            unhealthy_clocks(previous),
+            (meta.get("annotations") or {}).get(REBALANCE_ANNOTATION),
             now,
         )
-        returning = (
-            failing_back(
-                plan.evicted_from, snapshot, duration_seconds(failover.failback_after), now
-            )
-            if failover.failback == "WhenReady"
-            else []
-        )
-        fresh = (asked is not None and asked != plan.rebalanced) or bool(returning)
         own, planned = self.admission.use(tenant, key, snapshot)
         targets = self._place(
-            app, objects, snapshot, previous, plan, tenant, own, planned, evicted, fresh
+            app, objects, snapshot, previous, plan, tenant, own, planned, decision
         )
         if not targets:
             # No fleet, or nothing fits: what runs stays where it is (no apply, no prune).
             return await self._planned(obj, key, plan, Outcome(False))
-        if asked is not None and asked != plan.rebalanced:
-            plan.rebalanced = asked
-        if failover.failback == "WhenReady":
-            plan.evicted_from = sorted((set(plan.evicted_from) - set(returning)) | set(evicted))
-        else:
-            plan.evicted_from = []
-        for cluster in returning:
-            await record_event(
-                self.hub,
-                obj,
-                "Normal",
-                "FailedBack",
-                f"{cluster} has been Ready for {failover.failback_after}: placed again from "
-                "scratch (failback WhenReady)",
-            )
-        last = self.plans.get(key)
-        for eviction in evicted.values():
-            if last is not None and eviction.cluster not in {t.cluster for t in last.targets}:
-                continue  # recorded when the last plan left it (the status lags behind)
-            self.metrics.evictions.labels(eviction.cluster, "unreachable").inc()
-            await record_event(
-                self.hub,
-                obj,
-                "Warning",
-                "Evicted",
-                f"placed again without {eviction.cluster}: {eviction.reason}; what runs there "
-                "is removed once the replacement is Available and it answers",
-            )
+        plan.failover = decision.state
+        if failover.application is not None:
+            plan.unhealthy_after_s = duration_seconds(failover.application.unhealthy_after)
+        await self._announce(obj, decision, carried)
+        grace_s = duration_seconds(failover.grace_period)
+        moves = graceful_moves(
+            before,
+            {t.cluster: t.replicas for t in targets},
+            carried.moves,
+            decision.cause,
+            decision.evicted,
+            decision.immediate,
+            grace_s,
+            now,
+        )
         try:
-            rendered = await self._render(app, objects, snapshot, targets)
+            rendered = await self._render(
+                app, objects, snapshot, with_kept_replicas(targets, moves)
+            )
+            revisions = {c: revision_of(objs) for c, objs in rendered.items()}
+            replaced = self._replaced(key, targets, rendered, revisions, namespace, set(moves))
+            kept, released = release(moves, replaced, grace_s, now)
+            if any(m.cluster in revisions and m.replicas is not None for m in released.values()):
+                # a cluster that kept replicas now scales down to its placement
+                rendered = await self._render(
+                    app, objects, snapshot, with_kept_replicas(targets, kept)
+                )
+                revisions = {c: revision_of(objs) for c, objs in rendered.items()}
         except RenderError as exc:
             plan.conditions.append(
                 ("Applied", False, "RenderFailed", f"{exc}; nothing was applied")
@@ -247,8 +251,9 @@ class Reconciler:
         if refusal := self.admission.check(tenant, own, planned, rendered, snapshot, namespace):
             plan.conditions.append(("QuotaExceeded", True, refusal.reason, refusal.message))
             return await self._planned(obj, key, plan, Outcome(False))
-        plan.targets, plan.rendered = targets, rendered
-        plan.revisions = {c: revision_of(objs) for c, objs in rendered.items()}
+        plan.targets, plan.rendered, plan.revisions = targets, rendered, revisions
+        plan.failover.moves = kept
+        self._failed_over(released, replaced, now)
         plan.desired_kinds = set().union(*(kinds_of(o) for o in rendered.values()))
         plan.kinds = plan.desired_kinds | set(previous.get("propagatedKinds") or [])
         policy = SyncPolicy.of(app.spec.rollout, self.settings)
@@ -266,62 +271,118 @@ class Reconciler:
             )
             for t in targets
         }
-        plan.removed = self._leaving(key, previous, set(works))
-        plan.evicting = evicting(plan.removed, snapshot, time.time())
-        if plan.evicting and not self._replaced(key, plan, namespace):
-            plan.holding = dict(plan.evicting)  # graceful: the replacement first
+        leaving = self._leaving(key, previous, set(works))
+        plan.removed = [c for c in leaving if c not in kept]
+        plan.unanswered = evicting(plan.removed, snapshot, now)
         for cluster in plan.removed:
-            if cluster not in plan.holding:
-                works[cluster] = ClusterWork(
-                    key, cluster, (), REMOVAL, frozenset(plan.kinds), policy, uid
-                )
+            works[cluster] = ClusterWork(
+                key, cluster, (), REMOVAL, frozenset(plan.kinds), policy, uid
+            )
         queued = self._set_work(key, works)
-        self._failed_over(last, plan, snapshot)
         # Syncs in flight (queued now, or by an earlier plan of this revision) report back.
         pending = queued or any(
             not s.applied and not s.failed for s in self.table.states_of(key).values()
         )
-        # Plan again when a toleration or a failback period runs out, or while an
-        # eviction waits for its replacement: nothing else would trigger it.
-        waits = [EVICTION_RECHECK_S] if plan.holding else []
+        # Plan again when a toleration, a failback period or a grace period runs out:
+        # nothing else would trigger it (a replacement turning Available triggers it from
+        # the status refresh).
+        waits = [w for w in (grace_left(kept, grace_s, now),) if w is not None]
         due = next_change(
             [t.cluster for t in targets],
-            plan.evicted_from,
+            [n for n, e in plan.failover.evicted.items() if e.reason == "ClusterUnreachable"],
             snapshot,
             duration_seconds(failover.cluster_unreachable_after),
             duration_seconds(failover.failback_after) if failover.failback == "WhenReady" else None,
-            time.time(),
+            now,
         )
         if due is not None:
-            waits.append(due + DEADLINE_MARGIN_S)
+            waits.append(due)
         outcome = Outcome(
             False,
             refresh_after_s=STATUS_CATCH_UP_S if pending else None,
-            replan_after_s=min(waits) if waits else None,
+            replan_after_s=min(waits) + DEADLINE_MARGIN_S if waits else None,
         )
         return await self._planned(obj, key, plan, outcome)
 
-    def _replaced(self, key: str, plan: Plan, namespace: str) -> bool:
-        """Whether the application is applied, at the revision just planned, and healthy
-        on every target: an evicted cluster's objects may go."""
-        for t in plan.targets:
+    def _healths(self, key: str, last: Plan | None, namespace: str) -> dict[str, WorkloadHealth]:
+        """The application's health on each cluster its last plan placed it on."""
+        if last is None:
+            return {}
+        return {
+            t.cluster: self.members.health(t.cluster, last.rendered[t.cluster], namespace)
+            for t in last.targets
+        }
+
+    def _replaced(
+        self,
+        key: str,
+        targets: Sequence[Target],
+        rendered: Mapping[str, Sequence[Mapping[str, Any]]],
+        revisions: Mapping[str, str],
+        namespace: str,
+        moving: Collection[str],
+    ) -> bool:
+        """Whether the application is applied, at the revision planned, and Healthy on
+        every target that is not ``moving``: the replicas that move may go."""
+        for t in targets:
+            if t.cluster in moving:
+                continue
             state = self.table.state(key, t.cluster)
-            if state is None or not state.applied or state.revision != plan.revisions[t.cluster]:
+            if state is None or not state.applied or state.revision != revisions[t.cluster]:
                 return False
-            if self.members.health(t.cluster, plan.rendered[t.cluster], namespace) != "Healthy":
+            if self.members.health(t.cluster, rendered[t.cluster], namespace) != "Healthy":
                 return False
         return True
 
-    def _failed_over(self, last: Plan | None, plan: Plan, snapshot: FleetSnapshot) -> None:
+    def _failed_over(self, released: Mapping[str, Move], replaced: bool, now: float) -> None:
         """Time from a cluster lost to its replacement Available, once per eviction: when
-        the last plan held its removal and this one releases it."""
-        held_before = set(last.holding) if last is not None else set()
-        for cluster in held_before & (set(plan.evicting) - set(plan.holding)):
-            since = (
-                snapshot.clusters[cluster].not_ready_since if cluster in snapshot.clusters else None
+        its move is released because the replacement is Available."""
+        if not replaced:
+            return
+        for move in released.values():
+            if move.lost is not None:
+                self.metrics.failover_duration.observe(max(0.0, now - move.lost))
+
+    async def _announce(
+        self, obj: dict[str, Any], decision: FailoverDecision, carried: FailoverState
+    ) -> None:
+        """Events and metrics for the evictions, failbacks and rebalance of ``decision``."""
+        for eviction in decision.evicted.values():
+            if eviction.cluster in carried.moves or eviction.cluster in carried.evicted:
+                continue  # announced when it was evicted (an earlier plan did not stick)
+            metric = "unreachable" if eviction.reason == "ClusterUnreachable" else "unhealthy"
+            self.metrics.evictions.labels(eviction.cluster, metric).inc()
+            how = (
+                "removed at once"
+                if eviction.cluster in decision.immediate
+                else "removed once the replacement is Available"
+                + (" and it answers" if eviction.reason == "ClusterUnreachable" else "")
             )
-            if since is not None:
-                self.metrics.failover_duration.observe(max(0.0, time.time() - since))
+            await record_event(
+                self.hub,
+                obj,
+                "Warning",
+                "Evicted",
+                f"placed again without {eviction.cluster}: {eviction.message}; what runs there "
+                f"is {how}",
+            )
+        for cluster in decision.returning:
+            await record_event(
+                self.hub,
+                obj,
+                "Normal",
+                "FailedBack",
+                f"{cluster} has been Ready for failbackAfter: placed again from scratch "
+                "(failback WhenReady)",
+            )
+        if decision.rebalance is not None:
+            await record_event(
+                self.hub,
+                obj,
+                "Normal",
+                "Rebalanced",
+                f"placed again from scratch ({REBALANCE_ANNOTATION}={decision.rebalance})",
+            )
 
     async def _forbidden(
         self, obj: dict[str, Any], key: str, plan: Plan, exc: Forbidden
@@ -370,12 +431,32 @@ class Reconciler:
         results will, or the catch-up refresh)."""
         self.plans[key] = plan
         if outcome.refresh_after_s is None:
-            await self._report(obj, plan)
+            due = await self._report(obj, key, plan)
+            if due is not None:
+                soonest = min(due, outcome.replan_after_s or due)
+                return dataclasses.replace(outcome, replan_after_s=soonest)
         return outcome
 
-    async def _report(self, obj: dict[str, Any], plan: Plan) -> None:
-        """Write the status of ``plan`` with the current sync states (if it changed)."""
-        await self._write_status(obj, plan_status(obj, plan, self.table, self.members, now_iso()))
+    async def _report(self, obj: dict[str, Any], key: str, plan: Plan) -> float | None:
+        """Write the status of ``plan`` with the current sync states (if it changed);
+        returns when the application must be planned again for failover: at once once the
+        moving replicas are replaced, or when an application failover toleration runs
+        out."""
+        now = time.time()
+        status = plan_status(obj, plan, self.table, self.members, now)
+        await self._write_status(obj, status)
+        namespace = obj["metadata"].get("namespace", "default")
+        moving = plan.failover.moves
+        if moving and self._replaced(
+            key, plan.targets, plan.rendered, plan.revisions, namespace, set(moving)
+        ):
+            return 0.0
+        if plan.unhealthy_after_s is None:
+            return None
+        due = unhealthy_due(unhealthy_clocks(status), plan.unhealthy_after_s, now)
+        if due is None:
+            return None
+        return due + DEADLINE_MARGIN_S if due > 0 else OVERDUE_RECHECK_S
 
     def _place(
         self,
@@ -387,16 +468,15 @@ class Reconciler:
         tenant: Mapping[str, Any] | None,
         own: Use,
         planned: Use,
-        evicted: Mapping[str, Eviction],
-        fresh: bool,
+        failover: FailoverDecision,
     ) -> list[Target]:
-        """Schedule within ``tenant``'s room, without the ``evicted`` clusters (``fresh``:
-        as if it ran nowhere), and keep what is placed under NoSchedule; adds ``Scheduled``
-        (and ``QuotaExceeded`` when the quota leaves no room)."""
+        """Schedule within ``tenant``'s room, without the clusters failover keeps it off
+        (from scratch after a rebalance or failback), and keep what is placed under
+        NoSchedule; adds ``Scheduled`` (and ``QuotaExceeded`` when the quota leaves no
+        room)."""
         namespace = app.metadata.get("namespace", "default")
-        held = held_targets(
-            previous.get("placement") or [], snapshot, app.spec.placement, set(evicted)
-        )
+        away = failover.away
+        held = held_targets(previous.get("placement") or [], snapshot, app.spec.placement, away)
         kept = [f"{t.cluster} ({t.kept})" for t in held]
         placement = app.spec.placement
         demand = demand_of(objects)
@@ -423,8 +503,8 @@ class Reconciler:
                     age_s=self.store.age_s(),
                     own=own,
                     planned=planned,
-                    evicted=evicted,
-                    fresh=fresh,
+                    evicted=away,
+                    fresh=failover.fresh,
                     held={t.cluster: t.replicas for t in held},
                 )
             except FleetNotFound as exc:
@@ -558,3 +638,15 @@ class Reconciler:
         self.forget(key)
         log.info("%s: removed from %d clusters", key, len(states))
         return Outcome(False)
+
+
+def _placed_before(last: Plan | None, status: Mapping[str, Any]) -> dict[str, int | None]:
+    """Where the application runs now, replicas per cluster (None: Duplicated): its last
+    plan's placement, or the status's after a restart or a plan that placed nothing."""
+    if last is not None and last.targets:
+        return {t.cluster: t.replicas for t in last.targets}
+    out: dict[str, int | None] = {}
+    for entry in status.get("placement") or []:
+        replicas = entry.get("replicas")
+        out[str(entry.get("cluster"))] = replicas if isinstance(replicas, int) else None
+    return out

@@ -7,6 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from fleet.informer import cache_key
+from propagator.conditions import iso
+from propagator.propagation.failover import unhealthy_since
+from propagator.propagation.failoverstate import unhealthy_clocks
 from propagator.propagation.plan import MemberAccess, Plan
 from propagator.propagation.results import applied_summary, failures
 from propagator.propagation.status import ClusterState, StatusBuilder, availability
@@ -15,19 +18,21 @@ from propagator.propagation.work import SyncState, WorkTable
 
 
 def plan_status(
-    obj: dict[str, Any], plan: Plan, table: WorkTable, members: MemberAccess, now: str
+    obj: dict[str, Any], plan: Plan, table: WorkTable, members: MemberAccess, now: float
 ) -> dict[str, Any]:
-    """The status of ``obj`` for ``plan`` with the current sync states."""
-    builder = StatusBuilder(obj, now)
+    """The status of ``obj`` for ``plan`` with the current sync states, at ``now`` (epoch
+    seconds)."""
+    builder = StatusBuilder(obj, iso(now))
     for condition in plan.conditions:
         builder.condition(*condition)
-    if plan.rebalanced is not None:
-        builder.status["rebalanced"] = plan.rebalanced
-    if plan.evicted_from or builder.status.get("evicted"):
-        builder.status["evicted"] = plan.evicted_from  # [] clears it (a merge patch)
+    failover = plan.failover
+    if failover.rebalanced is not None:
+        builder.status["rebalanced"] = failover.rebalanced
+    if failover.evicted or builder.status.get("evicted"):
+        builder.status["evicted"] = failover.evicted_status()  # [] clears it (a merge patch)
     if plan.targets:
         builder.status["placement"] = [_placed(t) for t in plan.targets]
-        _cluster_status(obj, plan, table, members, builder)
+        _cluster_status(obj, plan, table, members, builder, now)
     return builder.build()
 
 
@@ -37,6 +42,7 @@ def _cluster_status(
     table: WorkTable,
     members: MemberAccess,
     builder: StatusBuilder,
+    now: float,
 ) -> None:
     """Per-cluster lines, ``Applied``, ``Available`` and ``propagatedKinds``."""
     key = cache_key(obj)
@@ -44,19 +50,26 @@ def _cluster_status(
     previous = {c["name"]: c for c in builder.previous.get("clusters") or []}
     target_states: dict[str, SyncState] = {}
     lines = []
+    clocks = unhealthy_clocks(builder.previous)
     for t in plan.targets:
         state = table.state(key, t.cluster) or SyncState(plan.revisions[t.cluster])
         target_states[t.cluster] = state
+        health = members.health(t.cluster, plan.rendered[t.cluster], namespace)
+        since = None
+        if plan.unhealthy_after_s is not None:
+            since = unhealthy_since(health, clocks.get(t.cluster), now)
         lines.append(
             ClusterState(
                 t.cluster,
                 state.applied,
-                members.health(t.cluster, plan.rendered[t.cluster], namespace),
+                health,
                 state.attempts,
                 state.error,
                 plan.revisions[t.cluster]
                 if state.applied
                 else (previous.get(t.cluster) or {}).get("revision"),
+                iso(since) if since is not None else None,
+                plan.failover.move_status(t.cluster),
             )
         )
     removal = {
@@ -68,7 +81,7 @@ def _cluster_status(
             False,
             "Unknown",
             s.attempts,
-            _removing(plan.evicting.get(c), s.error),
+            _removing(plan.unanswered.get(c), s.error),
             (previous.get(c) or {}).get("revision"),
         )
         for c, s in removal.items()
@@ -79,16 +92,17 @@ def _cluster_status(
             False,
             "Unknown",
             0,
-            f"evicting: {why}; removed once the replacement is Available and it answers",
+            None,
             (previous.get(c) or {}).get("revision"),
+            evicting=plan.failover.move_status(c),
         )
-        for c, why in sorted(plan.holding.items())
+        for c in plan.leaving()
     ]
     builder.clusters(lines, len(plan.targets))
-    blocking = {c: s for c, s in removal.items() if c not in plan.evicting}
+    blocking = {c: s for c, s in removal.items() if c not in plan.unanswered}
     done = not blocking and all(s.applied for s in target_states.values())
     # Kinds leave the list only once no cluster may hold them (evicted ones included).
-    settled = done and not removal and not plan.holding
+    settled = done and not removal and not plan.leaving()
     builder.status["propagatedKinds"] = sorted(plan.desired_kinds if settled else plan.kinds)
     message = applied_summary(target_states)
     removal_failures = failures({c: s for c, s in blocking.items() if s.failed})
@@ -125,9 +139,9 @@ def _cluster_status(
     builder.condition("Available", available, why, text)
 
 
-def _removing(evicted: str | None, error: str | None) -> str:
-    if evicted is not None:
-        return f"evicting: {evicted}; removed once it answers" + (f" ({error})" if error else "")
+def _removing(unanswered: str | None, error: str | None) -> str:
+    if unanswered is not None:
+        return f"removing once it answers: {unanswered}" + (f" ({error})" if error else "")
     return f"removing: {error}" if error else "removing"
 
 

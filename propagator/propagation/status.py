@@ -28,6 +28,8 @@ class ClusterState:
     attempts: int
     last_error: str | None
     revision: str | None
+    unhealthy_since: str | None = None
+    evicting: Mapping[str, Any] | None = None
 
     def as_status(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -40,6 +42,10 @@ class ClusterState:
             out["lastError"] = redact(self.last_error)[:2048]
         if self.revision:
             out["revision"] = self.revision
+        if self.unhealthy_since:
+            out["unhealthySince"] = self.unhealthy_since
+        if self.evicting:
+            out["evicting"] = {**self.evicting, "message": redact(self.evicting["message"])}
         return out
 
 
