@@ -84,6 +84,19 @@ def merged_kubeconfig(paths: list[Path]) -> tuple[dict[str, Any], str]:
     return merged, source
 
 
+def context_namespace(kubeconfig: Path | None = None, context: str | None = None) -> str | None:
+    """The namespace the kubeconfig's context (``context``, else its current one) names,
+    as kubectl reads it (``kubeconfig``, else ``$KUBECONFIG`` or ``~/.kube/config``);
+    None when it names none."""
+    doc, _ = merged_kubeconfig([kubeconfig] if kubeconfig else kubeconfig_paths())
+    name = context or doc.get("current-context")
+    for entry in doc.get("contexts") or []:
+        if isinstance(entry, dict) and entry.get("name") == name:
+            namespace = (entry.get("context") or {}).get("namespace")
+            return namespace if isinstance(namespace, str) and namespace else None
+    return None
+
+
 def _in_cluster(service_account_dir: Path) -> Credentials | None:
     host, port = (
         os.environ.get("KUBERNETES_SERVICE_HOST"),

@@ -2,7 +2,9 @@
 
 kwok ships no default behaviour; it does what its Stage objects say. These stages make a
 node Ready, keep it heartbeating, run every pod bound to a fake node straight to Running and
-Ready, complete the pods of Jobs, and finish deletions.
+Ready (or Running and never Ready, for a pod annotated ``kwok.propagator.io/unready:
+"true"``: an application that does not become healthy, to try failover with), complete
+the pods of Jobs, and finish deletions.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from typing import Any
 import yaml
 
 NODE_ANNOTATION = "kwok.x-k8s.io/node"
+UNREADY_ANNOTATION = "kwok.propagator.io/unready"
+"""A pod annotated with it ("true") runs and never becomes Ready."""
 
 _NODE_CONDITIONS = """\
       conditions:
@@ -49,32 +53,43 @@ _NODE_STATUS = (
 """
 )
 
-_POD_RUNNING = """\
-      {{ $now := Now }}
-      {{ $m := .metadata }}
+
+def _pod_running(ready: bool) -> str:
+    """A Running pod's status, Ready or never Ready (its containers started, not ready)."""
+    flag = "true" if ready else "false"
+    return f"""\
+      {{{{ $now := Now }}}}
+      {{{{ $m := .metadata }}}}
       conditions:
-      {{ range list "PodScheduled" "Initialized" "ContainersReady" "Ready" }}
+      {{{{ range list "PodScheduled" "Initialized" }}}}
       - lastProbeTime: null
-        lastTransitionTime: {{ $now | Quote }}
+        lastTransitionTime: {{{{ $now | Quote }}}}
         status: "True"
-        type: {{ . }}
-      {{ end }}
+        type: {{{{ . }}}}
+      {{{{ end }}}}
+      {{{{ range list "ContainersReady" "Ready" }}}}
+      - lastProbeTime: null
+        lastTransitionTime: {{{{ $now | Quote }}}}
+        status: "{flag.title()}"
+        type: {{{{ . }}}}
+      {{{{ end }}}}
       containerStatuses:
-      {{ range .spec.containers }}
-      - image: {{ .image | Quote }}
-        name: {{ .name | Quote }}
-        ready: true
+      {{{{ range .spec.containers }}}}
+      - image: {{{{ .image | Quote }}}}
+        name: {{{{ .name | Quote }}}}
+        ready: {flag}
         restartCount: 0
         started: true
         state:
           running:
-            startedAt: {{ $now | Quote }}
-      {{ end }}
-      hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
-      podIP: {{ PodIPWith .spec.nodeName false $m.uid $m.name $m.namespace | Quote }}
+            startedAt: {{{{ $now | Quote }}}}
+      {{{{ end }}}}
+      hostIP: {{{{ NodeIPWith .spec.nodeName | Quote }}}}
+      podIP: {{{{ PodIPWith .spec.nodeName false $m.uid $m.name $m.namespace | Quote }}}}
       phase: Running
-      startTime: {{ $now | Quote }}
+      startTime: {{{{ $now | Quote }}}}
 """
+
 
 _POD_SUCCEEDED = """\
       {{ $now := Now }}
@@ -133,6 +148,7 @@ def _is(key: str, *values: str, negate: bool = False) -> dict[str, Any]:
 
 
 _READY = '.status.conditions.[] | select( .type == "Ready" ) | .status'
+_UNREADY = f'.metadata.annotations["{UNREADY_ANNOTATION}"]'
 
 
 def stages() -> list[dict[str, Any]]:
@@ -159,8 +175,20 @@ def stages() -> list[dict[str, Any]]:
                 _absent(".metadata.deletionTimestamp"),
                 _is(".status.phase", "Pending"),
                 _exists(".spec.nodeName"),
+                _is(_UNREADY, "true", negate=True),
             ],
-            {"statusTemplate": _POD_RUNNING},
+            {"statusTemplate": _pod_running(True)},
+        ),
+        _stage(
+            "pod-running-unready",
+            "Pod",
+            [
+                _absent(".metadata.deletionTimestamp"),
+                _is(".status.phase", "Pending"),
+                _exists(".spec.nodeName"),
+                _is(_UNREADY, "true"),
+            ],
+            {"statusTemplate": _pod_running(False)},
         ),
         _stage(
             "pod-complete",

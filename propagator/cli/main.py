@@ -5,18 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from propagator.cli import crds, fleet, local, run, schedule
-
-
-class Parser(argparse.ArgumentParser):
-    """No abbreviated flags: ``--out`` must not be taken for ``--output-dir``. Sub-command
-    parsers are of this class too (argparse makes them of their parent's)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("allow_abbrev", False)
-        super().__init__(*args, **kwargs)
+from propagator.cli.parser import Parser
 
 
 def build_parser() -> argparse.ArgumentParser:

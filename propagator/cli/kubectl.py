@@ -1,0 +1,154 @@
+"""``kubectl propagator``: the kubectl plugin (the ``kubectl-propagator`` command on the
+PATH) for what users do to their applications on the hub.
+
+``rebalance NAME``: place the application again from scratch, once (it sets the
+``propagator.io/rebalance`` annotation to a new value); its replicas move with the
+graceful rules of an eviction. ``--wait`` waits until the controller has acted on it and
+prints the new placement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import re
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from api.common import API_VERSION, DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, duration_seconds
+from api.failover import REBALANCE_ANNOTATION
+from fleet.connection import ApiError, KubeConnection
+from fleet.hub import context_namespace, hub_connection
+from fleet.kubeconfig import KubeconfigError
+from propagator.cli.parser import Parser
+
+KIND = "ApplicationPropagation"
+POLL_S = 0.5
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="kubectl propagator",
+        description="Act on ApplicationPropagations on the hub. Exit code 0 on success, 1 "
+        "when the hub refuses or the wait runs out, 2 on bad input.",
+    )
+    parser.add_argument("--kubeconfig", type=Path, help="the hub's kubeconfig (as kubectl)")
+    parser.add_argument("--context", help="the kubeconfig context to use (as kubectl)")
+    parser.add_argument(
+        "-n", "--namespace", help="the application's namespace (default: the context's)"
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    rebalance = commands.add_parser(
+        "rebalance",
+        help="place an application again from scratch, once",
+        description="Place the ApplicationPropagation NAME again from scratch: the clusters "
+        "it runs on lose their precedence, clusters it was evicted from may take it again, "
+        "and replicas that move stay where they are until their replacement is Available "
+        "(or the failover grace period passes).",
+    )
+    rebalance.add_argument("name", metavar="NAME", help="the ApplicationPropagation")
+    rebalance.add_argument(
+        "--wait", action="store_true", help="wait until the controller has placed it again"
+    )
+    rebalance.add_argument(
+        "--timeout",
+        default="60s",
+        help="how long --wait waits, as a duration such as 30s or 2m (default 60s)",
+    )
+    rebalance.set_defaults(run=_rebalance)
+    return parser
+
+
+def _placement(app: dict[str, Any]) -> str:
+    placed = (app.get("status") or {}).get("placement") or []
+    return ", ".join(
+        p["cluster"] + (f"={p['replicas']}" if p.get("replicas") is not None else "")
+        for p in placed
+    )
+
+
+async def _request_rebalance(
+    hub: KubeConnection, namespace: str, name: str, wait_s: float | None
+) -> str:
+    value = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    patch = {"metadata": {"annotations": {REBALANCE_ANNOTATION: value}}}
+    await hub.merge_patch(API_VERSION, KIND, name, patch, namespace=namespace)
+    requested = f"applicationpropagation.propagator.io/{name} rebalance requested ({value})"
+    if wait_s is None:
+        return requested
+    deadline = time.monotonic() + wait_s
+    while True:
+        app = await hub.get(API_VERSION, KIND, name, namespace=namespace)
+        if (app.get("status") or {}).get("rebalanced") == value:
+            return f"{requested}\nplaced again: {_placement(app) or 'nowhere'}"
+        if time.monotonic() >= deadline:
+            raise TimeoutError(
+                f"{requested}, but the controller had not acted on it after {wait_s:g}s "
+                "(is it running? `kubectl describe ap` shows its events)"
+            )
+        await anyio.sleep(POLL_S)
+
+
+def _bad_input(args: argparse.Namespace) -> str | None:
+    """What is wrong with the command line, if anything."""
+    if not re.fullmatch(DNS_SUBDOMAIN_PATTERN, args.name) or len(args.name) > 253:
+        return f"NAME {args.name!r}: not an object name (lower-case DNS subdomain)"
+    if args.namespace is not None and (
+        not re.fullmatch(DNS_LABEL_PATTERN, args.namespace) or len(args.namespace) > 63
+    ):
+        return f"--namespace {args.namespace!r}: not a namespace name (lower-case DNS label)"
+    if args.wait:
+        try:
+            duration_seconds(args.timeout)
+        except ValueError as exc:
+            return f"--timeout: {exc}"
+    return None
+
+
+def _rebalance(args: argparse.Namespace) -> int:
+    if problem := _bad_input(args):
+        print(f"kubectl propagator rebalance: {problem}", file=sys.stderr)
+        return 2
+    wait_s = duration_seconds(args.timeout) if args.wait else None
+    try:
+        namespace = args.namespace or context_namespace(args.kubeconfig, args.context)
+        hub = hub_connection(args.kubeconfig, args.context)
+    except KubeconfigError as exc:
+        print(f"kubectl propagator: {exc}", file=sys.stderr)
+        return 2
+
+    async def run() -> str:
+        try:
+            return await _request_rebalance(hub, namespace or "default", args.name, wait_s)
+        finally:
+            await hub.close()
+
+    try:
+        print(anyio.run(run))
+    except ApiError as exc:
+        where = f"{namespace or 'default'}/{args.name}"
+        what = "not found" if exc.not_found else str(exc)
+        print(
+            f"kubectl propagator rebalance: applicationpropagation {where}: {what}", file=sys.stderr
+        )
+        return 1
+    except TimeoutError as exc:
+        print(f"kubectl propagator rebalance: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the plugin; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    code: int = args.run(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
