@@ -416,4 +416,22 @@ BAD_OBJECTS = [
         "spec.failover.clusterUnreachableAfter",
         "clusterUnreachableAfter must be between 1s and 24h",
     ),
+    BadObject(
+        "ap-failover-grace-period-too-long",
+        ap({"failover": {"gracePeriod": "25h"}}),
+        "spec.failover.gracePeriod",
+        "gracePeriod must be between 1s and 24h",
+    ),
+    BadObject(
+        "ap-application-failover-unhealthy-after-zero",
+        ap({"failover": {"application": {"unhealthyAfter": "0s"}}}),
+        "spec.failover.application.unhealthyAfter",
+        "unhealthyAfter must be between 1s and 24h",
+    ),
+    BadObject(
+        "ap-unknown-purge-mode",
+        ap({"failover": {"application": {"purgeMode": "Never"}}}),
+        "spec.failover.application.purgeMode",
+        "Graciously",
+    ),
 ]

@@ -70,6 +70,17 @@ def deployment(replicas: int = 3, generation: int = 2, **status: Any) -> dict[st
         ),
         ({"apiVersion": "v1", "kind": "ConfigMap"}, "Healthy"),
         (None, "Progressing"),
+        (
+            {
+                **deployment(updatedReplicas=3, availableReplicas=3, replicas=3),
+                "metadata": {"name": "web", "deletionTimestamp": "2026-12-01T05:22:02Z"},
+            },
+            "Progressing",
+        ),  # being deleted (its garbage collection may lag): not what was applied
+        (
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"deletionTimestamp": "x"}},
+            "Progressing",
+        ),
     ],
 )
 def test_health_of(obj: dict[str, Any] | None, expected: str) -> None:

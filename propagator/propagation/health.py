@@ -78,8 +78,9 @@ _JUDGES = {
 
 
 def health_of(obj: Mapping[str, Any] | None) -> WorkloadHealth:
-    """The health of one live object (None: it is not there yet)."""
-    if obj is None:
+    """The health of one live object (None: it is not there yet; being deleted: it is
+    going away, whatever its status still says)."""
+    if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
         return "Progressing"
     judge = _JUDGES.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
     return judge(obj) if judge else "Healthy"

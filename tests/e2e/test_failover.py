@@ -4,8 +4,12 @@ gracefully, and what ran there goes once it answers again; a short outage moves 
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -15,6 +19,7 @@ from kubernetes import client as k8s
 from api.taints import NOT_READY_TAINT
 from fleet.local import HUB
 from fleet.local import cluster as local_cluster
+from fleet.local.kwok import UNREADY_ANNOTATION
 from tests.e2e.conftest import Fleet
 from tests.e2e.controller import Controller, running
 from tests.e2e.manifests import deployment
@@ -107,7 +112,7 @@ def test_divided_replicas_leave_a_member_that_stopped_and_come_off_it_when_it_re
     before = {c: _ready_pods(fleet, c, "evict") for c in survivors}
     lost = time.monotonic()
     with _stopped(fleet, victim):
-        moved = wait_ap(
+        wait_ap(
             fleet,
             "evict",
             "web",
@@ -117,8 +122,15 @@ def test_divided_replicas_leave_a_member_that_stopped_and_come_off_it_when_it_re
         print(
             f"member stopped -> 12 replicas Available on the others: {time.monotonic() - lost:.1f}s"
         )
-        line = next(c for c in moved["status"]["clusters"] if c["name"] == victim)
-        assert line["lastError"].startswith("evicting: not Ready for"), line
+
+        def removing(app: dict[str, Any]) -> bool:
+            line = next(c for c in app["status"]["clusters"] if c["name"] == victim)
+            return "evicting" not in line and line.get("lastError", "").startswith(
+                "removing once it answers: not Ready for"
+            )
+
+        # the replacement is Available: what ran on the victim goes, once it answers
+        wait_ap(fleet, "evict", "web", f"{victim} being removed", removing)
         for cluster in survivors:
 
             def six(c: str = cluster) -> set[str] | None:
@@ -206,8 +218,130 @@ def test_failback_when_ready_returns_the_replicas_to_a_member_that_is_back(
             "evicted",
             lambda a: victim not in _placed(a) and _available(a),
         )
-        assert gone["status"]["evicted"] == [victim]
+        assert [e["cluster"] for e in gone["status"]["evicted"]] == [victim]
     back = wait_ap(
         fleet, "failback", "web", "2:2:2 again", lambda a: _placed(a) == even and _available(a)
     )
     assert back["status"].get("evicted") == []
+
+
+def _unready_on(cluster: str) -> list[dict[str, Any]]:
+    """An override: the pods on ``cluster`` run and never become Ready (kwok's stage)."""
+    patch = {
+        "op": "add",
+        "path": "/spec/template/metadata/annotations",
+        "value": {UNREADY_ANNOTATION: "true"},
+    }
+    return [{"clusterNames": [cluster], "patches": [patch]}]
+
+
+def test_an_application_unhealthy_on_one_member_is_moved_off_it_only_with_application_failover(
+    fleet: Fleet, controller: Controller
+) -> None:
+    _all_ready(fleet)
+    victim, others = MEMBERS[2], MEMBERS[:2]
+    for namespace, application_failover in (
+        ("sick-off", None),
+        ("sick-on", {"unhealthyAfter": "3s"}),
+    ):
+        app = _app(namespace, 6, {"replicas": {"mode": "Divided"}}, "300s")
+        app["spec"]["overrides"] = _unready_on(victim)
+        if application_failover is not None:
+            app["spec"]["failover"]["application"] = application_failover
+        create(fleet, app)
+    moved = wait_ap(
+        fleet,
+        "sick-on",
+        "web",
+        f"moved off {victim}",
+        lambda a: _placed(a) == dict.fromkeys(others, 3) and _available(a),
+    )
+    [evicted] = moved["status"]["evicted"]
+    assert (evicted["cluster"], evicted["reason"]) == (victim, "ApplicationUnhealthy")
+    for cluster in others:
+        eventually(
+            lambda c=cluster: len(_ready_pods(fleet, c, "sick-on")) == 3 or None,  # type: ignore[misc]
+            f"3 ready pods on {cluster}",
+        )
+    eventually(
+        lambda: not fleet.apps(victim).list_namespaced_deployment("sick-on").items or None,
+        f"the Deployment removed from {victim} once the replacement is Available",
+    )
+    # Without application failover, the same application, as long unhealthy, stays.
+    stayed = get_ap(fleet, "sick-off", "web")
+    assert _placed(stayed) == dict.fromkeys(MEMBERS, 2)
+    assert condition(stayed, "Available")["status"] == "False"
+    assert fleet.apps(victim).list_namespaced_deployment("sick-off").items
+    assert (
+        controller.scrape()[f'propagator_evictions_total{{cluster="{victim}",reason="unhealthy"}}']
+        == 1.0
+    )
+
+
+def _kubectl_propagator(fleet: Fleet, *args: str) -> subprocess.CompletedProcess[str]:
+    """``kubectl propagator ...`` as a user runs it: kubectl finds the plugin on the PATH."""
+    plugin_dir = str(Path(sys.executable).parent)  # where kubectl-propagator is installed
+    env = {**os.environ, "PATH": f"{plugin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env["KUBECONFIG"] = str(fleet.kubeconfig(HUB))
+    return subprocess.run(
+        [str(fleet.binaries / "kubectl"), "propagator", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        check=False,
+    )
+
+
+def test_failback_never_stays_and_a_rebalance_moves_back_gracefully(
+    fleet: Fleet, controller: Controller
+) -> None:
+    _all_ready(fleet)
+    namespace, victim, survivors = "rebalance", MEMBERS[0], MEMBERS[1:]
+    create(fleet, _app(namespace, 6, {"replicas": {"mode": "Divided"}}, "2s"))
+    even = dict.fromkeys(MEMBERS, 2)
+    wait_ap(fleet, namespace, "web", "2:2:2", lambda a: _placed(a) == even and _available(a))
+    with _stopped(fleet, victim):
+        wait_ap(
+            fleet,
+            namespace,
+            "web",
+            "3:3 without the stopped member",
+            lambda a: victim not in _placed(a) and _available(a),
+        )
+    # failback Never: the member is back and Ready, and gets nothing back by itself
+    eventually(lambda: not _tainted(fleet, victim) or None, f"{victim} Ready again")
+    back = wait_ap(fleet, namespace, "web", "available", _available)
+    assert {c: n for c, n in _placed(back).items() if n} == dict.fromkeys(survivors, 3)
+    # The victim's pods will never be Ready, so the rebalance's moves wait for the grace
+    # period: meanwhile the survivors keep their 3 replicas.
+    custom: Any = k8s.CustomObjectsApi(fleet.api(HUB))
+    custom.patch_namespaced_custom_object(
+        "propagator.io",
+        "v1alpha1",
+        namespace,
+        "applicationpropagations",
+        "web",
+        {"spec": {"overrides": _unready_on(victim), "failover": {"gracePeriod": "30s"}}},
+    )
+    done = _kubectl_propagator(fleet, "-n", namespace, "rebalance", "web", "--wait")
+    assert done.returncode == 0, done.stderr
+    assert "placed again: " in done.stdout
+    assert _placed(get_ap(fleet, namespace, "web")) == even
+
+    def asked(cluster: str) -> int | None:
+        [web] = fleet.apps(cluster).list_namespaced_deployment(namespace).items or [None]
+        return web.spec.replicas if web is not None else None
+
+    eventually(lambda: asked(victim) == 2 or None, f"2 replicas asked of {victim}")
+    lines = {c["name"]: c for c in get_ap(fleet, namespace, "web")["status"]["clusters"]}
+    assert [asked(c) for c in survivors] == [3, 3], lines  # kept: the victim runs none Ready
+    assert lines[survivors[0]]["evicting"]["reason"] == "Rebalance"
+    # the grace period passes: the survivors scale down to their placement
+    for cluster in survivors:
+        eventually(lambda c=cluster: asked(c) == 2 or None, f"{cluster} down to 2")  # type: ignore[misc]
+    assert [e.reason for e in _events(fleet, namespace)].count("Rebalanced") == 1
+
+
+def _events(fleet: Fleet, namespace: str) -> list[Any]:
+    return list(fleet.core(HUB).list_namespaced_event(namespace).items)
