@@ -26,13 +26,18 @@ from tests.e2e.manifests import deployment
 from tests.e2e.test_propagation import (
     ENV,
     MEMBERS,
+    ap_gone,
     application,
     condition,
     create,
+    delete_ap,
     get_ap,
     wait_ap,
 )
 from tests.e2e.waiting import HANG_GUARD_S, eventually
+
+NAMESPACES = ("evict", "replace", "flap", "failback", "sick-off", "sick-on", "rebalance")
+"""One per test, each with one application ``web``."""
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +46,28 @@ def controller(
 ) -> Iterator[Controller]:
     with running(fleet, tmp_path_factory.mktemp("failover"), ENV) as controller:
         yield controller
+        _clean_up(fleet)
+
+
+def _clean_up(fleet: Fleet) -> None:
+    """Delete the applications and wait until their pods are gone from every member: a
+    member's garbage collector lags for a minute or more after its API server restarts,
+    and the tests that follow count the members' pods."""
+    _all_ready(fleet)
+    made = [ns for ns in NAMESPACES if not ap_gone(fleet, ns, "web")]
+    for namespace in made:
+        delete_ap(fleet, namespace, "web")
+    for namespace in made:
+        eventually(lambda ns=namespace: ap_gone(fleet, ns, "web") or None, f"{namespace}/web gone")  # type: ignore[misc]
+    for cluster in MEMBERS:
+        for namespace in made:
+            eventually(
+                lambda c=cluster, ns=namespace: (
+                    not fleet.core(c).list_namespaced_pod(ns).items  # type: ignore[misc]
+                    or None
+                ),
+                f"no pods left in {namespace} on {cluster}",
+            )
 
 
 def _placed(app: dict[str, Any]) -> dict[str, int]:
@@ -70,9 +97,19 @@ def _tainted(fleet: Fleet, cluster: str) -> bool:
     return any(t["key"] == NOT_READY_TAINT for t in (member.get("spec") or {}).get("taints") or [])
 
 
+def _back(fleet: Fleet, cluster: str) -> bool:
+    """The member answers and all its nodes are Ready again (after a long outage its node
+    controller marks them NotReady for a moment, and a NotReady node has no room)."""
+    member: Any = k8s.CustomObjectsApi(fleet.api(HUB)).get_cluster_custom_object(
+        "propagator.io", "v1alpha1", "memberclusters", cluster
+    )
+    nodes = (member.get("status") or {}).get("nodes") or {}
+    return not _tainted(fleet, cluster) and nodes.get("total", 0) == nodes.get("ready", -1) > 0
+
+
 def _all_ready(fleet: Fleet) -> None:
-    """Every member answers again (an earlier test stopped one)."""
-    eventually(lambda: not any(_tainted(fleet, c) for c in MEMBERS) or None, "every member Ready")
+    """Every member is back (an earlier test stopped one)."""
+    eventually(lambda: all(_back(fleet, c) for c in MEMBERS) or None, "every member back")
 
 
 @contextlib.contextmanager
@@ -310,7 +347,7 @@ def test_failback_never_stays_and_a_rebalance_moves_back_gracefully(
             lambda a: victim not in _placed(a) and _available(a),
         )
     # failback Never: the member is back and Ready, and gets nothing back by itself
-    eventually(lambda: not _tainted(fleet, victim) or None, f"{victim} Ready again")
+    eventually(lambda: _back(fleet, victim) or None, f"{victim} back")
     back = wait_ap(fleet, namespace, "web", "available", _available)
     assert {c: n for c, n in _placed(back).items() if n} == dict.fromkeys(survivors, 3)
     # The victim's pods will never be Ready, so the rebalance's moves wait for the grace
