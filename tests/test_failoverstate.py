@@ -47,7 +47,11 @@ def test_unreadable_status_entries_are_skipped() -> None:
     status = {
         "rebalanced": 7,
         "evicted": ["c", {"cluster": "d", "reason": "Other", "since": "2027-01-15T08:00:00Z"}],
-        "clusters": [{"name": "a", "evicting": {"reason": "Rebalance", "since": "yesterday"}}],
+        "clusters": [
+            {"name": "a", "evicting": {"reason": "Rebalance", "since": "yesterday"}},
+            {"name": "b", "evicting": {"reason": "Whim", "since": "2027-01-15T08:00:00Z"}},
+            {"name": "c", "evicting": "soon"},
+        ],
     }
     assert FailoverState.from_status(status) == FailoverState()
     lines = {"clusters": [{"name": "a", "unhealthySince": "2027-01-15T08:00:00Z"}, {"name": "b"}]}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, get_args
 
 from api.common import duration_seconds
 from api.failover import EvictionReason, Failover
@@ -24,6 +24,8 @@ from propagator.propagation.failover import (
 )
 from propagator.propagation.health import WorkloadHealth
 from propagator.propagation.moves import Cause, Move
+
+_REASONS = get_args(EvictionReason)
 
 
 @dataclass(frozen=True)
@@ -57,14 +59,15 @@ class FailoverState:
         moves = {}
         for line in status.get("clusters") or []:
             move = line.get("evicting") if isinstance(line, Mapping) else None
-            since = epoch_of(move.get("since")) if isinstance(move, Mapping) else None
+            if not isinstance(move, Mapping) or move.get("reason") not in _REASONS:
+                continue
+            since = epoch_of(move.get("since"))
             if since is None:
                 continue
-            assert isinstance(move, Mapping)
-            replicas = move.get("replicas")
-            moves[str(line.get("name"))] = Move(
-                str(line.get("name")),
-                cast(EvictionReason, move.get("reason")),
+            name, replicas = str(line.get("name")), move.get("replicas")
+            moves[name] = Move(
+                name,
+                move["reason"],
                 since,
                 str(move.get("message") or ""),
                 replicas if isinstance(replicas, int) else None,

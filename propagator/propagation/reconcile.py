@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import trace
@@ -21,35 +21,21 @@ from pydantic import ValidationError
 
 from api.application import ORPHAN_ANNOTATION, ApplicationPropagation
 from api.common import API_VERSION, duration_seconds
-from api.failover import REBALANCE_ANNOTATION
 from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
 from fleet.informer import cache_key
 from fleet.snapshot import FleetSnapshot, SnapshotStore
 from propagator.conditions import now_iso, status_changed
-from propagator.observability.events import record_event
 from propagator.observability.metrics import Metrics
-from propagator.propagation.failover import evicting, next_change, unhealthy_due
-from propagator.propagation.failoverstate import (
-    FailoverDecision,
-    FailoverState,
-    decide,
-    unhealthy_clocks,
-)
-from propagator.propagation.health import WorkloadHealth
-from propagator.propagation.moves import (
-    Move,
-    grace_left,
-    graceful_moves,
-    release,
-    with_kept_replicas,
-)
+from propagator.propagation.failover import evicting
+from propagator.propagation.failoverstate import FailoverDecision
+from propagator.propagation.failoversteps import FailoverSteps
 from propagator.propagation.placement import FleetNotFound, place
 from propagator.propagation.plan import MemberAccess, Outcome, Plan
 from propagator.propagation.render import ApplicationRef, RenderError
 from propagator.propagation.renderworker import RenderTarget, render_bounded
 from propagator.propagation.report import plan_status
-from propagator.propagation.resources import kinds_of, resolve, revision_of
+from propagator.propagation.resources import kinds_of, resolve
 from propagator.propagation.results import applied_summary, failures
 from propagator.propagation.status import StatusBuilder
 from propagator.propagation.targets import Target, held_targets, targets_of
@@ -71,11 +57,6 @@ REMOVAL = "removal"
 STATUS_CATCH_UP_S = 1.0
 """A reconcile with member syncs in flight leaves the status write to their results; this
 long at most."""
-DEADLINE_MARGIN_S = 0.5
-"""Planned again this long after a toleration, failback or grace period runs out."""
-OVERDUE_RECHECK_S = 10.0
-"""An application unhealthy beyond its toleration and not moved (unhealthy everywhere) is
-looked at again this often."""
 
 
 class Reconciler:
@@ -101,6 +82,7 @@ class Reconciler:
         self.table = table
         self.members = members
         self.metrics = metrics
+        self.failover = FailoverSteps(hub, table, members, metrics)
         self.plans: dict[str, Plan] = {}
 
     def forget(self, key: str) -> None:
@@ -186,61 +168,33 @@ class Reconciler:
             return await self._planned(obj, key, plan, Outcome(True, exc))
         snapshot = self.store.current()
         previous = obj.get("status") or {}
-        last = self.plans.get(key)
-        carried = last.failover if last is not None else FailoverState.from_status(previous)
-        plan.failover = carried  # unchanged unless a placement is made
-        before = _placed_before(last, previous)
-        failover, now = app.spec.failover, time.time()
-        decision = decide(
-            failover,
-            carried,
-            list(before),
-            snapshot,
-            self._healths(key, last, namespace) if failover.application else {},
-            unhealthy_clocks(previous),
-            (meta.get("annotations") or {}).get(REBALANCE_ANNOTATION),
-            now,
-        )
+        step = self.failover.begin(app, key, self.plans.get(key), previous, snapshot, time.time())
+        plan.failover = step.carried  # unchanged unless a placement is made
         own, planned = self.admission.use(tenant, key, snapshot)
         targets = self._place(
-            app, objects, snapshot, previous, plan, tenant, own, planned, decision
+            app, objects, snapshot, previous, plan, tenant, own, planned, step.decision
         )
         if not targets:
             # No fleet, or nothing fits: what runs stays where it is (no apply, no prune).
             return await self._planned(obj, key, plan, Outcome(False))
-        plan.failover = decision.state
-        if failover.application is not None:
-            plan.unhealthy_after_s = duration_seconds(failover.application.unhealthy_after)
-        await self._announce(obj, decision, carried)
-        grace_s = duration_seconds(failover.grace_period)
-        moves = graceful_moves(
-            before,
-            {t.cluster: t.replicas for t in targets},
-            carried.moves,
-            decision.cause,
-            decision.evicted,
-            decision.immediate,
-            grace_s,
-            now,
-        )
+        plan.failover = step.decision.state
+        if app.spec.failover.application is not None:
+            plan.unhealthy_after_s = duration_seconds(app.spec.failover.application.unhealthy_after)
+        await self.failover.announce(obj, step)
         try:
-            rendered = await self._render(
-                app, objects, snapshot, with_kept_replicas(targets, moves)
+            moved = await self.failover.render(
+                step,
+                targets,
+                lambda kept: self._render(app, objects, snapshot, kept),
+                key,
+                namespace,
             )
-            revisions = {c: revision_of(objs) for c, objs in rendered.items()}
-            replaced = self._replaced(key, targets, rendered, revisions, namespace, set(moves))
-            kept, released = release(moves, replaced, grace_s, now)
-            if any(m.cluster in revisions and m.replicas is not None for m in released.values()):
-                # a cluster that kept replicas now scales down to its placement
-                rendered = await self._render(
-                    app, objects, snapshot, with_kept_replicas(targets, kept)
-                )
-                revisions = {c: revision_of(objs) for c, objs in rendered.items()}
         except RenderError as exc:
             plan.conditions.append(
                 ("Applied", False, "RenderFailed", f"{exc}; nothing was applied")
             )
             return await self._planned(obj, key, plan, Outcome(False, exc))
+        rendered = moved.rendered
         try:
             await check_rendered(self.hub, tenancy, self.platform, rendered, namespace)
         except Forbidden as exc:
@@ -251,9 +205,8 @@ class Reconciler:
         if refusal := self.admission.check(tenant, own, planned, rendered, snapshot, namespace):
             plan.conditions.append(("QuotaExceeded", True, refusal.reason, refusal.message))
             return await self._planned(obj, key, plan, Outcome(False))
-        plan.targets, plan.rendered, plan.revisions = targets, rendered, revisions
-        plan.failover.moves = kept
-        self._failed_over(released, replaced, now)
+        plan.targets, plan.rendered, plan.revisions = targets, rendered, moved.revisions
+        plan.failover.moves = moved.kept
         plan.desired_kinds = set().union(*(kinds_of(o) for o in rendered.values()))
         plan.kinds = plan.desired_kinds | set(previous.get("propagatedKinds") or [])
         policy = SyncPolicy.of(app.spec.rollout, self.settings)
@@ -272,8 +225,8 @@ class Reconciler:
             for t in targets
         }
         leaving = self._leaving(key, previous, set(works))
-        plan.removed = [c for c in leaving if c not in kept]
-        plan.unanswered = evicting(plan.removed, snapshot, now)
+        plan.removed = [c for c in leaving if c not in moved.kept]
+        plan.unanswered = evicting(plan.removed, snapshot, step.now)
         for cluster in plan.removed:
             works[cluster] = ClusterWork(
                 key, cluster, (), REMOVAL, frozenset(plan.kinds), policy, uid
@@ -283,106 +236,12 @@ class Reconciler:
         pending = queued or any(
             not s.applied and not s.failed for s in self.table.states_of(key).values()
         )
-        # Plan again when a toleration, a failback period or a grace period runs out:
-        # nothing else would trigger it (a replacement turning Available triggers it from
-        # the status refresh).
-        waits = [w for w in (grace_left(kept, grace_s, now),) if w is not None]
-        due = next_change(
-            [t.cluster for t in targets],
-            [n for n, e in plan.failover.evicted.items() if e.reason == "ClusterUnreachable"],
-            snapshot,
-            duration_seconds(failover.cluster_unreachable_after),
-            duration_seconds(failover.failback_after) if failover.failback == "WhenReady" else None,
-            now,
-        )
-        if due is not None:
-            waits.append(due)
         outcome = Outcome(
             False,
             refresh_after_s=STATUS_CATCH_UP_S if pending else None,
-            replan_after_s=min(waits) + DEADLINE_MARGIN_S if waits else None,
+            replan_after_s=self.failover.next_plan(app, step, plan, snapshot),
         )
         return await self._planned(obj, key, plan, outcome)
-
-    def _healths(self, key: str, last: Plan | None, namespace: str) -> dict[str, WorkloadHealth]:
-        """The application's health on each cluster its last plan placed it on."""
-        if last is None:
-            return {}
-        return {
-            t.cluster: self.members.health(t.cluster, last.rendered[t.cluster], namespace)
-            for t in last.targets
-        }
-
-    def _replaced(
-        self,
-        key: str,
-        targets: Sequence[Target],
-        rendered: Mapping[str, Sequence[Mapping[str, Any]]],
-        revisions: Mapping[str, str],
-        namespace: str,
-        moving: Collection[str],
-    ) -> bool:
-        """Whether the application is applied, at the revision planned, and Healthy on
-        every target that is not ``moving``: the replicas that move may go."""
-        for t in targets:
-            if t.cluster in moving:
-                continue
-            state = self.table.state(key, t.cluster)
-            if state is None or not state.applied or state.revision != revisions[t.cluster]:
-                return False
-            if self.members.health(t.cluster, rendered[t.cluster], namespace) != "Healthy":
-                return False
-        return True
-
-    def _failed_over(self, released: Mapping[str, Move], replaced: bool, now: float) -> None:
-        """Time from a cluster lost to its replacement Available, once per eviction: when
-        its move is released because the replacement is Available."""
-        if not replaced:
-            return
-        for move in released.values():
-            if move.lost is not None:
-                self.metrics.failover_duration.observe(max(0.0, now - move.lost))
-
-    async def _announce(
-        self, obj: dict[str, Any], decision: FailoverDecision, carried: FailoverState
-    ) -> None:
-        """Events and metrics for the evictions, failbacks and rebalance of ``decision``."""
-        for eviction in decision.evicted.values():
-            if eviction.cluster in carried.moves or eviction.cluster in carried.evicted:
-                continue  # announced when it was evicted (an earlier plan did not stick)
-            metric = "unreachable" if eviction.reason == "ClusterUnreachable" else "unhealthy"
-            self.metrics.evictions.labels(eviction.cluster, metric).inc()
-            how = (
-                "removed at once"
-                if eviction.cluster in decision.immediate
-                else "removed once the replacement is Available"
-                + (" and it answers" if eviction.reason == "ClusterUnreachable" else "")
-            )
-            await record_event(
-                self.hub,
-                obj,
-                "Warning",
-                "Evicted",
-                f"placed again without {eviction.cluster}: {eviction.message}; what runs there "
-                f"is {how}",
-            )
-        for cluster in decision.returning:
-            await record_event(
-                self.hub,
-                obj,
-                "Normal",
-                "FailedBack",
-                f"{cluster} has been Ready for failbackAfter: placed again from scratch "
-                "(failback WhenReady)",
-            )
-        if decision.rebalance is not None:
-            await record_event(
-                self.hub,
-                obj,
-                "Normal",
-                "Rebalanced",
-                f"placed again from scratch ({REBALANCE_ANNOTATION}={decision.rebalance})",
-            )
 
     async def _forbidden(
         self, obj: dict[str, Any], key: str, plan: Plan, exc: Forbidden
@@ -439,24 +298,12 @@ class Reconciler:
 
     async def _report(self, obj: dict[str, Any], key: str, plan: Plan) -> float | None:
         """Write the status of ``plan`` with the current sync states (if it changed);
-        returns when the application must be planned again for failover: at once once the
-        moving replicas are replaced, or when an application failover toleration runs
-        out."""
+        returns when the application must be planned again for failover, if it must."""
         now = time.time()
         status = plan_status(obj, plan, self.table, self.members, now)
         await self._write_status(obj, status)
         namespace = obj["metadata"].get("namespace", "default")
-        moving = plan.failover.moves
-        if moving and self._replaced(
-            key, plan.targets, plan.rendered, plan.revisions, namespace, set(moving)
-        ):
-            return 0.0
-        if plan.unhealthy_after_s is None:
-            return None
-        due = unhealthy_due(unhealthy_clocks(status), plan.unhealthy_after_s, now)
-        if due is None:
-            return None
-        return due + DEADLINE_MARGIN_S if due > 0 else OVERDUE_RECHECK_S
+        return self.failover.refresh_due(key, plan, status, namespace, now)
 
     def _place(
         self,
@@ -638,15 +485,3 @@ class Reconciler:
         self.forget(key)
         log.info("%s: removed from %d clusters", key, len(states))
         return Outcome(False)
-
-
-def _placed_before(last: Plan | None, status: Mapping[str, Any]) -> dict[str, int | None]:
-    """Where the application runs now, replicas per cluster (None: Duplicated): its last
-    plan's placement, or the status's after a restart or a plan that placed nothing."""
-    if last is not None and last.targets:
-        return {t.cluster: t.replicas for t in last.targets}
-    out: dict[str, int | None] = {}
-    for entry in status.get("placement") or []:
-        replicas = entry.get("replicas")
-        out[str(entry.get("cluster"))] = replicas if isinstance(replicas, int) else None
-    return out
