@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from decimal import Decimal
 from typing import Any
 
 from fleet.snapshot import build_snapshot
@@ -357,3 +358,7 @@ def test_the_next_change_is_when_a_toleration_or_a_failback_period_runs_out() ->
     assert next_change(["up", "down"], ["back"], snap, 300, 60, now) == 40
     assert next_change(["up"], ["back"], snap, 300, None, now) is None
     assert next_change(["down"], [], snap, 30, None, now) == 0  # overdue: at once
+    # no Ready node yet: its nodes' change plans it again, not a clock
+    roomless = dataclasses.replace(snap.clusters["back"], allocatable={"pods": Decimal(0)})
+    snap = build_snapshot([roomless], {}, generation=2)
+    assert next_change([], ["back"], snap, 300, 60, now) is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from decimal import Decimal
 
 from api.failover import Failover
 from fleet.snapshot import FleetSnapshot, build_snapshot
@@ -90,6 +91,11 @@ def test_failback_returns_only_to_a_cluster_ready_long_enough() -> None:
         failover, state, ["a", "b"], _fleet(c=NOW - 90, d=NOW - 30), {}, {}, None, NOW
     )
     assert decision.returning == ["c"]
+    # back long enough, but none of its nodes Ready yet (their heartbeats lapsed): no room
+    fleet = _fleet(c=NOW - 90)
+    nodeless = dataclasses.replace(fleet.clusters["c"], allocatable={"pods": Decimal(0)})
+    fleet = build_snapshot([fleet.clusters["a"], nodeless], {}, generation=2)
+    assert decide(failover, state, ["a"], fleet, {}, {}, None, NOW).returning == []
     assert set(decision.state.evicted) == {"d"}
     assert decision.cause is not None
     assert decision.cause.message == "failback to c"

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from fleet.snapshot import FleetSnapshot
+from fleet.snapshot import ClusterInfo, FleetSnapshot
 from propagator.propagation.health import WorkloadHealth
 
 EvictedFor = Literal["ClusterUnreachable", "ApplicationUnhealthy"]
@@ -115,14 +115,23 @@ def evicting(leaving: Iterable[str], snapshot: FleetSnapshot, now: float) -> dic
     return out
 
 
+def _returned(info: ClusterInfo | None) -> float | None:
+    """Since when ``info`` is back (epoch seconds): Ready, and with a Ready node (a member
+    whose nodes all lost their heartbeat during its outage has no room until its node
+    controller sees them again); None while it is not."""
+    if info is None or not info.ready or info.allocatable.get("pods") == 0:
+        return None
+    return info.ready_since
+
+
 def failing_back(
     evicted_from: Iterable[str], snapshot: FleetSnapshot, after_s: float, now: float
 ) -> list[str]:
-    """The clusters of ``evicted_from`` that have been Ready for ``after_s`` or longer."""
+    """The clusters of ``evicted_from`` that have been back (Ready, with a Ready node) for
+    ``after_s`` or longer."""
     back = []
     for name in evicted_from:
-        info = snapshot.clusters.get(name)
-        since = info.ready_since if info is not None and info.ready else None
+        since = _returned(snapshot.clusters.get(name))
         if since is not None and now - since >= after_s:
             back.append(name)
     return back
@@ -147,7 +156,8 @@ def next_change(
             due.append(info.not_ready_since + tolerate_s - now)
     if failback_after_s is not None:
         for name in evicted_from:
-            info = snapshot.clusters.get(name)
-            if info is not None and info.ready and info.ready_since is not None:
-                due.append(info.ready_since + failback_after_s - now)
+            # one without a Ready node yet is planned again when its nodes change
+            since = _returned(snapshot.clusters.get(name))
+            if since is not None:
+                due.append(since + failback_after_s - now)
     return max(0.0, min(due)) if due else None

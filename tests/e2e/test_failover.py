@@ -50,9 +50,9 @@ def controller(
 
 
 def _clean_up(fleet: Fleet) -> None:
-    """Delete the applications and wait until their pods are gone from every member: a
-    member's garbage collector lags for a minute or more after its API server restarts,
-    and the tests that follow count the members' pods."""
+    """Delete the applications, and what the members' garbage collectors leave behind: a
+    member's collector lags for minutes after its API server restarts (pods of a removed
+    Deployment linger), and the tests that follow count the members' pods."""
     _all_ready(fleet)
     made = [ns for ns in NAMESPACES if not ap_gone(fleet, ns, "web")]
     for namespace in made:
@@ -61,6 +61,8 @@ def _clean_up(fleet: Fleet) -> None:
         eventually(lambda ns=namespace: ap_gone(fleet, ns, "web") or None, f"{namespace}/web gone")  # type: ignore[misc]
     for cluster in MEMBERS:
         for namespace in made:
+            fleet.apps(cluster).delete_collection_namespaced_replica_set(namespace)
+            fleet.core(cluster).delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
             eventually(
                 lambda c=cluster, ns=namespace: (
                     not fleet.core(c).list_namespaced_pod(ns).items  # type: ignore[misc]
