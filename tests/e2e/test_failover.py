@@ -363,10 +363,27 @@ def test_failback_never_stays_and_a_rebalance_moves_back_gracefully(
         "web",
         {"spec": {"overrides": _unready_on(victim), "failover": {"gracePeriod": "30s"}}},
     )
+    # ...and the controller has seen the member back (its snapshot may trail the
+    # MemberCluster by a moment: a member it still holds as NotReady keeps its 0)
+    wait_ap(
+        fleet,
+        namespace,
+        "web",
+        f"planned with {victim} schedulable",
+        lambda a: "kept where already placed" not in condition(a, "Scheduled")["message"],
+    )
     done = _kubectl_propagator(fleet, "-n", namespace, "rebalance", "web", "--wait")
     assert done.returncode == 0, done.stderr
     assert "placed again: " in done.stdout
-    assert _placed(get_ap(fleet, namespace, "web")) == even
+    placed_now = get_ap(fleet, namespace, "web")
+    victim_mc: Any = k8s.CustomObjectsApi(fleet.api(HUB)).get_cluster_custom_object(
+        "propagator.io", "v1alpha1", "memberclusters", victim
+    )
+    assert _placed(placed_now) == even, (
+        condition(placed_now, "Scheduled"),
+        victim_mc.get("spec"),
+        victim_mc.get("status"),
+    )
 
     def asked(cluster: str) -> int | None:
         [web] = fleet.apps(cluster).list_namespaced_deployment(namespace).items or [None]
