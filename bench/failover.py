@@ -62,6 +62,12 @@ def _asked(member: Any, namespace: str) -> int:
     return sum(d.spec.replicas or 0 for d in apps.list_namespaced_deployment(namespace).items)
 
 
+def _nodes_ready(api: Any, member: str) -> bool:
+    found: Any = api.get_cluster_custom_object(GROUP, VERSION, "memberclusters", member)
+    nodes = (found.get("status") or {}).get("nodes") or {}
+    return bool(nodes.get("total")) and nodes.get("ready") == nodes.get("total")
+
+
 def one_case(
     state: local.FleetState, hub: Any, tmp: Path, name: str, env: dict[str, str], tolerate: str
 ) -> dict[str, Any]:
@@ -84,6 +90,9 @@ def one_case(
             "every member Ready",
             every_s=0.5,
         )
+        # ...with every node Ready (after an outage a member's node controller marks its
+        # nodes NotReady for a moment, and a member without a Ready node has no room).
+        _wait(lambda: all(_nodes_ready(api, m) for m in members), "every node Ready", every_s=0.5)
         api.create_namespaced_custom_object(
             GROUP,
             VERSION,
