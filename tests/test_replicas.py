@@ -97,6 +97,22 @@ def test_bulk_division_is_the_one_at_a_time_division(
     assert apportion(total, weights, caps) == one_at_a_time(total, weights, caps)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from("abcd"),
+        # near 2**53 the float priorities of different seats round to one value: the
+        # exact comparison must decide
+        st.integers(2**53 - 8, 2**53 + 8) | st.integers(1, 2**31 - 1),
+        min_size=1,
+    ),
+    st.integers(0, 30),
+)
+def test_huge_weights_are_ranked_exactly(weights: dict[str, int], total: int) -> None:
+    caps: dict[str, int | None] = dict.fromkeys(weights)
+    assert apportion(total, weights, caps) == one_at_a_time(total, weights, caps)
+
+
 def test_an_int32_replica_count_is_divided_at_once() -> None:
     weights = {"a": 3, "b": 7, "c": 11, "d": 1}
     division = apportion(2**31 - 1, weights, {"a": 5, "b": None, "c": None, "d": None})

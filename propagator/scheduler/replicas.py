@@ -81,6 +81,33 @@ def _bulk(
     return best
 
 
+class _Priority:
+    """A seat's priority ``weight / divisor``, exactly (cross-multiplied, no Fraction to
+    build and normalise); higher priority sorts first."""
+
+    __slots__ = ("divisor", "weight")
+
+    def __init__(self, weight: int, divisor: int) -> None:
+        self.weight, self.divisor = weight, divisor
+
+    def __eq__(self, other: object) -> bool:
+        assert isinstance(other, _Priority)
+        return self.weight * other.divisor == other.weight * self.divisor
+
+    def __lt__(self, other: _Priority) -> bool:
+        return self.weight * other.divisor > other.weight * self.divisor
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _key(weight: int, seats: int, rank: int, name: str) -> tuple[float, _Priority, int, str]:
+    """The heap key of a cluster's next seat: its priority as a float first (rounding is
+    monotone, so a smaller float is a higher priority), exactly when the floats tie, then
+    the tie rank and the name."""
+    divisor = 2 * seats + 1
+    return (-weight / divisor, _Priority(weight, divisor), rank, name)
+
+
 def _add(
     seats: dict[str, int],
     count: int,
@@ -92,18 +119,18 @@ def _add(
     how many found no cluster below its cap."""
     count -= _bulk(seats, count, weights, caps)
     heap = [
-        (Fraction(-weights[n], 2 * seats[n] + 1), tie(n), n)
+        _key(weights[n], seats[n], tie(n), n)
         for n in seats
         if weights[n] > 0 and (caps.get(n) is None or seats[n] < (caps[n] or 0))
     ]
     heapq.heapify(heap)
     while count > 0 and heap:
-        _, rank, n = heapq.heappop(heap)
+        _, _, rank, n = heapq.heappop(heap)
         seats[n] += 1
         count -= 1
         cap = caps.get(n)
         if cap is None or seats[n] < cap:
-            heapq.heappush(heap, (Fraction(-weights[n], 2 * seats[n] + 1), rank, n))
+            heapq.heappush(heap, _key(weights[n], seats[n], rank, n))
     return count
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from api.placement import Placement
-from api.quantity import arithmetic
+from api.quantity import ARITHMETIC
 from fleet.snapshot import ClusterInfo
 
 ResourceAmounts = Mapping[str, Decimal]
@@ -32,10 +32,9 @@ class Demand:
     def beside_replicas(self, nodes: int) -> dict[str, Decimal]:
         """What a cluster of ``nodes`` ready nodes gives this application besides the
         divisible replicas."""
-        with arithmetic():
-            out = dict(self.fixed)
-            for resource, amount in self.per_node.items():
-                out[resource] = out.get(resource, Decimal(0)) + amount * nodes
+        out = dict(self.fixed)
+        for resource, amount in self.per_node.items():
+            out[resource] = add(out.get(resource, _ZERO), mul(amount, nodes))
         return out
 
     cpu: float = field(init=False, default=0.0)
@@ -79,10 +78,9 @@ class SchedulingContext:
         replicas = self.current.get(cluster.name)
         if replicas is None:
             return {}
-        with arithmetic():
-            out = self.demand.beside_replicas(cluster.nodes)
-            for resource, amount in self.demand.per_replica.items():
-                out[resource] = out.get(resource, Decimal(0)) + amount * replicas
+        out = self.demand.beside_replicas(cluster.nodes)
+        for resource, amount in self.demand.per_replica.items():
+            out[resource] = add(out.get(resource, _ZERO), mul(amount, replicas))
         return out
 
     def available(self, cluster: ClusterInfo) -> ResourceAmounts:
@@ -90,18 +88,29 @@ class SchedulingContext:
         own = self.own_use(cluster)
         if not own:
             return cluster.available
-        with arithmetic():
-            return {r: v + own.get(r, Decimal(0)) for r, v in cluster.available.items()}
+        return {r: add(v, own.get(r, _ZERO)) for r, v in cluster.available.items()}
+
+
+# The exact arithmetic of quantities (see ``api.quantity.ARITHMETIC``), called as the
+# context's own methods: entering a decimal context per cluster costs more than the sums.
+add, sub, mul = ARITHMETIC.add, ARITHMETIC.subtract, ARITHMETIC.multiply
+_ZERO = Decimal(0)
 
 
 def left_after(available: ResourceAmounts, used: ResourceAmounts) -> dict[str, Decimal]:
     """``available`` minus ``used`` (resources ``available`` does not track stay untracked)."""
-    with arithmetic():
-        return {r: v - used.get(r, Decimal(0)) for r, v in available.items()}
+    if not used:
+        return dict(available)
+    return {r: sub(v, used.get(r, _ZERO)) for r, v in available.items()}
 
 
-def replicas_that_fit(available: ResourceAmounts, per_replica: ResourceAmounts) -> int | None:
-    """How many replicas fit in ``available`` (None: no resource is requested, no limit)."""
+def replicas_that_fit(
+    available: ResourceAmounts,
+    per_replica: ResourceAmounts,
+    beside: ResourceAmounts | None = None,
+) -> int | None:
+    """How many replicas fit in ``available`` once ``beside`` is taken from it (None: no
+    resource is requested, no limit)."""
     fits: int | None = None
     for resource, need in per_replica.items():
         if need <= 0:
@@ -109,6 +118,9 @@ def replicas_that_fit(available: ResourceAmounts, per_replica: ResourceAmounts) 
         have = available.get(resource)
         if have is None:
             continue  # not tracked there: no limit
+        taken = beside.get(resource) if beside else None
+        if taken is not None:
+            have = sub(have, taken)
         n = _whole_times(have, need)
         fits = n if fits is None else min(fits, n)
     return fits
@@ -123,10 +135,9 @@ def _whole_times(have: Decimal, need: Decimal) -> int:
     quantities of any size."""
     if have <= 0:
         return 0
-    with arithmetic():
-        if have / need >= MAX_REPLICAS:
-            return MAX_REPLICAS
-        return int(have // need)
+    if have.adjusted() - need.adjusted() > 11:  # a quotient of 10**11 or more
+        return MAX_REPLICAS
+    return min(int(ARITHMETIC.divide_int(have, need)), MAX_REPLICAS)
 
 
 def first_short(
@@ -135,9 +146,8 @@ def first_short(
     """The first resource of which ``replicas`` replicas need more than ``available``."""
     for resource, need in per_replica.items():
         have = available.get(resource)
-        with arithmetic():
-            if have is not None and need * replicas > have:
-                return resource
+        if have is not None and mul(need, replicas) > have:
+            return resource
     return None
 
 
@@ -193,6 +203,8 @@ class Decision:
     explain_rest: Callable[[], Mapping[str, Verdict]] = field(
         default=lambda: {}, repr=False, compare=False
     )
+    timings: Mapping[str, float] = field(default_factory=dict, repr=False, compare=False)
+    """Seconds spent per stage: filter, score, select, assign (every layer tried)."""
     """Verdicts of the fleet members the indexes ruled out, computed only when asked:
     explaining them costs a pass over the whole fleet, which the fast path avoids."""
 
