@@ -2,10 +2,12 @@
 
 Fleets of 10 to 10,000 synthetic clusters (3 layers, 5 regions, some taints, varied
 capacity); a Duplicated and a Divided placement, both layered, with a label selector and a
-spread. The naive baseline puts every cluster of the fleet through every plugin (no index,
-no early exit) and then selects the same way. The same decisions are timed again with the
-application already placed (its first decision as the current placement, as the
-controller passes it on every later pass). One thread: one core.
+spread. Every decision gets a placement of its own (a pool of 4,096 that differ in an
+excluded cluster no fleet has, cycled; the scheduler memoises nothing, so no decision is
+served from an earlier one). The naive baseline puts every cluster of the fleet through
+every plugin (no index, no early exit) and then selects the same way. The same decisions
+are timed again with the application already placed (its first decision as the current
+placement, as the controller passes it on every later pass). One thread: one core.
 
     python -m bench.scheduler [--quick] [--json]
 """
@@ -25,6 +27,8 @@ from propagator.scheduler.select import select
 from propagator.scheduler.types import Demand, SchedulingContext
 
 SIZES = (10, 100, 1_000, 10_000)
+POOL = 4096
+"""Distinct placements per size and mode, cycled through."""
 FLEET = "bench"
 WORKLOAD = {
     "apiVersion": "apps/v1",
@@ -97,21 +101,28 @@ def measure(count: int, name: str, placement: Placement, quick: bool) -> dict[st
     demand = demand_of([WORKLOAD])
     seconds = 0.4 if quick else 2.0
 
+    pool = [placement.model_copy(update={"exclude_clusters": [f"absent-{i}"]}) for i in range(POOL)]
+    turn = iter(range(10**12))
+
     def decide() -> Any:
-        return scheduler.schedule(snapshot, FLEET, placement, demand, age_s=0.0)
+        each = pool[next(turn) % POOL]
+        return scheduler.schedule(snapshot, FLEET, each, demand, age_s=0.0)
 
     decision = decide()
     current = {p.cluster: p.replicas for p in decision.placed}
 
     def decide_placed() -> Any:
+        each = pool[next(turn) % POOL]
         return scheduler.schedule(
-            snapshot, FLEET, placement, demand, age_s=0.0, current=current, application="uid"
+            snapshot, FLEET, each, demand, age_s=0.0, current=current, application="uid"
         )
 
     assert {p.cluster: p.replicas for p in decide_placed().placed} == current  # steady
     fast = _run(decide, 50, seconds)
     placed = _run(decide_placed, 50, seconds)
-    naive = _run(lambda: naive_decision(snapshot, profile, placement, demand), 5, seconds / 2)
+    naive = _run(
+        lambda: naive_decision(snapshot, profile, pool[next(turn) % POOL], demand), 5, seconds / 2
+    )
     decisions_per_s = len(fast) / (sum(fast) / 1000)
     naive_per_s = len(naive) / (sum(naive) / 1000)
     placed_per_s = len(placed) / (sum(placed) / 1000)

@@ -8,6 +8,7 @@ either the old or the new snapshot, never a half-updated one.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from pydantic import ValidationError
 
 from api.quantity import ARITHMETIC, parse_quantities
 from api.taints import Taint, TaintEffect
+from fleet.columns import Columns
 
 _EMPTY: frozenset[str] = frozenset()
 
@@ -180,6 +182,12 @@ class FleetSnapshot:
 
     def fleet(self, name: str) -> frozenset[str]:
         return self.fleets.get(name, _EMPTY)
+
+    @functools.cached_property
+    def columns(self) -> Columns:
+        """The clusters as columns, built on first use (once per generation: the
+        snapshot never changes)."""
+        return Columns(self.clusters)
 
 
 def build_snapshot(

@@ -4,6 +4,7 @@ registry is reduced to what the reconcile asks of it."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
@@ -389,3 +390,21 @@ def test_a_cluster_that_cannot_be_cleaned_holds_deletion_unless_orphaned(orphan:
         assert h.hub.app["metadata"]["finalizers"] == [FINALIZER]
         assert h.condition("Applied")["reason"] == "CleanupFailed"
         assert "b: connection refused after 3 attempts" in h.condition("Applied")["message"]
+
+
+def test_a_stale_snapshot_is_not_trusted_the_fresh_cluster_data_is_scanned() -> None:
+    app = _app()
+    app["spec"]["placement"] = {"maxClusters": 1, "clusterNames": ["a", "b"]}
+    h = Harness(app, clusters=("a", "b"))
+    store = h.reconciler.store
+    store._confirmed_at -= 100  # no publish for 100 s
+    snapshot = store.current()
+    # the snapshot still shows a Ready; the probes have seen it stop answering
+    fresh = [dataclasses.replace(snapshot.clusters["a"], ready=False), snapshot.clusters["b"]]
+    h.reconciler.fresh_clusters = lambda: fresh
+    h.reconcile()
+    h.reconcile(replan=False)
+    assert [p["cluster"] for p in h.hub.app["status"]["placement"]] == ["b"]
+    scheduled = h.condition("Scheduled")["message"]
+    assert "full scan of fresh cluster data: snapshot is 100" in scheduled, scheduled
+    assert h.reconciler.metrics.scheduler_full_scans._value.get() == 1

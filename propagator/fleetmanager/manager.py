@@ -24,7 +24,7 @@ from fleet.connection import ApiError, KubeConnection
 from fleet.health import HealthPolicy
 from fleet.informer import Informer, wait_synced
 from fleet.member import MemberMonitor
-from fleet.snapshot import ClusterInfoCache, SnapshotStore
+from fleet.snapshot import ClusterInfo, ClusterInfoCache, SnapshotStore, cluster_info
 from propagator.conditions import now_iso, status_changed
 from propagator.fleetmanager import status as fleetstatus
 from propagator.observability.metrics import Metrics
@@ -202,6 +202,25 @@ class FleetManager:
         # The snapshot shows what the hub holds; what was just written comes back through
         # the watch and wakes another pass.
         self._publish(self.members.snapshot(), fleets)
+
+    def fresh_clusters(self) -> list[ClusterInfo]:
+        """Every member as its probes see it now — the status and taints the next status
+        pass would write — for a scheduling decision when the snapshot is stale (status
+        writes failing, say)."""
+        stamp, now = now_iso(), time.monotonic()
+        infos = []
+        for member in self.members.snapshot():
+            name = member["metadata"]["name"]
+            monitor = self.monitors.get(name)
+            spec = dict(member.get("spec") or {})
+            own = {(t["key"], t["effect"]) for t in fleetstatus.controller_taints(member)}
+            users = [
+                t for t in spec.get("taints") or [] if (t.get("key"), t.get("effect")) not in own
+            ]
+            spec["taints"] = users + fleetstatus.desired_taints(monitor, now)
+            status = fleetstatus.member_status(member, monitor, stamp)
+            infos.append(cluster_info({**member, "spec": spec, "status": status}))
+        return infos
 
     async def _patch_status(self, kind: str, name: str, status: dict[str, Any]) -> None:
         self.metrics.status_writes.labels(f"{kind} status").inc()

@@ -165,6 +165,18 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        self.scheduling_stage_duration = Histogram(
+            "propagator_scheduling_stage_duration_seconds",
+            "Time one scheduling decision spent per stage (filter, score, select, assign)",
+            ["stage"],
+            buckets=(0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05),
+            registry=r,
+        )
+        self.scheduler_full_scans = Counter(
+            "propagator_scheduler_full_scans_total",
+            "Scheduling decisions that scanned fresh cluster data instead of a stale snapshot",
+            registry=r,
+        )
 
     @contextlib.contextmanager
     def timed(self, operation: str) -> Iterator[Timing]:

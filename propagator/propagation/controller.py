@@ -175,6 +175,7 @@ class PropagationController:
                 self._quota_refusals,
             ),
             metrics,
+            manager.fresh_clusters,
         )
         metrics.queue_depth.set_function(lambda: len(self.queue))
         metrics.member_sync_depth.set_function(

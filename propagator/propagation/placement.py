@@ -7,12 +7,12 @@ command shows what the controller would decide.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
 from api.application import ApplicationPropagation
-from fleet.snapshot import FleetSnapshot
+from fleet.snapshot import ClusterInfo, FleetSnapshot
 from propagator.scheduler import Decision, Demand, Scheduler
 from propagator.tenancy import quota
 
@@ -40,6 +40,7 @@ def place(
     evicted: Collection[str] = (),
     fresh: bool = False,
     held: Mapping[str, int | None] | None = None,
+    fresh_clusters: Callable[[], Iterable[ClusterInfo]] | None = None,
 ) -> Decision:
     """Schedule ``app`` on ``snapshot`` within its tenant's remaining quota (the tenant is
     found among ``quotas`` by the application's namespace and that namespace's labels;
@@ -48,7 +49,8 @@ def place(
     ``status.placement``; ``fresh``: as if it ran nowhere, for a rebalance), never on the
     ``evicted`` clusters, and around the ``held`` ones (clusters it keeps with their
     replicas while nothing new may land there: the rest of its replicas and of its
-    ``maxClusters`` is placed on the others); raises FleetNotFound."""
+    ``maxClusters`` is placed on the others); ``fresh_clusters``: the freshest cluster
+    data, scanned instead of the snapshot when that is stale; raises FleetNotFound."""
     if app.spec.fleet not in snapshot.fleets:
         raise FleetNotFound(app.spec.fleet, list(snapshot.fleets))
     namespace = app.metadata.get("namespace", "default")
@@ -82,6 +84,7 @@ def place(
         explain=explain,
         current={c: n for c, n in current.items() if c not in evicted and c not in held},
         application=str(app.metadata.get("uid", "")),
+        fresh_clusters=fresh_clusters,
     )
 
 

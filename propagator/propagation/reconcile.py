@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from opentelemetry import trace
@@ -24,7 +24,7 @@ from api.common import API_VERSION, duration_seconds
 from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
 from fleet.informer import cache_key
-from fleet.snapshot import FleetSnapshot, SnapshotStore
+from fleet.snapshot import ClusterInfo, FleetSnapshot, SnapshotStore
 from propagator.conditions import now_iso, status_changed
 from propagator.observability.metrics import Metrics
 from propagator.propagation.failover import evicting
@@ -72,8 +72,12 @@ class Reconciler:
         table: WorkTable,
         members: MemberAccess,
         metrics: Metrics,
+        fresh_clusters: Callable[[], Iterable[ClusterInfo]] | None = None,
     ) -> None:
+        """``fresh_clusters``: the members as their probes see them now, scanned when the
+        snapshot is stale."""
         self.platform = settings.platform()
+        self.fresh_clusters = fresh_clusters
         self.hub = hub
         self.settings = settings
         self.store = store
@@ -353,12 +357,17 @@ class Reconciler:
                     evicted=away,
                     fresh=failover.fresh,
                     held={t.cluster: t.replicas for t in held},
+                    fresh_clusters=self.fresh_clusters,
                 )
             except FleetNotFound as exc:
                 self.metrics.scheduling_results.labels("fleet-not-found").inc()
                 plan.conditions.append(("Scheduled", False, "FleetNotFound", str(exc)))
                 return []
             self.metrics.scheduling_duration.observe(time.perf_counter() - t0)
+            for stage, seconds in decision.timings.items():
+                self.metrics.scheduling_stage_duration.labels(stage).observe(seconds)
+            if decision.full_scan:
+                self.metrics.scheduler_full_scans.inc()
         self.metrics.scheduling_results.labels(
             "scheduled" if decision.schedulable else "unschedulable"
         ).inc()
@@ -385,7 +394,12 @@ class Reconciler:
                 decision.schedulable,
                 "Scheduled" if decision.schedulable else "Unschedulable",
                 decision.summary
-                + (f"; kept where already placed: {', '.join(kept)}" if kept else ""),
+                + (f"; kept where already placed: {', '.join(kept)}" if kept else "")
+                + (
+                    f"; full scan of fresh cluster data: {decision.full_scan_reason}"
+                    if decision.full_scan
+                    else ""
+                ),
             )
         )
         if app.spec.canary is not None:

@@ -15,8 +15,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from api.placement import Placement, ReplicaWeights
+from fleet.columns import Columns
 from fleet.snapshot import ClusterInfo, FleetSnapshot
-from propagator.scheduler.plugins import ClusterAffinity, replicas_capacity
+from propagator.scheduler.plugins import (
+    ClusterAffinity,
+    Failed,
+    FilterPlugin,
+    ScorePlugin,
+    Unschedulable,
+    replicas_capacity,
+)
 from propagator.scheduler.registry import Profile
 from propagator.scheduler.replicas import apportion, rescale
 from propagator.scheduler.select import Room, select
@@ -32,6 +40,7 @@ from propagator.scheduler.types import (
 
 ANY_LAYER = "*"
 PREFILTER = "PreFilter"
+PLUGIN_ERROR = "plugin error"
 _AFFINITY = ClusterAffinity()
 
 
@@ -75,9 +84,18 @@ class Scheduler:
     """Makes placement decisions with one plugin profile; keeps the fast/full-scan mode."""
 
     def __init__(
-        self, profile: Profile, *, stale_after_s: float = 30.0, fresh_for_s: float = 10.0
+        self,
+        profile: Profile,
+        *,
+        stale_after_s: float = 30.0,
+        fresh_for_s: float = 10.0,
+        columnar: bool = True,
     ) -> None:
+        """``columnar``: the built-in plugins judge each candidate set at once from the
+        snapshot's columns (False: every plugin per cluster, the reference the columnar
+        path is proven equal to)."""
         self.profile = profile
+        self.columnar = columnar
         self.stale_after_s = stale_after_s
         self.fresh_for_s = fresh_for_s
         self.full_scans = 0
@@ -133,9 +151,10 @@ class Scheduler:
         if full_scan_reason is not None:
             self.full_scans += 1
             source = fresh_clusters() if fresh_clusters else snapshot.clusters.values()
-            clusters = {c.name: c for c in source if c.name in members}
+            clusters: Mapping[str, ClusterInfo] = {c.name: c for c in source if c.name in members}
+            cols = Columns(clusters)
         else:
-            clusters = dict(snapshot.clusters)
+            clusters, cols = snapshot.clusters, snapshot.columns
         layers = placement.layers
         indexed = full_scan_reason is None and not explain
         selector = placement.cluster_selector
@@ -154,6 +173,7 @@ class Scheduler:
             application=application,
         )
         passes: list[_Pass] = []
+        timings: dict[str, float] = {}
         tries: list[str | None] = [*layers] if layers else [None]
         overflow = placement.overflow and placement.replicas.mode != "Duplicated"
         wanted = demand.replicas
@@ -170,38 +190,74 @@ class Scheduler:
             if overflow:  # what earlier layers could not hold
                 left = wanted - sum(p.replicas for q in passes for p in q.placed)
                 layer_ctx = replace(ctx, demand=replace(demand, replicas=left))
-            passes.append(self._pass(layer, candidates, clusters, layer_ctx, partial=overflow))
+            passes.append(self._pass(layer, candidates, cols, layer_ctx, timings, partial=overflow))
             placed = sum(p.replicas for q in passes for p in q.placed)
             if passes[-1].placed and (not overflow or placed >= wanted):
                 break
-        return self._decision(passes, snapshot, members, clusters, full_scan_reason, ctx)
+        return self._decision(passes, snapshot, members, clusters, full_scan_reason, ctx, timings)
 
     def _pass(
         self,
         layer: str | None,
         candidates: frozenset[str],
-        clusters: Mapping[str, ClusterInfo],
+        cols: Columns,
         ctx: SchedulingContext,
+        timings: dict[str, float],
         *,
         partial: bool = False,
     ) -> _Pass:
-        """Filter, score, select and assign within one layer. With ``partial`` (layer
-        overflow), the chosen clusters are filled as far as they go when they cannot hold
-        every replica."""
+        """Filter, score, select and assign within one layer (each stage timed into
+        ``timings``). With ``partial`` (layer overflow), the chosen clusters are filled as
+        far as they go when they cannot hold every replica."""
         verdicts: dict[str, Verdict] = {}
         reasons: Counter[str] = Counter()
-        feasible: list[ClusterInfo] = []
-        filters = [(f.name, f.filter) for f in self.profile.filters]
-        for name in candidates:  # order is irrelevant: ties are broken by name below
-            cluster = clusters[name]
-            for plugin_name, check in filters:
-                rejected = check(cluster, ctx)
-                if rejected is not None:
-                    reasons[rejected[0]] += 1
-                    verdicts[name] = Verdict(name, plugin_name, rejected[0], rejected[1])
-                    break
-            else:
-                feasible.append(cluster)
+        t0 = time.perf_counter()
+        feasible = self._filter(cols, cols.bits(candidates), ctx, verdicts, reasons)
+        t1 = time.perf_counter()
+        timings["filter"] = timings.get("filter", 0.0) + t1 - t0
+        scored = self._score(cols, feasible, ctx, verdicts, reasons)
+        timings["score"] = timings.get("score", 0.0) + time.perf_counter() - t1
+        return self._choose(
+            layer, len(candidates), scored, ctx, verdicts, reasons, timings, partial
+        )
+
+    def _filter(
+        self,
+        cols: Columns,
+        alive: int,
+        ctx: SchedulingContext,
+        verdicts: dict[str, Verdict],
+        reasons: Counter[str],
+    ) -> list[ClusterInfo]:
+        """The clusters of ``alive`` every filter keeps; a verdict for each one dropped,
+        from the first filter that drops it. A built-in judges the whole set from the
+        columns; any other plugin (or a built-in that declines) runs per cluster."""
+        for plugin in self.profile.filters:
+            vector = getattr(plugin, "filter_columns", None) if self.columnar else None
+            rejected = vector(cols, alive, ctx) if vector is not None else None
+            judged = cols.each(rejected if rejected is not None else alive)
+            for i in judged:
+                cluster = cols.infos[i]
+                verdict = _judge(plugin, cluster, ctx)
+                if verdict is None:
+                    continue  # kept (a vector rejection the cluster's own check overrules)
+                reasons[verdict.reason or ""] += 1
+                verdicts[cluster.name] = verdict
+                alive &= ~(1 << i)
+        return [cols.infos[i] for i in cols.each(alive)]
+
+    def _score(
+        self,
+        cols: Columns,
+        feasible: list[ClusterInfo],
+        ctx: SchedulingContext,
+        verdicts: dict[str, Verdict],
+        reasons: Counter[str],
+    ) -> list[tuple[float, str, ClusterInfo, dict[str, float]]]:
+        """(negative weighted score, name, cluster, score per plugin) of the clusters
+        that remain candidates, best first: where the application runs keeps its place,
+        then the best score, ties by the application's hash. Each score is clamped to
+        0-100; a score plugin that fails drops the cluster (with a verdict saying so)."""
         weights = ctx.placement.replicas.weights
         if ctx.placement.replicas.mode == "Divided" and weights is not None and weights.static:
             # A cluster without a static weight would get no replica: not a candidate.
@@ -214,18 +270,53 @@ class Scheduler:
                     "no static weight",
                     "no weights.static entry names or selects it",
                 )
-        scored: list[tuple[float, str, ClusterInfo, dict[str, float]]] = []
-        scores = self.profile.scores
-        weight_sum = sum(w for _, w in scores) or 1
-        for cluster in feasible:
-            parts = {}
-            total_score = 0.0
-            for scorer, weight in scores:
-                parts[scorer.name] = value = scorer.score(cluster, ctx)
-                total_score += value * weight
-            scored.append((-total_score / weight_sum, cluster.name, cluster, parts))
-        # Where the application runs keeps its place; then the best score; ties hash.
+        positions = [cols.position[c.name] for c in feasible]
+        totals = [0.0] * len(feasible)
+        columns: list[tuple[str, list[float]]] = []
+        failed: dict[int, Verdict] = {}
+        for scorer, weight in self.profile.scores:
+            vector = getattr(scorer, "score_columns", None) if self.columnar else None
+            column: list[float] | None = vector(cols, positions, ctx) if vector else None
+            if column is None:
+                column = []
+                for j, cluster in enumerate(feasible):
+                    value = _score_of(scorer, cluster, ctx)
+                    if isinstance(value, Failed):
+                        failed.setdefault(
+                            j, Verdict(cluster.name, scorer.name, value.reason, value.detail)
+                        )
+                        value = 0.0
+                    column.append(value)
+            column = [v if 0.0 <= v <= 100.0 else _clamped(v) for v in column]
+            for j, value in enumerate(column):
+                totals[j] += value * weight
+            columns.append((scorer.name, column))
+        weight_sum = sum(w for _, w in self.profile.scores) or 1
+        scored = []
+        for j, cluster in enumerate(feasible):
+            if j in failed:
+                reasons[failed[j].reason or ""] += 1
+                verdicts[cluster.name] = failed[j]
+                continue
+            parts = {name: column[j] for name, column in columns}
+            scored.append((-totals[j] / weight_sum, cluster.name, cluster, parts))
         scored.sort(key=lambda s: (s[1] not in ctx.current, s[0], ctx.tie_rank(s[1]), s[1]))
+        return scored
+
+    def _choose(
+        self,
+        layer: str | None,
+        candidates: int,
+        scored: list[tuple[float, str, ClusterInfo, dict[str, float]]],
+        ctx: SchedulingContext,
+        verdicts: dict[str, Verdict],
+        reasons: Counter[str],
+        timings: dict[str, float],
+        partial: bool,
+    ) -> _Pass:
+        """Select among the ranked clusters and assign the replicas (each stage timed)."""
+        t0 = time.perf_counter()
+        feasible = [c for _, _, c, _ in scored]
         score_of = {name: (round(-neg), parts) for neg, name, _, parts in scored}
         mode = ctx.placement.replicas.mode
         room = (
@@ -238,13 +329,16 @@ class Scheduler:
             else None
         )
         kept = sum(1 for c in feasible if c.name in ctx.current)
-        selection = select([c for _, _, c, _ in scored], ctx.placement, room, kept)
+        selection = select(feasible, ctx.placement, room, kept)
+        t1 = time.perf_counter()
+        timings["select"] = timings.get("select", 0.0) + t1 - t0
         label = layer or ANY_LAYER
         placed: tuple[Placed, ...] = ()
         outcome = selection.problem
         if outcome is None:
             caps = {c.name: room.cap(c) for c in selection.chosen} if room else {}
             assignment = self._assign(selection.chosen, ctx, caps, partial)
+            timings["assign"] = timings.get("assign", 0.0) + time.perf_counter() - t1
             if isinstance(assignment, str):
                 outcome = assignment
             else:
@@ -283,7 +377,7 @@ class Scheduler:
                 else f"layer {label} could not serve the placement: {outcome}",
             )
         attempt = LayerAttempt(
-            label, len(candidates), len(feasible), outcome or partial_note or "selected"
+            label, candidates, len(feasible), outcome or partial_note or "selected"
         )
         return _Pass(attempt, placed, verdicts, reasons)
 
@@ -332,6 +426,7 @@ class Scheduler:
         clusters: Mapping[str, ClusterInfo],
         full_scan_reason: str | None,
         ctx: SchedulingContext,
+        timings: dict[str, float],
     ) -> Decision:
         final = passes[-1]
         verdicts: dict[str, Verdict] = {}
@@ -363,7 +458,35 @@ class Scheduler:
             full_scan_reason=full_scan_reason,
             snapshot_generation=snapshot.generation,
             explain_rest=explain_rest,
+            timings=timings,
         )
+
+
+def _judge(plugin: FilterPlugin, cluster: ClusterInfo, ctx: SchedulingContext) -> Verdict | None:
+    """The filter's verdict on one cluster (None: kept); a plugin that raises has failed."""
+    try:
+        result = plugin.filter(cluster, ctx)
+    except Exception as exc:  # a third-party plugin's bug must not stop scheduling
+        result = Failed(PLUGIN_ERROR, f"{type(exc).__name__}: {exc}"[:500])
+    if result is None:
+        return None
+    if isinstance(result, tuple):
+        result = Unschedulable(*result)
+    return Verdict(cluster.name, plugin.name, result.reason, result.detail)
+
+
+def _score_of(plugin: ScorePlugin, cluster: ClusterInfo, ctx: SchedulingContext) -> float | Failed:
+    try:
+        return plugin.score(cluster, ctx)
+    except Exception as exc:  # a third-party plugin's bug must not stop scheduling
+        return Failed(PLUGIN_ERROR, f"{type(exc).__name__}: {exc}"[:500])
+
+
+def _clamped(value: float) -> float:
+    """A score within 0-100 (NaN: 0)."""
+    if not value >= 0.0:
+        return 0.0
+    return 100.0 if value > 100.0 else float(value)
 
 
 def static_weight(cluster: ClusterInfo, weights: ReplicaWeights) -> int:

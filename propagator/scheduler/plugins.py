@@ -1,36 +1,68 @@
 """Scheduler plugins: the protocol, the built-in filters and scores.
 
-A plugin has a ``name`` and a ``filter`` method (returns None to keep the cluster, or a
-short reason to drop it) and/or a ``score`` method (0 to 100). Plugins are found through
-the entry point group ``propagator.scheduler.plugins`` (see ``registry.py``); the built-ins
+A plugin has a ``name`` and a ``filter`` method (returns None to keep the cluster,
+``(reason, detail)`` or :class:`Unschedulable` to drop it, :class:`Failed` when it could
+not judge) and/or a ``score`` method (0 to 100; clamped). Plugins are found through the
+entry point group ``propagator.scheduler.plugins`` (see ``registry.py``); the built-ins
 below are registered there by this package's own pyproject.
+
+The built-ins also judge a whole candidate set at once from the snapshot's columns
+(``filter_columns``: the rejected clusters as a bitset; ``score_columns``: one score per
+position), with results equal to their per-cluster methods; returning None from
+``filter_columns`` hands the set to the per-cluster method.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from api.selectors import selects
 from api.taints import FILTERING_EFFECTS, NOT_READY_TAINT, UNREACHABLE_TAINT, untolerated
+from fleet.columns import Columns
 from fleet.snapshot import ClusterInfo
 from propagator.scheduler.types import (
     ResourceAmounts,
     SchedulingContext,
     first_short,
     left_after,
+    mul,
     replicas_that_fit,
+    sub,
 )
 
 Rejection = tuple[str, str]
 """(short reason counted in summaries, detail for explanations)."""
 
 
+@dataclass(frozen=True)
+class Unschedulable:
+    """The cluster cannot take the application (the same as returning a Rejection)."""
+
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The plugin could not judge the cluster (an error of its own, not of the cluster):
+    the cluster is left out of this decision, and the decision says so."""
+
+    reason: str
+    detail: str
+
+
+FilterResult = Rejection | Unschedulable | Failed | None
+
+
 @runtime_checkable
 class FilterPlugin(Protocol):
     name: str
 
-    def filter(self, cluster: ClusterInfo, ctx: SchedulingContext) -> Rejection | None:
-        """None to keep ``cluster``; (reason, detail) to drop it."""
+    def filter(self, cluster: ClusterInfo, ctx: SchedulingContext) -> FilterResult:
+        """None to keep ``cluster``; (reason, detail) or Unschedulable to drop it; Failed
+        when it cannot tell."""
 
 
 @runtime_checkable
@@ -66,6 +98,18 @@ class TaintToleration:
             return "not ready", "the cluster's Ready condition is not True"
         return None
 
+    def filter_columns(self, cols: Columns, alive: int, ctx: SchedulingContext) -> int | None:
+        tolerations = ctx.placement.tolerations
+        bad = cols.all & ~cols.ready
+        for taint, bits in cols.taints.values():
+            if (
+                bits & alive
+                and taint.effect in FILTERING_EFFECTS
+                and not any(t.tolerates(taint) for t in tolerations)
+            ):
+                bad |= bits
+        return alive & bad
+
 
 class TaintPreference:
     """Favours clusters without PreferNoSchedule taints the placement does not tolerate
@@ -81,6 +125,20 @@ class TaintPreference:
             if t.effect == "PreferNoSchedule"
         ]
         return 100 / (1 + len(avoided))
+
+    def score_columns(
+        self, cols: Columns, positions: Sequence[int], ctx: SchedulingContext
+    ) -> list[float] | None:
+        if not cols.taints_exact:
+            return None  # a taint listed twice counts twice: per cluster
+        counts = [0] * len(positions)
+        tolerations = ctx.placement.tolerations
+        for taint, bits in cols.taints.values():
+            if taint.effect != "PreferNoSchedule" or any(t.tolerates(taint) for t in tolerations):
+                continue
+            for j, i in enumerate(positions):
+                counts[j] += (bits >> i) & 1
+        return [100 / (1 + n) for n in counts]
 
 
 class ClusterAffinity:
@@ -100,6 +158,17 @@ class ClusterAffinity:
             return "selector mismatch", "labels do not match placement.clusterSelector"
         return None
 
+    def filter_columns(self, cols: Columns, alive: int, ctx: SchedulingContext) -> int | None:
+        if ctx.affinity_indexed:
+            return 0
+        p = ctx.placement
+        allowed = cols.all & ~cols.bits(p.exclude_clusters)
+        if p.cluster_names:
+            allowed &= cols.bits(p.cluster_names)
+        if p.cluster_selector is not None:
+            allowed &= cols.selected(p.cluster_selector)
+        return alive & ~allowed
+
 
 class ApiEnablement:
     """Keeps the clusters that serve every kind being propagated."""
@@ -112,6 +181,12 @@ class ApiEnablement:
             api_version, kind = sorted(missing)[0]
             return f"no {kind}", f"does not serve {kind} in {api_version}"
         return None
+
+    def filter_columns(self, cols: Columns, alive: int, ctx: SchedulingContext) -> int | None:
+        serving = cols.all
+        for kind in ctx.demand.kinds:
+            serving &= cols.serves.get(kind, 0)
+        return alive & ~serving
 
 
 def _fit(
@@ -150,6 +225,45 @@ class Capacity:
     def filter(self, cluster: ClusterInfo, ctx: SchedulingContext) -> Rejection | None:
         return _fit(cluster, ctx.available(cluster), ctx, "capacity")
 
+    def filter_columns(self, cols: Columns, alive: int, ctx: SchedulingContext) -> int | None:
+        """The clusters without room, as ``_fit`` judges them, from the available columns;
+        where the application runs (its own use counts back) by the per-cluster check."""
+        demand = ctx.demand
+        if demand.per_node:
+            return None  # what DaemonSets need depends on each cluster's nodes
+        beside = demand.fixed
+        need = demand.replicas if ctx.placement.replicas.mode == "Duplicated" else 1
+        wanted = {r: mul(amount, need) for r, amount in demand.per_replica.items()}
+        rejected = 0
+        for r, amount in beside.items():  # first_short(available, beside, 1)
+            column = cols.available.get(r)
+            if column is not None:
+                for i in cols.each(alive):
+                    have = column[i]
+                    if have is not None and amount > have:
+                        rejected |= 1 << i
+        if need > 0:
+            for r, amount in wanted.items():  # first_short(left_after(...), per_replica, need)
+                column = cols.available.get(r)
+                if column is None:
+                    continue
+                taken = beside.get(r)
+                for i in cols.each(alive & ~rejected):
+                    have = column[i]
+                    if have is None:
+                        continue
+                    if taken is not None:
+                        have = sub(have, taken)
+                    if amount > have:
+                        rejected |= 1 << i
+        mine = cols.bits(ctx.current)
+        if mine & alive:  # counted back: the per-cluster check
+            rejected &= ~mine
+            for i in cols.each(mine & alive):
+                if self.filter(cols.infos[i], ctx) is not None:
+                    rejected |= 1 << i
+        return rejected
+
 
 class TenantQuota:
     """Keeps the clusters where the tenant's remaining quota fits the demand."""
@@ -160,6 +274,15 @@ class TenantQuota:
         remaining = ctx.quota_for(cluster.name)
         return None if remaining is None else _fit(cluster, remaining, ctx, "quota")
 
+    def filter_columns(self, cols: Columns, alive: int, ctx: SchedulingContext) -> int | None:
+        return 0 if ctx.quota is None else None
+
+
+def _least_allocated(cpu: float | None, memory: float | None) -> float:
+    if cpu is None or memory is None:
+        return 0.0 if cpu is None and memory is None else 100 * (cpu or memory or 0.0)
+    return 50 * (cpu + memory)
+
 
 class LeastAllocated:
     """Favours clusters with more of their cpu and memory free."""
@@ -167,10 +290,29 @@ class LeastAllocated:
     name = "LeastAllocated"
 
     def score(self, cluster: ClusterInfo, ctx: SchedulingContext) -> float:
-        cpu, memory = cluster.free_cpu, cluster.free_memory
-        if cpu is None or memory is None:
-            return 0.0 if cpu is None and memory is None else 100 * (cpu or memory or 0.0)
-        return 50 * (cpu + memory)
+        return _least_allocated(cluster.free_cpu, cluster.free_memory)
+
+    def score_columns(
+        self, cols: Columns, positions: Sequence[int], ctx: SchedulingContext
+    ) -> list[float] | None:
+        cpu, memory = cols.free_cpu, cols.free_memory
+        return [_least_allocated(cpu[i], memory[i]) for i in positions]
+
+
+def _balanced(
+    cpu: float | None,
+    memory: float | None,
+    total_cpu: float,
+    total_memory: float,
+    ctx: SchedulingContext,
+) -> float:
+    if cpu is None or memory is None:
+        return 0.0
+    demand = ctx.demand
+    # Fractions used once one replica more runs there.
+    used_cpu = 1 - cpu + demand.cpu / total_cpu
+    used_memory = 1 - memory + demand.memory / total_memory
+    return 100 * (1 - abs(min(1.0, used_cpu) - min(1.0, used_memory)))
 
 
 class BalancedAllocation:
@@ -179,14 +321,20 @@ class BalancedAllocation:
     name = "BalancedAllocation"
 
     def score(self, cluster: ClusterInfo, ctx: SchedulingContext) -> float:
-        cpu, memory = cluster.free_cpu, cluster.free_memory
-        if cpu is None or memory is None:
-            return 0.0
-        demand = ctx.demand
-        # Fractions used once one replica more runs there.
-        used_cpu = 1 - cpu + demand.cpu / cluster.total_cpu
-        used_memory = 1 - memory + demand.memory / cluster.total_memory
-        return 100 * (1 - abs(min(1.0, used_cpu) - min(1.0, used_memory)))
+        return _balanced(
+            cluster.free_cpu, cluster.free_memory, cluster.total_cpu, cluster.total_memory, ctx
+        )
+
+    def score_columns(
+        self, cols: Columns, positions: Sequence[int], ctx: SchedulingContext
+    ) -> list[float] | None:
+        cpu, memory, total_cpu, total_memory = (
+            cols.free_cpu,
+            cols.free_memory,
+            cols.total_cpu,
+            cols.total_memory,
+        )
+        return [_balanced(cpu[i], memory[i], total_cpu[i], total_memory[i], ctx) for i in positions]
 
 
 class Preference:
@@ -202,6 +350,21 @@ class Preference:
         got = sum(p.weight for p in preferred if p.selector.matches(cluster.labels))
         return 100 * got / total
 
+    def score_columns(
+        self, cols: Columns, positions: Sequence[int], ctx: SchedulingContext
+    ) -> list[float] | None:
+        preferred = ctx.placement.preferred
+        if not preferred:
+            return [0.0] * len(positions)
+        total = sum(p.weight for p in preferred)
+        got = [0] * len(positions)
+        for term in preferred:
+            bits = cols.selected(term.selector)
+            for j, i in enumerate(positions):
+                if (bits >> i) & 1:
+                    got[j] += term.weight
+        return [100 * g / total for g in got]
+
 
 class LayerOrder:
     """Favours clusters in earlier layers of placement.layers."""
@@ -214,15 +377,25 @@ class LayerOrder:
         rank = ctx.layer_rank.get(cluster.layer, len(ctx.layer_rank))
         return 100 * (1 - rank / len(ctx.layer_rank))
 
+    def score_columns(
+        self, cols: Columns, positions: Sequence[int], ctx: SchedulingContext
+    ) -> list[float] | None:
+        ranks = ctx.layer_rank
+        if not ranks:
+            return [0.0] * len(positions)
+        layers, n = cols.layers, len(ranks)
+        return [100 * (1 - ranks.get(layers[i], n) / n) for i in positions]
+
 
 def replicas_capacity(cluster: ClusterInfo, ctx: SchedulingContext) -> int | None:
     """Replicas of this demand that fit the cluster (its own use there counted back) and
     the tenant's quota there."""
-    beside = ctx.demand.beside_replicas(cluster.nodes)
-    fits = replicas_that_fit(left_after(ctx.available(cluster), beside), ctx.demand.per_replica)
+    demand = ctx.demand
+    beside = demand.beside_replicas(cluster.nodes) if demand.per_node else demand.fixed
+    fits = replicas_that_fit(ctx.available(cluster), demand.per_replica, beside)
     remaining = ctx.quota_for(cluster.name)
     if remaining is not None:
-        quota_fits = replicas_that_fit(left_after(remaining, beside), ctx.demand.per_replica)
+        quota_fits = replicas_that_fit(remaining, demand.per_replica, beside)
         if quota_fits is not None:
             fits = quota_fits if fits is None else min(fits, quota_fits)
     return fits

@@ -1,0 +1,231 @@
+"""The columnar scheduler decides exactly as the per-cluster reference does: the same
+placement, verdicts, summary and layer attempts, on random fleets and placements (fast
+path, explained, and full scan)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from types import MappingProxyType
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from api.placement import Placement
+from api.taints import NOT_READY_TAINT, Taint
+from fleet.columns import Columns
+from fleet.snapshot import ClusterInfo, build_snapshot
+from propagator.scheduler import Demand, Scheduler
+from tests.test_scheduler import PROFILE
+
+LAYERS = ("gold", "silver", "edge")
+KEYS = ("env", "tier", "zone", "size")
+VALUES = ("a", "b", "c", "1", "7", "12")
+DEPLOYMENT = ("apps/v1", "Deployment")
+JOB = ("batch/v1", "Job")
+
+amounts = (
+    st.none()
+    | st.integers(0, 40).map(Decimal)
+    | st.sampled_from([Decimal("0.25"), Decimal("1.5"), Decimal("0.001"), Decimal("1e30")])
+)
+taints = st.builds(
+    lambda key, value, effect: Taint.model_construct(key=key, value=value, effect=effect),
+    st.sampled_from(["dedicated", "gpu", NOT_READY_TAINT, "size"]),
+    st.sampled_from(["", "x", "3", "10"]),
+    st.sampled_from(["NoSchedule", "PreferNoSchedule", "NoExecute"]),
+)
+
+
+@st.composite
+def clusters(draw: st.DrawFn, name: str) -> ClusterInfo:
+    available = {r: v for r in ("cpu", "memory", "pods") if (v := draw(amounts)) is not None}
+    allocatable = {r: v for r in ("cpu", "memory", "pods") if (v := draw(amounts)) is not None}
+    return ClusterInfo(
+        name=name,
+        labels=MappingProxyType(
+            draw(st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=3))
+        ),
+        layer=draw(st.sampled_from(LAYERS)),
+        region=draw(st.sampled_from(["eu", "us", None])),
+        taints=tuple(draw(st.lists(taints, max_size=3))),
+        ready=draw(st.booleans() | st.just(True)),
+        api_enablements=frozenset(draw(st.sets(st.sampled_from([DEPLOYMENT, JOB])))),
+        available=MappingProxyType(available),
+        allocatable=MappingProxyType(allocatable),
+        nodes=draw(st.integers(0, 3)),
+    )
+
+
+@st.composite
+def fleets(draw: st.DrawFn) -> list[ClusterInfo]:
+    count = draw(st.integers(1, 14))
+    return [draw(clusters(f"c{i:02d}")) for i in range(count)]
+
+
+requirements = (
+    st.builds(
+        lambda key, op, values: {"key": key, "operator": op, "values": values},
+        st.sampled_from(KEYS),
+        st.sampled_from(["In", "NotIn"]),
+        st.lists(st.sampled_from(VALUES), min_size=1, max_size=2, unique=True),
+    )
+    | st.builds(
+        lambda key, op: {"key": key, "operator": op},
+        st.sampled_from(KEYS),
+        st.sampled_from(["Exists", "DoesNotExist"]),
+    )
+    | st.builds(
+        lambda key, op, value: {"key": key, "operator": op, "values": [value]},
+        st.sampled_from(KEYS),
+        st.sampled_from(["Gt", "Lt"]),
+        st.sampled_from(["2", "8"]),
+    )
+)
+selectors = st.builds(
+    lambda labels, exprs: {"matchLabels": labels, "matchExpressions": exprs},
+    st.dictionaries(st.sampled_from(KEYS), st.sampled_from(VALUES), max_size=1),
+    st.lists(requirements, max_size=2),
+)
+tolerations = st.builds(
+    lambda key, op, value, effect: {
+        k: v
+        for k, v in {"key": key, "operator": op, "value": value, "effect": effect}.items()
+        if v is not None
+    },
+    st.sampled_from(["dedicated", "gpu", "size", ""]),
+    st.sampled_from(["Exists", "Equal", "Gt", "Lt"]),
+    st.sampled_from(["", "x", "5"]),
+    st.none() | st.sampled_from(["NoSchedule", "PreferNoSchedule", "NoExecute"]),
+).filter(
+    lambda t: (
+        (t["operator"] != "Exists" or t["value"] == "")
+        and (t["operator"] not in ("Gt", "Lt") or t["value"] == "5")
+        and (t["key"] != "" or t["operator"] == "Exists")
+    )
+)
+
+
+@st.composite
+def placements(draw: st.DrawFn, names: list[str]) -> dict[str, Any]:
+    mode = draw(st.sampled_from(["Duplicated", "Divided", "Aggregated"]))
+    spec: dict[str, Any] = {"replicas": {"mode": mode}}
+    if mode == "Divided" and draw(st.booleans()):
+        spec["replicas"]["weights"] = draw(
+            st.sampled_from(
+                [
+                    {"dynamic": "AvailableCapacity"},
+                    {"static": [{"cluster": names[0], "weight": 3}]},
+                    {"static": [{"selector": {"matchLabels": {"env": "a"}}, "weight": 2}]},
+                ]
+            )
+        )
+    if draw(st.booleans()):
+        spec["layers"] = draw(st.lists(st.sampled_from(LAYERS), min_size=1, unique=True))
+    if draw(st.booleans()):
+        spec["clusterSelector"] = draw(selectors)
+    if draw(st.booleans()):
+        spec["clusterNames"] = draw(st.lists(st.sampled_from(names), unique=True, min_size=1))
+    if draw(st.booleans()):
+        spec["excludeClusters"] = draw(st.lists(st.sampled_from(names), unique=True, max_size=2))
+    spec["tolerations"] = draw(st.lists(tolerations, max_size=2))
+    if draw(st.booleans()):
+        spec["preferred"] = [
+            {"weight": draw(st.integers(1, 100)), "selector": draw(selectors)}
+            for _ in range(draw(st.integers(1, 2)))
+        ]
+    if draw(st.booleans()):
+        spec["maxClusters"] = draw(st.integers(1, 5))
+    if draw(st.booleans()):
+        spec["spread"] = {"byField": "region", "minGroups": draw(st.integers(1, 2))}
+    if mode != "Duplicated" and draw(st.booleans()):
+        spec["overflow"] = True
+    return spec
+
+
+@st.composite
+def demands(draw: st.DrawFn) -> Demand:
+    per_replica = {
+        "cpu": draw(st.sampled_from([Decimal("0.5"), Decimal(1), Decimal(3)])),
+        "memory": draw(st.sampled_from([Decimal(1), Decimal(4)])),
+        "pods": Decimal(1),
+    }
+    fixed = draw(st.sampled_from([{}, {"cpu": Decimal(2)}, {"pods": Decimal(1)}]))
+    per_node = draw(st.sampled_from([{}, {"cpu": Decimal("0.5")}]))
+    kinds = frozenset(draw(st.sets(st.sampled_from([DEPLOYMENT, JOB]), min_size=1)))
+    return Demand(draw(st.integers(0, 9)), per_replica, kinds, fixed, per_node)
+
+
+def _same(columnar: Any, reference: Any) -> None:
+    assert columnar.placed == reference.placed
+    assert columnar.schedulable == reference.schedulable
+    assert columnar.summary == reference.summary
+    assert columnar.attempts == reference.attempts
+    assert dict(columnar.evaluated) == dict(reference.evaluated)
+    assert dict(columnar.verdicts) == dict(reference.verdicts)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_the_columnar_path_decides_as_the_per_cluster_reference(data: st.DataObject) -> None:
+    fleet = data.draw(fleets())
+    names = [c.name for c in fleet]
+    placement = Placement.model_validate(data.draw(placements(names)))
+    demand = data.draw(demands())
+    current = data.draw(st.dictionaries(st.sampled_from(names), st.integers(0, 4), max_size=3))
+    quota = data.draw(
+        st.none()
+        | st.dictionaries(
+            st.sampled_from(names),
+            st.fixed_dictionaries({"cpu": st.integers(0, 20).map(Decimal)}),
+            max_size=4,
+        )
+    )
+    snapshot = build_snapshot(fleet, {"f": names}, generation=1)
+    age = data.draw(st.sampled_from([0.0, 999.0]))  # fast path, or a full scan
+    explain = data.draw(st.booleans())
+    decisions = [
+        Scheduler(PROFILE, columnar=columnar).schedule(
+            snapshot,
+            "f",
+            placement,
+            demand,
+            quota,
+            age_s=age,
+            explain=explain,
+            current=current,
+            application="uid-1",
+        )
+        for columnar in (True, False)
+    ]
+    _same(*decisions)
+
+
+def test_columns_hold_what_the_filters_read() -> None:
+    a = ClusterInfo(
+        "a",
+        MappingProxyType({"env": "prod", "size": "12"}),
+        "gold",
+        taints=(Taint(key="gpu", value="", effect="NoSchedule"),),
+        ready=True,
+        api_enablements=frozenset({DEPLOYMENT}),
+        available=MappingProxyType({"cpu": Decimal(3)}),
+    )
+    b = ClusterInfo("b", MappingProxyType({"env": "dev"}), "edge", ready=False)
+    cols = Columns({"b": b, "a": a})
+    assert cols.names == ("a", "b")
+    assert (cols.ready, cols.all) == (0b01, 0b11)
+    assert cols.with_label("env", "prod") == 0b01
+    assert cols.with_label("env") == 0b11
+    assert cols.serves[DEPLOYMENT] == 0b01
+    assert cols.available["cpu"] == [Decimal(3), None]
+    assert list(cols.each(0b11)) == [0, 1]
+    selector = Placement.model_validate(
+        {
+            "clusterSelector": {
+                "matchExpressions": [{"key": "size", "operator": "Gt", "values": ["8"]}]
+            }
+        }
+    ).cluster_selector
+    assert selector is not None
+    assert cols.selected(selector) == 0b01
