@@ -23,6 +23,67 @@ if TYPE_CHECKING:
 TaintKey = tuple[str, str, str]
 """(key, value, effect) of a taint."""
 
+SCALE_LIMIT = 40
+"""Decimal exponents beyond ±this are not turned into integers (10**40 is already more
+than any cluster holds; such values take the exact decimal path)."""
+
+
+class ScaledColumn:
+    """Decimal values as integers times ``10**exponent`` (exactly; ``exponent`` <= 0)."""
+
+    __slots__ = ("exponent", "values")
+
+    def __init__(self, exponent: int, values: list[int | None]) -> None:
+        self.exponent = exponent
+        self.values = values
+
+    def at(self, exponent: int) -> list[int | None]:
+        """The values in units of ``10**exponent`` (at most this column's exponent)."""
+        if exponent == self.exponent:
+            return self.values
+        factor = 10 ** (self.exponent - exponent)
+        return [None if v is None else v * factor for v in self.values]
+
+
+def integer_at(value: Decimal, exponent: int) -> int | None:
+    """``value`` as an integer in units of ``10**exponent`` (``exponent`` <= 0), None when
+    that is not exact or not cheap (beyond the limits)."""
+    if not value.is_finite() or value.adjusted() > SCALE_LIMIT:
+        return None
+    numerator, denominator = value.as_integer_ratio()
+    whole, rest = divmod(numerator * 10**-exponent, denominator)
+    return None if rest else whole
+
+
+def exponent_of(value: Decimal) -> int | None:
+    """The largest exponent <= 0 whose units hold ``value`` exactly (``-k`` for the fewest
+    decimals ``k``), None when it is outside the limits."""
+    if not value.is_finite() or value.adjusted() > SCALE_LIMIT:
+        return None
+    denominator = value.as_integer_ratio()[1]  # 2**a * 5**b: k = max(a, b)
+    twos = (denominator & -denominator).bit_length() - 1
+    fives, rest = 0, denominator >> twos
+    while rest > 1:
+        rest //= 5
+        fives += 1
+    k = max(twos, fives)
+    return -k if k <= SCALE_LIMIT else None
+
+
+def _scale(column: list[Decimal | None]) -> ScaledColumn | None:
+    exponents = []
+    for value in column:
+        if value is not None:
+            exp = exponent_of(value)
+            if exp is None:
+                return None
+            exponents.append(exp)
+    exponent = min(exponents, default=0)
+    values: list[int | None] = []
+    for value in column:
+        values.append(None if value is None else integer_at(value, exponent))
+    return ScaledColumn(exponent, values)
+
 
 class Columns:
     """Clusters as columns (a snapshot builds them once, on first use)."""
@@ -70,6 +131,15 @@ class Columns:
         for resource, column in self.available.items():
             for i, c in enumerate(self.infos):
                 column[i] = c.available.get(resource)
+        self._scaled: dict[str, ScaledColumn | None] = {}
+
+    def scaled(self, resource: str) -> ScaledColumn | None:
+        """The available ``resource`` of every cluster as exact integers in units of
+        ``10**exponent`` (built on first use); None when a value is too large or too fine
+        for that to be cheap (then the decimals are used as they are)."""
+        if resource not in self._scaled:
+            self._scaled[resource] = _scale(self.available.get(resource) or [])
+        return self._scaled[resource]
 
     def bits(self, names: Iterable[str]) -> int:
         """The bitset of ``names`` (names not in the snapshot are left out)."""

@@ -69,7 +69,11 @@ class ClusterInfo:
 
     def field_value(self, name: str) -> str | None:
         """``region``, ``zone`` or ``provider`` (for spread by field)."""
-        return {"region": self.region, "zone": self.zone, "provider": self.provider}.get(name)
+        if name == "region":
+            return self.region
+        if name == "zone":
+            return self.zone
+        return self.provider if name == "provider" else None
 
 
 def _quantities(values: Mapping[str, Any] | None) -> Mapping[str, Decimal]:

@@ -27,7 +27,16 @@ JOB = ("batch/v1", "Job")
 amounts = (
     st.none()
     | st.integers(0, 40).map(Decimal)
-    | st.sampled_from([Decimal("0.25"), Decimal("1.5"), Decimal("0.001"), Decimal("1e30")])
+    | st.sampled_from(
+        [
+            Decimal("0.25"),
+            Decimal("1.5"),
+            Decimal("0.001"),
+            Decimal("1e30"),
+            Decimal("1e50"),  # beyond the integer columns: the decimal path
+            Decimal("12345.678901234567890123"),
+        ]
+    )
 )
 taints = st.builds(
     lambda key, value, effect: Taint.model_construct(key=key, value=value, effect=effect),

@@ -23,6 +23,7 @@ from propagator.scheduler.plugins import (
     FilterPlugin,
     ScorePlugin,
     Unschedulable,
+    capacity_caps,
     replicas_capacity,
 )
 from propagator.scheduler.registry import Profile
@@ -218,7 +219,7 @@ class Scheduler:
         scored = self._score(cols, feasible, ctx, verdicts, reasons)
         timings["score"] = timings.get("score", 0.0) + time.perf_counter() - t1
         return self._choose(
-            layer, len(candidates), scored, ctx, verdicts, reasons, timings, partial
+            layer, len(candidates), cols, scored, ctx, verdicts, reasons, timings, partial
         )
 
     def _filter(
@@ -307,6 +308,7 @@ class Scheduler:
         self,
         layer: str | None,
         candidates: int,
+        cols: Columns,
         scored: list[tuple[float, str, ClusterInfo, dict[str, float]]],
         ctx: SchedulingContext,
         verdicts: dict[str, Verdict],
@@ -328,6 +330,8 @@ class Scheduler:
             if mode != "Duplicated"
             else None
         )
+        if room is not None and self.columnar:
+            room.know(capacity_caps(cols, feasible, ctx))
         kept = sum(1 for c in feasible if c.name in ctx.current)
         selection = select(feasible, ctx.placement, room, kept)
         t1 = time.perf_counter()

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Protocol, runtime_checkable
 
 from api.selectors import selects
 from api.taints import FILTERING_EFFECTS, NOT_READY_TAINT, UNREACHABLE_TAINT, untolerated
-from fleet.columns import Columns
+from fleet.columns import Columns, exponent_of, integer_at
 from fleet.snapshot import ClusterInfo
 from propagator.scheduler.types import (
+    MAX_REPLICAS,
+    Demand,
     ResourceAmounts,
     SchedulingContext,
     first_short,
@@ -233,29 +236,26 @@ class Capacity:
             return None  # what DaemonSets need depends on each cluster's nodes
         beside = demand.fixed
         need = demand.replicas if ctx.placement.replicas.mode == "Duplicated" else 1
-        wanted = {r: mul(amount, need) for r, amount in demand.per_replica.items()}
-        rejected = 0
+        # (column, taken beside the replicas, what the replicas need) per resource checked
+        checks: list[tuple[list[Decimal | None], Decimal | None, Decimal]] = []
         for r, amount in beside.items():  # first_short(available, beside, 1)
-            column = cols.available.get(r)
-            if column is not None:
-                for i in cols.each(alive):
-                    have = column[i]
-                    if have is not None and amount > have:
-                        rejected |= 1 << i
-        if need > 0:
-            for r, amount in wanted.items():  # first_short(left_after(...), per_replica, need)
-                column = cols.available.get(r)
-                if column is None:
+            if (column := cols.available.get(r)) is not None:
+                checks.append((column, None, amount))
+        if need > 0:  # first_short(left_after(available, beside), per_replica, need)
+            for r, amount in demand.per_replica.items():
+                if (column := cols.available.get(r)) is not None:
+                    checks.append((column, beside.get(r), mul(amount, need)))
+        rejected = 0
+        for i in cols.each(alive):
+            for column, taken, wanted in checks:
+                have = column[i]
+                if have is None:
                     continue
-                taken = beside.get(r)
-                for i in cols.each(alive & ~rejected):
-                    have = column[i]
-                    if have is None:
-                        continue
-                    if taken is not None:
-                        have = sub(have, taken)
-                    if amount > have:
-                        rejected |= 1 << i
+                if taken is not None:
+                    have = sub(have, taken)
+                if wanted > have:
+                    rejected |= 1 << i
+                    break
         mine = cols.bits(ctx.current)
         if mine & alive:  # counted back: the per-cluster check
             rejected &= ~mine
@@ -328,13 +328,21 @@ class BalancedAllocation:
     def score_columns(
         self, cols: Columns, positions: Sequence[int], ctx: SchedulingContext
     ) -> list[float] | None:
-        cpu, memory, total_cpu, total_memory = (
-            cols.free_cpu,
-            cols.free_memory,
-            cols.total_cpu,
-            cols.total_memory,
-        )
-        return [_balanced(cpu[i], memory[i], total_cpu[i], total_memory[i], ctx) for i in positions]
+        free_cpu, free_memory = cols.free_cpu, cols.free_memory
+        total_cpu, total_memory = cols.total_cpu, cols.total_memory
+        want_cpu, want_memory = ctx.demand.cpu, ctx.demand.memory
+        out = []
+        for i in positions:  # _balanced, inlined: this runs for every candidate
+            cpu, memory = free_cpu[i], free_memory[i]
+            if cpu is None or memory is None:
+                out.append(0.0)
+                continue
+            used_cpu = 1 - cpu + want_cpu / total_cpu[i]
+            used_memory = 1 - memory + want_memory / total_memory[i]
+            used_cpu = used_cpu if used_cpu < 1.0 else 1.0
+            used_memory = used_memory if used_memory < 1.0 else 1.0
+            out.append(100 * (1 - abs(used_cpu - used_memory)))
+        return out
 
 
 class Preference:
@@ -399,3 +407,52 @@ def replicas_capacity(cluster: ClusterInfo, ctx: SchedulingContext) -> int | Non
         if quota_fits is not None:
             fits = quota_fits if fits is None else min(fits, quota_fits)
     return fits
+
+
+def capacity_caps(
+    cols: Columns, clusters: Sequence[ClusterInfo], ctx: SchedulingContext
+) -> dict[str, int | None]:
+    """:func:`replicas_capacity` of each of ``clusters``, from the columns' exact integers
+    where the application does not run yet and no tenant quota applies (else per
+    cluster)."""
+    demand = ctx.demand
+    plan = None if demand.per_node or ctx.quota is not None else _integer_plan(cols, demand)
+    out: dict[str, int | None] = {}
+    for cluster in clusters:
+        if plan is None or cluster.name in ctx.current:
+            out[cluster.name] = replicas_capacity(cluster, ctx)
+            continue
+        i = cols.position[cluster.name]
+        fits: int | None = None
+        for values, fixed, need in plan:
+            have = values[i]
+            if have is None:
+                continue  # not tracked there: no limit
+            left = have - fixed
+            n = 0 if left <= 0 else left // need
+            if n > MAX_REPLICAS:
+                n = MAX_REPLICAS
+            if fits is None or n < fits:
+                fits = n
+        out[cluster.name] = fits
+    return out
+
+
+def _integer_plan(cols: Columns, demand: Demand) -> list[tuple[list[int | None], int, int]] | None:
+    """Per requested resource some cluster tracks: (available, fixed need, need per
+    replica) as integers in one unit; None when a value does not scale exactly."""
+    plan = []
+    for resource, need in demand.per_replica.items():
+        if need <= 0 or resource not in cols.available:
+            continue
+        column = cols.scaled(resource)
+        fixed = demand.fixed.get(resource, Decimal(0))
+        need_exp, fixed_exp = exponent_of(need), exponent_of(fixed)
+        if column is None or need_exp is None or fixed_exp is None:
+            return None
+        unit = min(column.exponent, need_exp, fixed_exp)
+        need_int, fixed_int = integer_at(need, unit), integer_at(fixed, unit)
+        if need_int is None or fixed_int is None:
+            return None
+        plan.append((column.at(unit), fixed_int, need_int))
+    return plan
