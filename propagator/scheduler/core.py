@@ -37,6 +37,7 @@ from propagator.scheduler.types import (
     ResourceAmounts,
     SchedulingContext,
     Verdict,
+    Verdicts,
 )
 
 ANY_LAYER = "*"
@@ -52,7 +53,12 @@ class _Pass:
     attempt: LayerAttempt
     placed: tuple[Placed, ...]
     verdicts: dict[str, Verdict]
+    """Clusters dropped (by a filter, a weight or spread)."""
     reasons: Counter[str]
+    ranked: Callable[[], dict[str, Verdict]] = dict
+    """The verdicts of the clusters ranked and not dropped, made only when asked: most
+    decisions are read for their placement alone."""
+    ranked_names: frozenset[str] = frozenset()
 
 
 def _indexed_candidates(
@@ -97,6 +103,15 @@ class Scheduler:
         path is proven equal to)."""
         self.profile = profile
         self.columnar = columnar
+        # (plugin, its columnar method or None), looked up once
+        self._filters = [
+            (f, getattr(f, "filter_columns", None) if columnar else None) for f in profile.filters
+        ]
+        self._scores = [
+            (s, w, getattr(s, "score_columns", None) if columnar else None)
+            for s, w in profile.scores
+        ]
+        self._weight_sum = sum(w for _, w in profile.scores) or 1
         self.stale_after_s = stale_after_s
         self.fresh_for_s = fresh_for_s
         self.full_scans = 0
@@ -216,10 +231,10 @@ class Scheduler:
         feasible = self._filter(cols, cols.bits(candidates), ctx, verdicts, reasons)
         t1 = time.perf_counter()
         timings["filter"] = timings.get("filter", 0.0) + t1 - t0
-        scored = self._score(cols, feasible, ctx, verdicts, reasons)
+        scored, parts = self._score(cols, feasible, ctx, verdicts, reasons)
         timings["score"] = timings.get("score", 0.0) + time.perf_counter() - t1
         return self._choose(
-            layer, len(candidates), cols, scored, ctx, verdicts, reasons, timings, partial
+            layer, len(candidates), cols, scored, parts, ctx, verdicts, reasons, timings, partial
         )
 
     def _filter(
@@ -233,11 +248,11 @@ class Scheduler:
         """The clusters of ``alive`` every filter keeps; a verdict for each one dropped,
         from the first filter that drops it. A built-in judges the whole set from the
         columns; any other plugin (or a built-in that declines) runs per cluster."""
-        for plugin in self.profile.filters:
-            vector = getattr(plugin, "filter_columns", None) if self.columnar else None
+        for plugin, vector in self._filters:
             rejected = vector(cols, alive, ctx) if vector is not None else None
-            judged = cols.each(rejected if rejected is not None else alive)
-            for i in judged:
+            if rejected == 0:
+                continue
+            for i in cols.each(rejected if rejected is not None else alive):
                 cluster = cols.infos[i]
                 verdict = _judge(plugin, cluster, ctx)
                 if verdict is None:
@@ -254,9 +269,10 @@ class Scheduler:
         ctx: SchedulingContext,
         verdicts: dict[str, Verdict],
         reasons: Counter[str],
-    ) -> list[tuple[float, str, ClusterInfo, dict[str, float]]]:
-        """(negative weighted score, name, cluster, score per plugin) of the clusters
-        that remain candidates, best first: where the application runs keeps its place,
+    ) -> tuple[list[tuple[float, str, ClusterInfo, int]], Callable[[int], dict[str, float]]]:
+        """(negative weighted score, name, cluster, index for the per-plugin scores) of
+        the clusters that remain candidates, best first, and the per-plugin scores of an
+        index: where the application runs keeps its place,
         then the best score, ties by the application's hash. Each score is clamped to
         0-100; a score plugin that fails drops the cluster (with a verdict saying so)."""
         weights = ctx.placement.replicas.weights
@@ -275,8 +291,7 @@ class Scheduler:
         totals = [0.0] * len(feasible)
         columns: list[tuple[str, list[float]]] = []
         failed: dict[int, Verdict] = {}
-        for scorer, weight in self.profile.scores:
-            vector = getattr(scorer, "score_columns", None) if self.columnar else None
+        for scorer, weight, vector in self._scores:
             column: list[float] | None = vector(cols, positions, ctx) if vector else None
             if column is None:
                 column = []
@@ -288,28 +303,33 @@ class Scheduler:
                         )
                         value = 0.0
                     column.append(value)
-            column = [v if 0.0 <= v <= 100.0 else _clamped(v) for v in column]
             for j, value in enumerate(column):
+                if not 0.0 <= value <= 100.0:
+                    value = column[j] = _clamped(value)
                 totals[j] += value * weight
             columns.append((scorer.name, column))
-        weight_sum = sum(w for _, w in self.profile.scores) or 1
+        weight_sum = self._weight_sum
         scored = []
         for j, cluster in enumerate(feasible):
             if j in failed:
                 reasons[failed[j].reason or ""] += 1
                 verdicts[cluster.name] = failed[j]
                 continue
-            parts = {name: column[j] for name, column in columns}
-            scored.append((-totals[j] / weight_sum, cluster.name, cluster, parts))
+            scored.append((-totals[j] / weight_sum, cluster.name, cluster, j))
         scored.sort(key=lambda s: (s[1] not in ctx.current, s[0], ctx.tie_rank(s[1]), s[1]))
-        return scored
+
+        def parts(j: int) -> dict[str, float]:
+            return {name: column[j] for name, column in columns}
+
+        return scored, parts
 
     def _choose(
         self,
         layer: str | None,
         candidates: int,
         cols: Columns,
-        scored: list[tuple[float, str, ClusterInfo, dict[str, float]]],
+        scored: list[tuple[float, str, ClusterInfo, int]],
+        parts: Callable[[int], dict[str, float]],
         ctx: SchedulingContext,
         verdicts: dict[str, Verdict],
         reasons: Counter[str],
@@ -319,7 +339,7 @@ class Scheduler:
         """Select among the ranked clusters and assign the replicas (each stage timed)."""
         t0 = time.perf_counter()
         feasible = [c for _, _, c, _ in scored]
-        score_of = {name: (round(-neg), parts) for neg, name, _, parts in scored}
+        index = {name: (neg, j) for neg, name, _, j in scored}
         mode = ctx.placement.replicas.mode
         room = (
             Room(
@@ -332,7 +352,7 @@ class Scheduler:
         )
         if room is not None and self.columnar:
             room.know(capacity_caps(cols, feasible, ctx))
-        kept = sum(1 for c in feasible if c.name in ctx.current)
+        kept = len(ctx.current.keys() & index.keys()) if ctx.current else 0
         selection = select(feasible, ctx.placement, room, kept)
         t1 = time.perf_counter()
         timings["select"] = timings.get("select", 0.0) + t1 - t0
@@ -347,7 +367,7 @@ class Scheduler:
                 outcome = assignment
             else:
                 placed = tuple(
-                    Placed(c.name, c.layer, assignment[c.name], score_of[c.name][0])
+                    Placed(c.name, c.layer, assignment[c.name], round(-index[c.name][0]))
                     for c in selection.chosen
                     # Aggregated: a cluster left without replicas is not used.
                     if assignment[c.name] or mode != "Aggregated" or not ctx.demand.replicas
@@ -357,33 +377,45 @@ class Scheduler:
             partial_note = f"held {held} of {ctx.demand.replicas} replicas, the rest overflow"
         else:
             partial_note = None
-        for name, why in selection.dropped:
-            reasons["spread"] += 1
-            verdicts[name] = Verdict(
-                name, "Spread", "spread", why, score_of[name][1], score_of[name][0]
-            )
+        reasons["spread"] += len(selection.dropped)
+        if not reasons["spread"]:
+            del reasons["spread"]
         by_name = {p.cluster: p for p in placed}
-        for name, (score, parts) in score_of.items():
-            if name in verdicts:
-                continue
-            chosen = by_name.get(name)
-            verdicts[name] = Verdict(
-                name,
-                scores=parts,
-                score=score,
-                selected=chosen is not None,
-                replicas=chosen.replicas if chosen else None,
-                reason=None if chosen else "not selected" if outcome is None else "layer failed",
-                detail=None
-                if chosen
-                else "lower score than the chosen"
-                if outcome is None
-                else f"layer {label} could not serve the placement: {outcome}",
-            )
+        dropped = frozenset(verdicts) | {name for name, _ in selection.dropped}
+
+        def ranked() -> dict[str, Verdict]:
+            out = {}
+            for name, why in selection.dropped:
+                neg, j = index[name]
+                out[name] = Verdict(name, "Spread", "spread", why, parts(j), round(-neg))
+            for neg, name, _, j in scored:
+                if name in dropped:
+                    continue
+                chosen = by_name.get(name)
+                out[name] = Verdict(
+                    name,
+                    scores=parts(j),
+                    score=round(-neg),
+                    selected=chosen is not None,
+                    replicas=chosen.replicas if chosen else None,
+                    reason=None
+                    if chosen
+                    else "not selected"
+                    if outcome is None
+                    else "layer failed",
+                    detail=None
+                    if chosen
+                    else "lower score than the chosen"
+                    if outcome is None
+                    else f"layer {label} could not serve the placement: {outcome}",
+                )
+            return out
+
         attempt = LayerAttempt(
             label, candidates, len(feasible), outcome or partial_note or "selected"
         )
-        return _Pass(attempt, placed, verdicts, reasons)
+        names = frozenset(index) - verdicts.keys()
+        return _Pass(attempt, placed, verdicts, reasons, ranked, names)
 
     def _assign(
         self,
@@ -433,10 +465,14 @@ class Scheduler:
         timings: dict[str, float],
     ) -> Decision:
         final = passes[-1]
-        verdicts: dict[str, Verdict] = {}
-        for p in passes:
-            verdicts.update(p.verdicts)
-        evaluated = frozenset(verdicts)
+        evaluated = frozenset().union(*(p.ranked_names | p.verdicts.keys() for p in passes))
+
+        def verdicts() -> dict[str, Verdict]:
+            out: dict[str, Verdict] = {}
+            for p in passes:
+                out.update(p.verdicts)
+                out.update(p.ranked())
+            return out
 
         def explain_rest() -> dict[str, Verdict]:
             return {
@@ -456,7 +492,7 @@ class Scheduler:
             placed=placed,
             layer=first if schedulable else None,
             summary=_summary(passes, len(members), schedulable),
-            evaluated=verdicts,
+            evaluated=Verdicts(verdicts),
             attempts=tuple(p.attempt for p in passes),
             full_scan=full_scan_reason is not None,
             full_scan_reason=full_scan_reason,
@@ -541,9 +577,9 @@ def _summary(passes: list[_Pass], members: int, schedulable: bool) -> str:
         a = p.attempt
         where = "" if a.layer == ANY_LAYER else f"layer {a.layer}: "
         excluded = members - a.candidates if a.layer == ANY_LAYER else 0
-        reasons = p.reasons + (
-            Counter({"excluded by placement": excluded}) if excluded else Counter()
-        )
+        reasons = p.reasons
+        if excluded:
+            reasons = reasons + Counter({"excluded by placement": excluded})
         text = (
             f"{where}{a.feasible}/{members if a.layer == ANY_LAYER else a.candidates} clusters fit"
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -164,6 +164,28 @@ class Verdict:
     score: int | None = None
     selected: bool = False
     replicas: int | None = None
+
+
+class Verdicts(Mapping[str, Verdict]):
+    """Verdicts by cluster, made on first read (a decision's placement needs none)."""
+
+    def __init__(self, make: Callable[[], dict[str, Verdict]]) -> None:
+        self._make: Callable[[], dict[str, Verdict]] | None = make
+        self._made: dict[str, Verdict] = {}
+
+    def _all(self) -> dict[str, Verdict]:
+        if self._make is not None:
+            self._made, self._make = self._make(), None
+        return self._made
+
+    def __getitem__(self, name: str) -> Verdict:
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
 
 
 @dataclass(frozen=True)
