@@ -31,18 +31,22 @@ than any cluster holds; such values take the exact decimal path)."""
 class ScaledColumn:
     """Decimal values as integers times ``10**exponent`` (exactly; ``exponent`` <= 0)."""
 
-    __slots__ = ("exponent", "values")
+    __slots__ = ("_finer", "exponent", "values")
 
     def __init__(self, exponent: int, values: list[int | None]) -> None:
         self.exponent = exponent
         self.values = values
+        self._finer: dict[int, list[int | None]] = {}
 
     def at(self, exponent: int) -> list[int | None]:
-        """The values in units of ``10**exponent`` (at most this column's exponent)."""
+        """The values in units of ``10**exponent`` (at most this column's exponent; each
+        finer unit made once)."""
         if exponent == self.exponent:
             return self.values
-        factor = 10 ** (self.exponent - exponent)
-        return [None if v is None else v * factor for v in self.values]
+        if exponent not in self._finer:
+            factor = 10 ** (self.exponent - exponent)
+            self._finer[exponent] = [None if v is None else v * factor for v in self.values]
+        return self._finer[exponent]
 
 
 def integer_at(value: Decimal, exponent: int) -> int | None:

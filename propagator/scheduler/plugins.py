@@ -21,7 +21,7 @@ from typing import Protocol, runtime_checkable
 
 from api.selectors import selects
 from api.taints import FILTERING_EFFECTS, NOT_READY_TAINT, UNREACHABLE_TAINT, untolerated
-from fleet.columns import Columns, exponent_of, integer_at
+from fleet.columns import Columns
 from fleet.snapshot import ClusterInfo
 from propagator.scheduler.types import (
     MAX_REPLICAS,
@@ -442,17 +442,16 @@ def _integer_plan(cols: Columns, demand: Demand) -> list[tuple[list[int | None],
     """Per requested resource some cluster tracks: (available, fixed need, need per
     replica) as integers in one unit; None when a value does not scale exactly."""
     plan = []
+    units = demand.exact_units
     for resource, need in demand.per_replica.items():
         if need <= 0 or resource not in cols.available:
             continue
-        column = cols.scaled(resource)
-        fixed = demand.fixed.get(resource, Decimal(0))
-        need_exp, fixed_exp = exponent_of(need), exponent_of(fixed)
-        if column is None or need_exp is None or fixed_exp is None:
+        column, exact = cols.scaled(resource), units.get(resource)
+        if column is None or exact is None:
             return None
+        need_exp, need_int, fixed_exp, fixed_int = exact
         unit = min(column.exponent, need_exp, fixed_exp)
-        need_int, fixed_int = integer_at(need, unit), integer_at(fixed, unit)
-        if need_int is None or fixed_int is None:
-            return None
+        need_int *= 10 ** (need_exp - unit)
+        fixed_int *= 10 ** (fixed_exp - unit)
         plan.append((column.at(unit), fixed_int, need_int))
     return plan

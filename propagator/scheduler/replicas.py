@@ -24,6 +24,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Mapping
 from fractions import Fraction
+from typing import Any
 
 TieRank = Callable[[str], int]
 """A stable rank per cluster for ties (lower wins; equal ranks fall back to the name)."""
@@ -108,6 +109,16 @@ def _key(weight: int, seats: int, rank: int, name: str) -> tuple[float, _Priorit
     return (-weight / divisor, _Priority(weight, divisor), rank, name)
 
 
+def _float_key(weight: int, seats: int, rank: int, name: str) -> tuple[float, int, str]:
+    """The heap key when every weight times every divisor stays below 2**50: two distinct
+    priorities then differ by more than a float's rounding, so the float alone orders them
+    exactly (and equal floats are equal priorities)."""
+    return (-weight / (2 * seats + 1), rank, name)
+
+
+FLOAT_EXACT_BELOW = 2**50
+
+
 def _add(
     seats: dict[str, int],
     count: int,
@@ -118,19 +129,22 @@ def _add(
     """Give ``count`` more seats to ``seats`` (in place), one at a time by priority; returns
     how many found no cluster below its cap."""
     count -= _bulk(seats, count, weights, caps)
+    most = max((weights[n] for n in seats), default=0)
+    exact = most * (2 * (max(seats.values(), default=0) + count) + 1) >= FLOAT_EXACT_BELOW
+    key: Callable[[int, int, int, str], tuple[Any, ...]] = _key if exact else _float_key
     heap = [
-        _key(weights[n], seats[n], tie(n), n)
+        key(weights[n], seats[n], tie(n), n)
         for n in seats
         if weights[n] > 0 and (caps.get(n) is None or seats[n] < (caps[n] or 0))
     ]
     heapq.heapify(heap)
     while count > 0 and heap:
-        _, _, rank, n = heapq.heappop(heap)
+        *_, rank, n = heapq.heappop(heap)
         seats[n] += 1
         count -= 1
         cap = caps.get(n)
         if cap is None or seats[n] < cap:
-            heapq.heappush(heap, _key(weights[n], seats[n], rank, n))
+            heapq.heappush(heap, key(weights[n], seats[n], rank, n))
     return count
 
 

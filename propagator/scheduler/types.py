@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -9,6 +10,7 @@ from decimal import Decimal
 
 from api.placement import Placement
 from api.quantity import ARITHMETIC
+from fleet.columns import exponent_of, integer_at
 from fleet.snapshot import ClusterInfo
 
 ResourceAmounts = Mapping[str, Decimal]
@@ -44,6 +46,25 @@ class Demand:
     def __post_init__(self) -> None:
         object.__setattr__(self, "cpu", float(self.per_replica.get("cpu", 0)))
         object.__setattr__(self, "memory", float(self.per_replica.get("memory", 0)))
+
+    @functools.cached_property
+    def exact_units(self) -> dict[str, tuple[int, int, int, int] | None]:
+        """Per requested resource: (exponent, need per replica, exponent, fixed need),
+        each need an exact integer in units of ``10**exponent``; None when a value is
+        beyond what integer columns hold (computed once per demand)."""
+        out: dict[str, tuple[int, int, int, int] | None] = {}
+        for resource, need in self.per_replica.items():
+            fixed = self.fixed.get(resource, _ZERO)
+            need_exp, fixed_exp = exponent_of(need), exponent_of(fixed)
+            if need_exp is None or fixed_exp is None:
+                out[resource] = None
+                continue
+            need_int, fixed_int = integer_at(need, need_exp), integer_at(fixed, fixed_exp)
+            if need_int is None or fixed_int is None:
+                out[resource] = None
+                continue
+            out[resource] = (need_exp, need_int, fixed_exp, fixed_int)
+        return out
 
 
 @dataclass(frozen=True)
