@@ -3,6 +3,8 @@
 A full rebuild reads every MemberCluster (``cluster_info``) and indexes them
 (``build_snapshot``); an incremental one (what the fleet manager does after one member
 changed) re-reads only that member through ``ClusterInfoCache`` and re-indexes. The
+scheduler's columns are built on a snapshot's first decision: from scratch, and — what a
+decision after one member's change pays — from the previous generation's columns. The
 baseline, measured in the same run, is ``copy.deepcopy`` of the same hub objects: the cost
 of merely copying what the hub returned.
 
@@ -19,6 +21,7 @@ from typing import Any
 
 from bench.fleetgen import member_clusters
 from bench.report import arguments, emit, percentile
+from fleet.columns import Columns
 from fleet.snapshot import ClusterInfoCache, build_snapshot, cluster_info
 
 SIZES = (10, 100, 1_000, 10_000)
@@ -51,6 +54,18 @@ def measure(count: int, repeats: int) -> dict[str, Any]:
     rebuild()  # warm up
     samples = _timed(rebuild, repeats)
     incremental_samples = _timed(incremental, repeats)
+    base = build_snapshot(cache.infos(members), fleets, generation=3)
+    columns_samples = _timed(lambda: Columns(base.clusters), repeats)
+
+    def columns_after_one_change() -> Any:
+        previous = build_snapshot(cache.infos(members), fleets, generation=4)
+        previous.columns  # noqa: B018  # built by an earlier decision
+        members[0]["metadata"]["resourceVersion"] = f"changed-{next(changed)}"
+        start = time.perf_counter()
+        build_snapshot(cache.infos(members), fleets, 5, previous=previous).columns  # noqa: B018
+        return time.perf_counter() - start
+
+    columns_update = [columns_after_one_change() * 1000 for _ in range(repeats)]
     baseline = _timed(lambda: copy.deepcopy(members), max(3, repeats // 2))
     gc.collect()
     tracemalloc.start()
@@ -67,6 +82,8 @@ def measure(count: int, repeats: int) -> dict[str, Any]:
         "rebuilds_per_s": 1000 / p50,
         "incremental_p50_ms": percentile(incremental_samples, 50),
         "incremental_p99_ms": percentile(incremental_samples, 99),
+        "columns_p50_ms": percentile(columns_samples, 50),
+        "columns_1_changed_p50_ms": percentile(columns_update, 50),
         "memory_mib": retained / 2**20,
         "bytes_per_cluster": retained // count,
         "deepcopy_p50_ms": percentile(baseline, 50),
@@ -81,6 +98,8 @@ COLUMNS = [
     ("rebuilds_per_s", "rebuilds/s"),
     ("incremental_p50_ms", "1-changed p50 ms"),
     ("incremental_p99_ms", "1-changed p99 ms"),
+    ("columns_p50_ms", "columns p50 ms"),
+    ("columns_1_changed_p50_ms", "1-changed + columns p50 ms"),
     ("memory_mib", "snapshot MiB"),
     ("bytes_per_cluster", "B/cluster"),
     ("deepcopy_p50_ms", "deepcopy p50 ms"),

@@ -10,6 +10,7 @@ kinds are bitsets; free and available resources are tuples indexed by position.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING
@@ -74,6 +75,24 @@ def exponent_of(value: Decimal) -> int | None:
     return -k if k <= SCALE_LIMIT else None
 
 
+def _bitset(positions: list[int], n: int) -> int:
+    """The bitset of ``positions`` (built in one go: OR-ing bit by bit into a growing int
+    would cost a copy of the int per position)."""
+    raw = bytearray((n + 7) // 8)
+    for i in positions:
+        raw[i >> 3] |= 1 << (i & 7)
+    return int.from_bytes(raw, "little")
+
+
+def _key(taint: Taint) -> TaintKey:
+    return (taint.key, taint.value, taint.effect)
+
+
+def _distinct(taints: Iterable[Taint]) -> bool:
+    keys = [_key(t) for t in taints]
+    return len(keys) == len(set(keys))
+
+
 def _scale(column: list[Decimal | None]) -> ScaledColumn | None:
     exponents = []
     for value in column:
@@ -94,48 +113,119 @@ class Columns:
 
     def __init__(self, clusters: Mapping[str, ClusterInfo]) -> None:
         self.names: tuple[str, ...] = tuple(sorted(clusters))
-        self.infos: tuple[ClusterInfo, ...] = tuple(clusters[n] for n in self.names)
+        self.infos: list[ClusterInfo] = [clusters[n] for n in self.names]
         self.position: dict[str, int] = {n: i for i, n in enumerate(self.names)}
-        self.all = (1 << len(self.names)) - 1
-        self.ready = 0
-        self.layers: tuple[str, ...] = tuple(c.layer for c in self.infos)
-        self.labels: dict[str, dict[str, int]] = {}
-        """key -> value -> clusters carrying that label."""
-        self.taints: dict[TaintKey, tuple[Taint, int]] = {}
-        """Each distinct taint, with the clusters carrying it."""
+        n = len(self.names)
+        self.all = (1 << n) - 1
+        self.layers: list[str] = [c.layer for c in self.infos]
+        self.free_cpu = [c.free_cpu for c in self.infos]
+        self.free_memory = [c.free_memory for c in self.infos]
+        self.total_cpu = [c.total_cpu for c in self.infos]
+        self.total_memory = [c.total_memory for c in self.infos]
+        ready: list[int] = []
+        labels: dict[str, dict[str, list[int]]] = {}
+        taints: dict[TaintKey, tuple[Taint, list[int]]] = {}
+        serves: dict[tuple[str, str], list[int]] = {}
         self.taints_exact = True
         """False when a cluster carries one taint twice (then a count per distinct taint
         would differ from counting its taint list: the per-cluster path decides)."""
-        self.serves: dict[tuple[str, str], int] = {}
-        self.free_cpu = tuple(c.free_cpu for c in self.infos)
-        self.free_memory = tuple(c.free_memory for c in self.infos)
-        self.total_cpu = tuple(c.total_cpu for c in self.infos)
-        self.total_memory = tuple(c.total_memory for c in self.infos)
         self.available: dict[str, list[Decimal | None]] = {}
         """resource -> what each cluster has available (None: not tracked there)."""
         for i, c in enumerate(self.infos):
-            bit = 1 << i
             if c.ready:
-                self.ready |= bit
+                ready.append(i)
             for key, value in c.labels.items():
-                values = self.labels.setdefault(key, {})
-                values[value] = values.get(value, 0) | bit
-            seen: set[TaintKey] = set()
+                labels.setdefault(key, {}).setdefault(value, []).append(i)
+            if not _distinct(c.taints):
+                self.taints_exact = False
             for taint in c.taints:
-                key3 = (taint.key, taint.value, taint.effect)
-                if key3 in seen:
-                    self.taints_exact = False
-                seen.add(key3)
-                first, bits = self.taints.get(key3, (taint, 0))
-                self.taints[key3] = (first, bits | bit)
+                taints.setdefault(_key(taint), (taint, []))[1].append(i)
             for kind in c.api_enablements:
-                self.serves[kind] = self.serves.get(kind, 0) | bit
+                serves.setdefault(kind, []).append(i)
             for resource in c.available:
-                self.available.setdefault(resource, [None] * len(self.names))
+                self.available.setdefault(resource, [None] * n)
         for resource, column in self.available.items():
             for i, c in enumerate(self.infos):
                 column[i] = c.available.get(resource)
+        self.ready = _bitset(ready, n)
+        self.labels: dict[str, dict[str, int]] = {
+            k: {v: _bitset(at, n) for v, at in values.items()} for k, values in labels.items()
+        }
+        """key -> value -> clusters carrying that label."""
+        self.taints: dict[TaintKey, tuple[Taint, int]] = {
+            k: (taint, _bitset(at, n)) for k, (taint, at) in taints.items()
+        }
+        """Each distinct taint, with the clusters carrying it."""
+        self.serves: dict[tuple[str, str], int] = {k: _bitset(at, n) for k, at in serves.items()}
         self._scaled: dict[str, ScaledColumn | None] = {}
+
+    def updated(self, clusters: Mapping[str, ClusterInfo]) -> Columns:
+        """The columns of ``clusters`` made from these: when the same clusters are there
+        and few changed (the snapshot after one member's change), only theirs are
+        redone; else built anew."""
+        if len(clusters) != len(self.names) or any(n not in clusters for n in self.names):
+            return Columns(clusters)
+        changed = [i for i, name in enumerate(self.names) if clusters[name] is not self.infos[i]]
+        if len(changed) > max(8, len(self.names) // 8):
+            return Columns(clusters)
+        new = copy.copy(self)
+        new.infos = list(self.infos)
+        new.layers = list(self.layers)
+        for column in ("free_cpu", "free_memory", "total_cpu", "total_memory"):
+            setattr(new, column, list(getattr(self, column)))
+        new.labels = {k: dict(values) for k, values in self.labels.items()}
+        new.taints, new.serves = dict(self.taints), dict(self.serves)
+        new.available = {r: list(column) for r, column in self.available.items()}
+        new._scaled = {}
+        for i in changed:
+            new._replace(i, self.infos[i], clusters[self.names[i]])
+        new._carry_scaled(self, changed)
+        return new
+
+    def _replace(self, i: int, old: ClusterInfo, info: ClusterInfo) -> None:
+        """Cluster ``i`` is ``info`` now (it was ``old``)."""
+        bit = 1 << i
+        self.infos[i], self.layers[i] = info, info.layer
+        self.free_cpu[i], self.free_memory[i] = info.free_cpu, info.free_memory
+        self.total_cpu[i], self.total_memory[i] = info.total_cpu, info.total_memory
+        self.ready = self.ready | bit if info.ready else self.ready & ~bit
+        for key, value in old.labels.items():
+            self.labels[key][value] &= ~bit
+        for key, value in info.labels.items():
+            values = self.labels.setdefault(key, {})
+            values[value] = values.get(value, 0) | bit
+        for taint in old.taints:
+            first, bits = self.taints[_key(taint)]
+            self.taints[_key(taint)] = (first, bits & ~bit)
+        for taint in info.taints:
+            first, bits = self.taints.get(_key(taint), (taint, 0))
+            self.taints[_key(taint)] = (first, bits | bit)
+        if not _distinct(info.taints):
+            self.taints_exact = False
+        for kind in old.api_enablements:
+            self.serves[kind] &= ~bit
+        for kind in info.api_enablements:
+            self.serves[kind] = self.serves.get(kind, 0) | bit
+        for resource in info.available:
+            self.available.setdefault(resource, [None] * len(self.names))
+        for resource, column in self.available.items():
+            column[i] = info.available.get(resource)
+
+    def _carry_scaled(self, before: Columns, changed: list[int]) -> None:
+        """Keep the integer columns ``before`` had built, with the changed clusters' values
+        redone (a column whose unit no longer holds a new value exactly is dropped: it is
+        built again on first use)."""
+        for resource, scaled in before._scaled.items():
+            if scaled is None or len(scaled.values) != len(self.names):
+                continue  # built anew on first use
+            values = list(scaled.values)
+            for i in changed:
+                value = self.available[resource][i]
+                values[i] = None if value is None else integer_at(value, scaled.exponent)
+                if value is not None and values[i] is None:
+                    break
+            else:
+                self._scaled[resource] = ScaledColumn(scaled.exponent, values)
 
     def scaled(self, resource: str) -> ScaledColumn | None:
         """The available ``resource`` of every cluster as exact integers in units of

@@ -190,8 +190,10 @@ class FleetSnapshot:
     @functools.cached_property
     def columns(self) -> Columns:
         """The clusters as columns, built on first use (once per generation: the
-        snapshot never changes)."""
-        return Columns(self.clusters)
+        snapshot never changes) — from the previous generation's where it had built them,
+        redoing only the clusters that changed."""
+        before: Columns | None = self.__dict__.pop("_previous_columns", None)
+        return before.updated(self.clusters) if before is not None else Columns(self.clusters)
 
 
 def build_snapshot(
@@ -199,8 +201,10 @@ def build_snapshot(
     fleets: Mapping[str, Iterable[str]],
     generation: int,
     now: float | None = None,
+    previous: FleetSnapshot | None = None,
 ) -> FleetSnapshot:
-    """Index ``clusters`` into a new snapshot."""
+    """Index ``clusters`` into a new snapshot (``previous``: the one it replaces, whose
+    columns, if built, its own are made from)."""
     by_name = {c.name: c for c in clusters}
     layers: dict[str, set[str]] = {}
     labels: dict[str, dict[str, set[str]]] = {}
@@ -208,7 +212,7 @@ def build_snapshot(
         layers.setdefault(c.layer, set()).add(c.name)
         for key, value in c.labels.items():
             labels.setdefault(key, {}).setdefault(value, set()).add(c.name)
-    return FleetSnapshot(
+    snapshot = FleetSnapshot(
         generation=generation,
         built_at=time.monotonic() if now is None else now,
         clusters=MappingProxyType(by_name),
@@ -223,6 +227,10 @@ def build_snapshot(
             {name: frozenset(n for n in names if n in by_name) for name, names in fleets.items()}
         ),
     )
+    built = previous.__dict__.get("columns") if previous is not None else None
+    if built is not None:
+        snapshot.__dict__["_previous_columns"] = built  # no chain: columns hold no snapshot
+    return snapshot
 
 
 class SnapshotStore:
@@ -249,7 +257,9 @@ class SnapshotStore:
         self, clusters: Iterable[ClusterInfo], fleets: Mapping[str, Iterable[str]]
     ) -> FleetSnapshot:
         """Build the next generation and make it current."""
-        snapshot = build_snapshot(clusters, fleets, self._current.generation + 1)
+        snapshot = build_snapshot(
+            clusters, fleets, self._current.generation + 1, previous=self._current
+        )
         self._current = snapshot
         self._confirmed_at = snapshot.built_at
         if self._published is not None:

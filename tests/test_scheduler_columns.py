@@ -238,3 +238,50 @@ def test_columns_hold_what_the_filters_read() -> None:
     ).cluster_selector
     assert selector is not None
     assert cols.selected(selector) == 0b01
+
+
+def _normal(cols: Columns) -> dict[str, Any]:
+    """What the columns say, with empty bitsets left out (an update may leave some)."""
+    return {
+        "names": cols.names,
+        "infos": list(cols.infos),
+        "ready": cols.ready,
+        "layers": list(cols.layers),
+        "labels": {
+            (k, v): bits for k, values in cols.labels.items() for v, bits in values.items() if bits
+        },
+        "taints": {k: bits for k, (_, bits) in cols.taints.items() if bits},
+        "serves": {k: bits for k, bits in cols.serves.items() if bits},
+        "free": (list(cols.free_cpu), list(cols.free_memory)),
+        "total": (list(cols.total_cpu), list(cols.total_memory)),
+        "available": {
+            r: list(c) for r, c in cols.available.items() if any(v is not None for v in c)
+        },
+        "scaled": {  # the values they stand for (the unit may be finer after an update)
+            r: [None if v is None else Decimal(v).scaleb(s.exponent) for v in s.values]
+            for r in ("cpu", "memory", "pods")
+            if (s := cols.scaled(r)) is not None and any(v is not None for v in s.values)
+        },
+    }
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_columns_updated_after_a_few_changes_are_the_columns_built_anew(
+    data: st.DataObject,
+) -> None:
+    fleet = data.draw(fleets())
+    names = [c.name for c in fleet]
+    before = build_snapshot(fleet, {"f": names}, generation=1)
+    for resource in ("cpu", "memory", "pods"):
+        before.columns.scaled(resource)  # built, to be carried over
+    changed = data.draw(st.lists(st.sampled_from(names), unique=True, max_size=3))
+    after = [data.draw(clusters(c.name)) if c.name in changed else c for c in fleet]
+    snapshot = build_snapshot(after, {"f": names}, generation=2, previous=before)
+    updated = snapshot.columns
+    assert _normal(updated) == _normal(Columns(snapshot.clusters))
+    assert (
+        updated.taints_exact
+        or not Columns(snapshot.clusters).taints_exact
+        or before.columns.taints_exact is False
+    )
