@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from propagator.propagation.health import health_of, worst
+from propagator.propagation.health import cluster_health, health_of, worst
 
 
 def deployment(replicas: int = 3, generation: int = 2, **status: Any) -> dict[str, Any]:
@@ -125,3 +125,33 @@ def test_a_deployment_whose_pods_the_quota_refuses_is_named() -> None:
     ]
     live["status"]["conditions"][0]["message"] = "some other failure"
     assert quota_refusals(lambda av, k: informer, wanted, "shop") == []
+
+
+class _Cache:
+    """A member's Deployment cache, listed."""
+
+    synced = True
+
+    def __init__(self, objects: dict[str, dict[str, Any]]) -> None:
+        self.objects = objects
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.objects.get(key)
+
+
+def test_a_cached_copy_older_than_the_last_write_is_not_taken_for_its_health() -> None:
+    # the cache still holds generation 1 (0 replicas wanted, all of them Available); the
+    # controller has just written generation 2 (2 replicas)
+    live = {
+        **deployment(replicas=0, generation=1, updatedReplicas=0, availableReplicas=0),
+        "metadata": {"name": "web", "namespace": "shop", "generation": 1},
+    }
+    live["status"]["observedGeneration"] = 1
+    cache = _Cache({"shop/web": live})
+    desired = [{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}}]
+    assert cluster_health(lambda *_: cache, desired, "shop") == "Healthy"  # type: ignore[arg-type]
+    written = {("apps/v1", "Deployment", "shop", "web"): 2}
+    health = cluster_health(lambda *_: cache, desired, "shop", written.get)  # type: ignore[arg-type]
+    assert health == "Progressing"
+    written[("apps/v1", "Deployment", "shop", "web")] = 1  # the cache has seen the write
+    assert cluster_health(lambda *_: cache, desired, "shop", written.get) == "Healthy"  # type: ignore[arg-type]

@@ -169,7 +169,10 @@ async def sync_cluster(
 
     async def apply(obj: dict[str, Any]) -> None:
         answer = await apply_creating_namespace(conn, obj)
-        member.applied[key_of(obj)] = Applied(obj, fingerprint(answer, obj))
+        generation = (answer.get("metadata") or {}).get("generation")
+        member.applied[key_of(obj)] = Applied(
+            obj, fingerprint(answer, obj), generation if isinstance(generation, int) else None
+        )
 
     async def apply_first(obj: dict[str, Any]) -> None:
         if owner.owns(obj):

@@ -217,7 +217,14 @@ class PropagationController:
         self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str
     ) -> WorkloadHealth:
         member = self.members.get(cluster)
-        return cluster_health(member.cached if member else None, objects, namespace)
+        if member is None:
+            return cluster_health(None, objects, namespace)
+
+        def applied(key: tuple[str, str, str, str]) -> int | None:
+            write = member.applied.get(key)
+            return write.generation if write is not None else None
+
+        return cluster_health(member.cached, objects, namespace, applied)
 
     def _quota_refusals(
         self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str

@@ -99,10 +99,14 @@ def cluster_health(
     cache: Callable[[str, str], Informer | None] | None,
     objects: Sequence[Mapping[str, Any]],
     namespace: str,
+    applied: Callable[[tuple[str, str, str, str]], int | None] = lambda _: None,
 ) -> WorkloadHealth:
     """The worst health of ``objects`` as the member's watch caches (``cache(apiVersion,
     kind)``) hold them (objects without a namespace are in ``namespace``); Unknown while a
-    cache has not listed, or without a member (``cache`` None)."""
+    cache has not listed, or without a member (``cache`` None). ``applied(key)``: the
+    generation the member answered the controller's last write of an object with — a
+    cached copy older than that has not seen the write (its status says nothing of it):
+    Progressing."""
     healths: list[WorkloadHealth] = []
     for obj in objects:
         kind = (str(obj.get("apiVersion")), str(obj.get("kind")))
@@ -112,9 +116,14 @@ def cluster_health(
         if informer is None or not informer.synced:
             return "Unknown"
         meta = obj.get("metadata") or {}
-        healths.append(
-            health_of(informer.get(f"{meta.get('namespace') or namespace}/{meta.get('name')}"))
-        )
+        where = meta.get("namespace") or namespace
+        live = informer.get(f"{where}/{meta.get('name')}")
+        written = applied((kind[0], kind[1], where, str(meta.get("name"))))
+        seen = ((live or {}).get("metadata") or {}).get("generation")
+        if live is not None and written is not None and isinstance(seen, int) and seen < written:
+            healths.append("Progressing")
+            continue
+        healths.append(health_of(live))
     return worst(healths)
 
 

@@ -69,6 +69,9 @@ class Applied:
     """The stamped object as applied."""
     fingerprint: str
     """The member's answer projected onto the applied fields (see propagation.drift)."""
+    generation: int | None = None
+    """The object's metadata.generation in the member's answer: a cache holding an older
+    one has not seen this write yet."""
 
 
 @dataclass
