@@ -145,7 +145,25 @@ def test_allocated_follows_a_deployment_scaled_on_a_member(
         return dict(get_mc(fleet, member)["status"]["resources"]["allocated"])
 
     base_pods = int(eventually(lambda: allocated().get("pods"), "allocated reported"))
-    eventually(lambda: allocated()["pods"] == str(base_pods + 2) or None, "2 pods allocated")
+    try:
+        eventually(lambda: allocated()["pods"] == str(base_pods + 2) or None, "2 pods allocated")
+    except AssertionError as exc:  # say what the member holds
+        core = fleet.core(member)
+        pods = [
+            (p.metadata.name, p.status.phase, p.spec.node_name)
+            for p in core.list_namespaced_pod(ns).items
+        ]
+        nodes = [
+            (
+                n.metadata.name,
+                [(c.type, c.status) for c in n.status.conditions or []],
+                n.spec.taints,
+            )
+            for n in core.list_node().items
+        ]
+        raise AssertionError(
+            f"{exc}: allocated {allocated()} (base {base_pods}); {pods}; {nodes}"
+        ) from exc
     before = allocated()
     apps.patch_namespaced_deployment_scale("load", ns, {"spec": {"replicas": 6}})
     eventually(lambda: allocated()["pods"] == str(base_pods + 6) or None, "6 pods allocated")
