@@ -10,9 +10,9 @@ from typing import Any
 
 from fleet.snapshot import build_snapshot
 from propagator.propagation.failover import (
-    evicting,
     evictions,
     next_change,
+    unanswered,
     unhealthy_evictions,
     unhealthy_since,
 )
@@ -35,7 +35,7 @@ def test_a_cluster_down_longer_than_tolerated_is_evicted() -> None:
     assert list(evicted) == ["long"]
     assert evicted["long"].reason == "ClusterUnreachable"
     assert evicted["long"].message == "not Ready for 6m40s (clusterUnreachableAfter 5m0s)"
-    assert evicting(["up", "long"], snap, now) == {"long": "not Ready for 6m40s"}
+    assert unanswered(["up", "long"], snap, now) == {"long": "not Ready for 6m40s"}
 
 
 def test_the_unhealthy_clock_runs_while_not_healthy_and_holds_while_unknown() -> None:

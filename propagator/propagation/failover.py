@@ -102,7 +102,7 @@ def unhealthy_due(since: Mapping[str, float], after_s: float, now: float) -> flo
     return min(since.values()) + after_s - now if since else None
 
 
-def evicting(leaving: Iterable[str], snapshot: FleetSnapshot, now: float) -> dict[str, str]:
+def unanswered(leaving: Iterable[str], snapshot: FleetSnapshot, now: float) -> dict[str, str]:
     """The clusters of ``leaving`` that are not Ready, each with why: their removal waits
     for them to answer, and does not hold ``Applied`` back."""
     out = {}

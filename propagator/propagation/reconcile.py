@@ -27,7 +27,7 @@ from fleet.informer import cache_key
 from fleet.snapshot import ClusterInfo, FleetSnapshot, SnapshotStore
 from propagator.conditions import now_iso, status_changed
 from propagator.observability.metrics import Metrics
-from propagator.propagation.failover import evicting
+from propagator.propagation.failover import unanswered
 from propagator.propagation.failoverstate import FailoverDecision
 from propagator.propagation.failoversteps import FailoverSteps
 from propagator.propagation.placement import FleetNotFound, place
@@ -230,7 +230,7 @@ class Reconciler:
         }
         leaving = self._leaving(key, previous, set(works))
         plan.removed = [c for c in leaving if c not in moved.kept]
-        plan.unanswered = evicting(plan.removed, snapshot, step.now)
+        plan.unanswered = unanswered(plan.removed, snapshot, step.now)
         for cluster in plan.removed:
             works[cluster] = ClusterWork(
                 key, cluster, (), REMOVAL, frozenset(plan.kinds), policy, uid

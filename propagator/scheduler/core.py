@@ -270,11 +270,11 @@ class Scheduler:
         verdicts: dict[str, Verdict],
         reasons: Counter[str],
     ) -> tuple[list[tuple[float, str, ClusterInfo, int]], Callable[[int], dict[str, float]]]:
-        """(negative weighted score, name, cluster, index for the per-plugin scores) of
-        the clusters that remain candidates, best first, and the per-plugin scores of an
-        index: where the application runs keeps its place,
-        then the best score, ties by the application's hash. Each score is clamped to
-        0-100; a score plugin that fails drops the cluster (with a verdict saying so)."""
+        """(negative weighted score, name, cluster, index) of the clusters that remain
+        candidates, best first — where the application runs keeps its place, then the
+        best score, ties by the application's hash — and the per-plugin scores of an
+        index. Each score is clamped to 0-100; a score plugin that fails drops the
+        cluster (with a verdict saying so)."""
         weights = ctx.placement.replicas.weights
         if ctx.placement.replicas.mode == "Divided" and weights is not None and weights.static:
             # A cluster without a static weight would get no replica: not a candidate.
