@@ -28,6 +28,7 @@ from propagator.scheduler.plugins import (
     BalancedAllocation,
     Capacity,
     ClusterAffinity,
+    Failed,
     LayerOrder,
     LeastAllocated,
     Preference,
@@ -397,6 +398,39 @@ def test_a_third_party_plugin_runs_in_order() -> None:
     decision = Scheduler(profile).schedule(snap, "f", placement(), demand(), age_s=0)
     assert decision.clusters == ["b"]
     assert decision.verdicts["a"].filtered_by == "NoEdge"
+
+
+def test_a_plugin_that_fails_or_raises_leaves_the_cluster_out_and_scheduling_goes_on() -> None:
+    class Flaky:
+        name = "Flaky"
+
+        def filter(self, c: ClusterInfo, _: SchedulingContext) -> Failed | None:
+            if c.name == "a":
+                raise RuntimeError("lookup table missing")
+            return Failed("no data", "the inventory does not know it") if c.name == "b" else None
+
+    class Wild:
+        name = "Wild"
+
+        def score(self, c: ClusterInfo, _: SchedulingContext) -> float:
+            return {"c": float("nan"), "d": 1e9}.get(c.name, -5.0)
+
+    factories = {**discover(), "Flaky": Flaky, "Wild": Wild}
+    profile = build_profile("Flaky,Capacity,Wild=1", factories)
+    snap = build_snapshot([cluster(n) for n in "abcde"], {"f": list("abcde")}, 1)
+    decision = Scheduler(profile).schedule(snap, "f", placement(maxClusters=1), demand(), age_s=0)
+    assert decision.clusters == ["d"]  # 1e9 counts as 100
+    a, b = decision.verdicts["a"], decision.verdicts["b"]
+    assert (a.filtered_by, a.reason, a.detail) == (
+        "Flaky",
+        "plugin error",
+        "RuntimeError: lookup table missing",
+    )
+    assert (b.filtered_by, b.reason) == ("Flaky", "no data")
+    assert decision.verdicts["c"].scores == {"Wild": 0.0}  # NaN counts as 0
+    assert decision.verdicts["d"].scores == {"Wild": 100.0}
+    assert decision.verdicts["e"].scores == {"Wild": 0.0}  # below 0: 0
+    assert "1 plugin error" in decision.summary
 
 
 # -- properties ----------------------------------------------------------------------------
