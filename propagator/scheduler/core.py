@@ -58,7 +58,6 @@ class _Pass:
     ranked: Callable[[], dict[str, Verdict]] = dict
     """The verdicts of the clusters ranked and not dropped, made only when asked: most
     decisions are read for their placement alone."""
-    ranked_names: frozenset[str] = frozenset()
 
 
 def _indexed_candidates(
@@ -414,8 +413,7 @@ class Scheduler:
         attempt = LayerAttempt(
             label, candidates, len(feasible), outcome or partial_note or "selected"
         )
-        names = frozenset(index) - verdicts.keys()
-        return _Pass(attempt, placed, verdicts, reasons, ranked, names)
+        return _Pass(attempt, placed, verdicts, reasons, ranked)
 
     def _assign(
         self,
@@ -465,7 +463,6 @@ class Scheduler:
         timings: dict[str, float],
     ) -> Decision:
         final = passes[-1]
-        evaluated = frozenset().union(*(p.ranked_names | p.verdicts.keys() for p in passes))
 
         def verdicts() -> dict[str, Verdict]:
             out: dict[str, Verdict] = {}
@@ -474,10 +471,12 @@ class Scheduler:
                 out.update(p.ranked())
             return out
 
+        evaluated = Verdicts(verdicts)
+
         def explain_rest() -> dict[str, Verdict]:
             return {
                 name: _prefiltered(name, clusters.get(name), ctx)
-                for name in sorted(members - evaluated)
+                for name in sorted(members - evaluated.keys())
             }
 
         placed = final.placed
@@ -492,7 +491,7 @@ class Scheduler:
             placed=placed,
             layer=first if schedulable else None,
             summary=_summary(passes, len(members), schedulable),
-            evaluated=Verdicts(verdicts),
+            evaluated=evaluated,
             attempts=tuple(p.attempt for p in passes),
             full_scan=full_scan_reason is not None,
             full_scan_reason=full_scan_reason,
