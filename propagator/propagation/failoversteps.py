@@ -67,8 +67,7 @@ class MovedRender:
     rendered: Rendered
     revisions: dict[str, str]
     kept: dict[str, Move]
-    released: dict[str, Move]
-    replaced: bool
+    """The moves still in progress."""
 
 
 class FailoverSteps:
@@ -83,7 +82,6 @@ class FailoverSteps:
     def begin(
         self,
         app: ApplicationPropagation,
-        key: str,
         last: Plan | None,
         previous: Mapping[str, Any],
         snapshot: FleetSnapshot,
@@ -143,7 +141,7 @@ class FailoverSteps:
             for move in released.values():
                 if move.lost is not None:  # cluster lost -> replacement Available
                     self.metrics.failover_duration.observe(max(0.0, step.now - move.lost))
-        return MovedRender(rendered, revisions, kept, released, replaced)
+        return MovedRender(rendered, revisions, kept)
 
     def replaced(
         self,

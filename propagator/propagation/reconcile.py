@@ -172,7 +172,7 @@ class Reconciler:
             return await self._planned(obj, key, plan, Outcome(True, exc))
         snapshot = self.store.current()
         previous = obj.get("status") or {}
-        step = self.failover.begin(app, key, self.plans.get(key), previous, snapshot, time.time())
+        step = self.failover.begin(app, self.plans.get(key), previous, snapshot, time.time())
         plan.failover = step.carried  # unchanged unless a placement is made
         own, planned = self.admission.use(tenant, key, snapshot)
         targets = self._place(
