@@ -116,6 +116,24 @@ def test_allocated_follows_a_deployment_scaled_on_a_member(
     eventually(lambda: ready(get_mc(fleet, member)) == "True", f"{member} Ready")
     apps = fleet.apps(member)
     ns = "capacity"
+
+    def allocated() -> dict[str, str]:
+        return dict(get_mc(fleet, member)["status"]["resources"]["allocated"])
+
+    def running() -> int:
+        """Pods the member runs as capacity counts them: bound, not finished."""
+        pods = fleet.core(member).list_pod_for_all_namespaces().items
+        return sum(
+            1 for p in pods if p.spec.node_name and p.status.phase not in ("Succeeded", "Failed")
+        )
+
+    # The base: once the status agrees with the member (earlier tests' pods may still be
+    # going), and before this test's pods exist.
+    def settled() -> str | None:
+        counted = allocated().get("pods")
+        return counted if counted == str(running()) else None
+
+    base_pods = int(eventually(settled, "allocated agrees with the member"))
     fleet.core(member).create_namespace({"metadata": {"name": ns}})
     labels = {"app": "load"}
     apps.create_namespaced_deployment(
@@ -140,11 +158,6 @@ def test_allocated_follows_a_deployment_scaled_on_a_member(
             },
         },
     )
-
-    def allocated() -> dict[str, str]:
-        return dict(get_mc(fleet, member)["status"]["resources"]["allocated"])
-
-    base_pods = int(eventually(lambda: allocated().get("pods"), "allocated reported"))
     try:
         eventually(lambda: allocated()["pods"] == str(base_pods + 2) or None, "2 pods allocated")
     except AssertionError as exc:  # say what the member holds
