@@ -18,11 +18,7 @@ from api.placement import Placement, ReplicaWeights
 from fleet.columns import Columns
 from fleet.snapshot import ClusterInfo, FleetSnapshot
 from propagator.scheduler.plugins import (
-    ClusterAffinity,
     Failed,
-    FilterPlugin,
-    ScorePlugin,
-    Unschedulable,
     capacity_caps,
     replicas_capacity,
 )
@@ -39,11 +35,14 @@ from propagator.scheduler.types import (
     Verdict,
     Verdicts,
 )
-
-ANY_LAYER = "*"
-PREFILTER = "PreFilter"
-PLUGIN_ERROR = "plugin error"
-_AFFINITY = ClusterAffinity()
+from propagator.scheduler.verdicts import (
+    ANY_LAYER,
+    clamped,
+    judge,
+    prefiltered,
+    score_of,
+    summary,
+)
 
 
 @dataclass
@@ -253,7 +252,7 @@ class Scheduler:
                 continue
             for i in cols.each(rejected if rejected is not None else alive):
                 cluster = cols.infos[i]
-                verdict = _judge(plugin, cluster, ctx)
+                verdict = judge(plugin, cluster, ctx)
                 if verdict is None:
                     continue  # kept (a vector rejection the cluster's own check overrules)
                 reasons[verdict.reason or ""] += 1
@@ -295,7 +294,7 @@ class Scheduler:
             if column is None:
                 column = []
                 for j, cluster in enumerate(feasible):
-                    value = _score_of(scorer, cluster, ctx)
+                    value = score_of(scorer, cluster, ctx)
                     if isinstance(value, Failed):
                         failed.setdefault(
                             j, Verdict(cluster.name, scorer.name, value.reason, value.detail)
@@ -304,7 +303,7 @@ class Scheduler:
                     column.append(value)
             for j, value in enumerate(column):
                 if not 0.0 <= value <= 100.0:
-                    value = column[j] = _clamped(value)
+                    value = column[j] = clamped(value)
                 totals[j] += value * weight
             columns.append((scorer.name, column))
         weight_sum = self._weight_sum
@@ -475,7 +474,7 @@ class Scheduler:
 
         def explain_rest() -> dict[str, Verdict]:
             return {
-                name: _prefiltered(name, clusters.get(name), ctx)
+                name: prefiltered(name, clusters.get(name), ctx)
                 for name in sorted(members - evaluated.keys())
             }
 
@@ -490,7 +489,11 @@ class Scheduler:
             schedulable=schedulable,
             placed=placed,
             layer=first if schedulable else None,
-            summary=_summary(passes, len(members), schedulable),
+            summary=summary(
+                [(p.attempt, p.reasons) for p in passes],
+                len(members),
+                len(final.placed) if schedulable else None,
+            ),
             evaluated=evaluated,
             attempts=tuple(p.attempt for p in passes),
             full_scan=full_scan_reason is not None,
@@ -499,33 +502,6 @@ class Scheduler:
             explain_rest=explain_rest,
             timings=timings,
         )
-
-
-def _judge(plugin: FilterPlugin, cluster: ClusterInfo, ctx: SchedulingContext) -> Verdict | None:
-    """The filter's verdict on one cluster (None: kept); a plugin that raises has failed."""
-    try:
-        result = plugin.filter(cluster, ctx)
-    except Exception as exc:  # a third-party plugin's bug must not stop scheduling
-        result = Failed(PLUGIN_ERROR, f"{type(exc).__name__}: {exc}"[:500])
-    if result is None:
-        return None
-    if isinstance(result, tuple):
-        result = Unschedulable(*result)
-    return Verdict(cluster.name, plugin.name, result.reason, result.detail)
-
-
-def _score_of(plugin: ScorePlugin, cluster: ClusterInfo, ctx: SchedulingContext) -> float | Failed:
-    try:
-        return plugin.score(cluster, ctx)
-    except Exception as exc:  # a third-party plugin's bug must not stop scheduling
-        return Failed(PLUGIN_ERROR, f"{type(exc).__name__}: {exc}"[:500])
-
-
-def _clamped(value: float) -> float:
-    """A score within 0-100 (NaN: 0)."""
-    if not value >= 0.0:
-        return 0.0
-    return 100.0 if value > 100.0 else float(value)
 
 
 def static_weight(cluster: ClusterInfo, weights: ReplicaWeights) -> int:
@@ -538,56 +514,3 @@ def static_weight(cluster: ClusterInfo, weights: ReplicaWeights) -> int:
         if w.selector is not None and w.selector.matches(cluster.labels):
             return w.weight
     return 0
-
-
-def _prefiltered(name: str, cluster: ClusterInfo | None, ctx: SchedulingContext) -> Verdict:
-    """The verdict of a fleet member that never became a candidate."""
-    ctx = replace(ctx, affinity_indexed=False)
-    layers = ctx.placement.layers
-    if cluster is None:
-        return Verdict(name, PREFILTER, "no data", "not in the cluster data scanned")
-    if layers and cluster.layer not in layers:
-        return Verdict(
-            name,
-            PREFILTER,
-            "excluded by placement",
-            f"layer {cluster.layer} is not in placement.layers",
-        )
-    rejected = _AFFINITY.filter(cluster, ctx)
-    if rejected is not None:
-        return Verdict(name, PREFILTER, "excluded by placement", rejected[1])
-    return Verdict(
-        name,
-        PREFILTER,
-        "not tried",
-        f"layer {cluster.layer} was not needed: an earlier layer served",
-    )
-
-
-def _counts(reasons: Counter[str]) -> str:
-    return ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda i: (-i[1], i[0])))
-
-
-def _summary(passes: list[_Pass], members: int, schedulable: bool) -> str:
-    """``3/12 clusters fit; placed on 3 in layer edge`` or ``0/12 clusters fit: 7 tainted
-    not-ready, 5 insufficient cpu`` (per layer when several were tried)."""
-    parts = []
-    for p in passes:
-        a = p.attempt
-        where = "" if a.layer == ANY_LAYER else f"layer {a.layer}: "
-        excluded = members - a.candidates if a.layer == ANY_LAYER else 0
-        reasons = p.reasons
-        if excluded:
-            reasons = reasons + Counter({"excluded by placement": excluded})
-        text = (
-            f"{where}{a.feasible}/{members if a.layer == ANY_LAYER else a.candidates} clusters fit"
-        )
-        if reasons:
-            text += f": {_counts(reasons)}"
-        if a.outcome != "selected":
-            text += f" ({a.outcome})" if a.feasible else ""
-        parts.append(text)
-    if schedulable:
-        placed = passes[-1].placed
-        parts.append(f"placed on {len(placed)}")
-    return "; ".join(parts)

@@ -1,0 +1,104 @@
+"""What the plugins' answers mean for a decision: a filter's verdict (Unschedulable,
+Failed, or a plugin that raised), a clamped score, the verdict of a fleet member that never
+became a candidate, and the one-line summary the Scheduled condition shows."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+
+from fleet.snapshot import ClusterInfo
+from propagator.scheduler.plugins import (
+    ClusterAffinity,
+    Failed,
+    FilterPlugin,
+    ScorePlugin,
+    Unschedulable,
+)
+from propagator.scheduler.types import LayerAttempt, SchedulingContext, Verdict
+
+ANY_LAYER = "*"
+PREFILTER = "PreFilter"
+PLUGIN_ERROR = "plugin error"
+_AFFINITY = ClusterAffinity()
+
+
+def judge(plugin: FilterPlugin, cluster: ClusterInfo, ctx: SchedulingContext) -> Verdict | None:
+    """The filter's verdict on one cluster (None: kept); a plugin that raises has failed."""
+    try:
+        result = plugin.filter(cluster, ctx)
+    except Exception as exc:  # a third-party plugin's bug must not stop scheduling
+        result = Failed(PLUGIN_ERROR, f"{type(exc).__name__}: {exc}"[:500])
+    if result is None:
+        return None
+    if isinstance(result, tuple):
+        result = Unschedulable(*result)
+    return Verdict(cluster.name, plugin.name, result.reason, result.detail)
+
+
+def score_of(plugin: ScorePlugin, cluster: ClusterInfo, ctx: SchedulingContext) -> float | Failed:
+    try:
+        return plugin.score(cluster, ctx)
+    except Exception as exc:  # a third-party plugin's bug must not stop scheduling
+        return Failed(PLUGIN_ERROR, f"{type(exc).__name__}: {exc}"[:500])
+
+
+def clamped(value: float) -> float:
+    """A score within 0-100 (NaN: 0)."""
+    if not value >= 0.0:
+        return 0.0
+    return 100.0 if value > 100.0 else float(value)
+
+
+def prefiltered(name: str, cluster: ClusterInfo | None, ctx: SchedulingContext) -> Verdict:
+    """The verdict of a fleet member that never became a candidate."""
+    ctx = replace(ctx, affinity_indexed=False)
+    layers = ctx.placement.layers
+    if cluster is None:
+        return Verdict(name, PREFILTER, "no data", "not in the cluster data scanned")
+    if layers and cluster.layer not in layers:
+        return Verdict(
+            name,
+            PREFILTER,
+            "excluded by placement",
+            f"layer {cluster.layer} is not in placement.layers",
+        )
+    rejected = _AFFINITY.filter(cluster, ctx)
+    if rejected is not None:
+        return Verdict(name, PREFILTER, "excluded by placement", rejected[1])
+    return Verdict(
+        name,
+        PREFILTER,
+        "not tried",
+        f"layer {cluster.layer} was not needed: an earlier layer served",
+    )
+
+
+def _counts(reasons: Counter[str]) -> str:
+    return ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda i: (-i[1], i[0])))
+
+
+def summary(
+    layers: Sequence[tuple[LayerAttempt, Counter[str]]], members: int, placed: int | None
+) -> str:
+    """``3/12 clusters fit; placed on 3 in layer edge`` or ``0/12 clusters fit: 7 tainted
+    not-ready, 5 insufficient cpu`` (per layer when several were tried; ``placed``: on how
+    many clusters, None when unschedulable)."""
+    parts = []
+    for a, reasons in layers:
+        where = "" if a.layer == ANY_LAYER else f"layer {a.layer}: "
+        excluded = members - a.candidates if a.layer == ANY_LAYER else 0
+        if excluded:
+            reasons = reasons + Counter({"excluded by placement": excluded})
+        text = (
+            f"{where}{a.feasible}/{members if a.layer == ANY_LAYER else a.candidates} clusters fit"
+        )
+        if reasons:
+            text += f": {_counts(reasons)}"
+        if a.outcome != "selected":
+            text += f" ({a.outcome})" if a.feasible else ""
+        parts.append(text)
+    if placed is not None:
+        parts.append(f"placed on {placed}")
+    return "; ".join(parts)
