@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from api.placement import Placement
 from fleet.snapshot import ClusterInfo
@@ -21,8 +22,7 @@ MAX_COMBINATIONS = 2000
 """Combinations looked at per size before falling back to the ones with the most room."""
 
 
-@dataclass(frozen=True)
-class Selection:
+class Selection(NamedTuple):
     chosen: tuple[ClusterInfo, ...]
     problem: str | None = None
     """Why the placement cannot be satisfied (None when it can)."""

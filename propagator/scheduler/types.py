@@ -7,6 +7,8 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from types import MappingProxyType
+from typing import NamedTuple
 
 from api.placement import Placement
 from api.quantity import ARITHMETIC
@@ -172,16 +174,20 @@ def first_short(
     return None
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """Why a cluster was not chosen, or how it scored."""
+_NO_SCORES: Mapping[str, float] = MappingProxyType({})
+
+
+class Verdict(NamedTuple):
+    """Why a cluster was not chosen, or how it scored. (The scheduler's answers are named
+    tuples: immutable like frozen dataclasses, and made several times faster, which counts
+    when a decision makes a dozen of them.)"""
 
     cluster: str
     filtered_by: str | None = None
     reason: str | None = None
     """Short reason, e.g. "tainted not-ready", "insufficient cpu"."""
     detail: str | None = None
-    scores: Mapping[str, float] = field(default_factory=dict)
+    scores: Mapping[str, float] = _NO_SCORES
     score: int | None = None
     selected: bool = False
     replicas: int | None = None
@@ -209,16 +215,14 @@ class Verdicts(Mapping[str, Verdict]):
         return len(self._all())
 
 
-@dataclass(frozen=True)
-class Placed:
+class Placed(NamedTuple):
     cluster: str
     layer: str
     replicas: int
     score: int
 
 
-@dataclass(frozen=True)
-class LayerAttempt:
+class LayerAttempt(NamedTuple):
     """One pass over a layer ("*" when the placement names no layers)."""
 
     layer: str
@@ -228,8 +232,11 @@ class LayerAttempt:
     """"selected" or why this layer could not serve the placement."""
 
 
-@dataclass(frozen=True)
-class Decision:
+def _nothing_more() -> Mapping[str, Verdict]:
+    return {}
+
+
+class Decision(NamedTuple):
     """The scheduler's answer, with everything needed to explain it."""
 
     schedulable: bool
@@ -243,13 +250,11 @@ class Decision:
     full_scan: bool
     full_scan_reason: str | None
     snapshot_generation: int
-    explain_rest: Callable[[], Mapping[str, Verdict]] = field(
-        default=lambda: {}, repr=False, compare=False
-    )
-    timings: Mapping[str, float] = field(default_factory=dict, repr=False, compare=False)
-    """Seconds spent per stage: filter, score, select, assign (every layer tried)."""
+    explain_rest: Callable[[], Mapping[str, Verdict]] = _nothing_more
     """Verdicts of the fleet members the indexes ruled out, computed only when asked:
     explaining them costs a pass over the whole fleet, which the fast path avoids."""
+    timings: Mapping[str, float] = MappingProxyType({})
+    """Seconds spent per stage: filter, score, select, assign (every layer tried)."""
 
     @property
     def verdicts(self) -> Mapping[str, Verdict]:
