@@ -314,7 +314,11 @@ class Scheduler:
                 verdicts[cluster.name] = failed[j]
                 continue
             scored.append((-totals[j] / weight_sum, cluster.name, cluster, j))
-        scored.sort(key=lambda s: (s[1] not in ctx.current, s[0], ctx.tie_rank(s[1]), s[1]))
+        if ctx.current or ctx.application:
+            current, tie_rank = ctx.current, ctx.tie_rank
+            scored.sort(key=lambda s: (s[1] not in current, s[0], tie_rank(s[1]), s[1]))
+        else:
+            scored.sort()  # (score, name): names are unique, so nothing further is compared
 
         def parts(j: int) -> dict[str, float]:
             return {name: column[j] for name, column in columns}
@@ -365,23 +369,24 @@ class Scheduler:
                 outcome = assignment
             else:
                 placed = tuple(
-                    Placed(c.name, c.layer, assignment[c.name], round(-index[c.name][0]))
-                    for c in selection.chosen
-                    # Aggregated: a cluster left without replicas is not used.
-                    if assignment[c.name] or mode != "Aggregated" or not ctx.demand.replicas
+                    [
+                        Placed(c.name, c.layer, assignment[c.name], round(-index[c.name][0]))
+                        for c in selection.chosen
+                        # Aggregated: a cluster left without replicas is not used.
+                        if assignment[c.name] or mode != "Aggregated" or not ctx.demand.replicas
+                    ]
                 )
-        held = sum(p.replicas for p in placed)
-        if partial and placed and held < ctx.demand.replicas:
-            partial_note = f"held {held} of {ctx.demand.replicas} replicas, the rest overflow"
-        else:
-            partial_note = None
-        reasons["spread"] += len(selection.dropped)
-        if not reasons["spread"]:
-            del reasons["spread"]
-        by_name = {p.cluster: p for p in placed}
-        dropped = frozenset(verdicts) | {name for name, _ in selection.dropped}
+        partial_note = None
+        if partial and placed:
+            held = sum(p.replicas for p in placed)
+            if held < ctx.demand.replicas:
+                partial_note = f"held {held} of {ctx.demand.replicas} replicas, the rest overflow"
+        if selection.dropped:
+            reasons["spread"] += len(selection.dropped)
 
         def ranked() -> dict[str, Verdict]:
+            by_name = {p.cluster: p for p in placed}
+            dropped = frozenset(verdicts) | {name for name, _ in selection.dropped}
             out = {}
             for name, why in selection.dropped:
                 neg, j = index[name]

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from api.placement import Placement
 from fleet.snapshot import ClusterInfo
-from propagator.scheduler.types import cluster_field
+from propagator.scheduler.types import spread_group
 
 MAX_COMBINATIONS = 2000
 """Combinations looked at per size before falling back to the ones with the most room."""
@@ -51,9 +51,9 @@ class Room:
         return self._caps[cluster.name]
 
     def holds(self, clusters: Iterable[ClusterInfo]) -> bool:
-        total = 0
+        total, caps = 0, self._caps
         for c in clusters:
-            cap = self.cap(c)
+            cap = caps[c.name] if c.name in caps else self.cap(c)
             if cap is None:
                 return True
             total += cap
@@ -136,8 +136,9 @@ def _spread(
     what = spread.by_label or spread.by_field or ""
     groups: dict[str, list[ClusterInfo]] = {}
     dropped: list[tuple[str, str]] = []
+    group_of = spread_group(spread.by_field, spread.by_label)
     for c in ranked:
-        value = cluster_field(c, spread.by_field, spread.by_label)
+        value = group_of(c)
         if value is None:
             dropped.append((c.name, f"no {what} to spread by"))
             continue
@@ -145,7 +146,7 @@ def _spread(
     ordered = list(groups.values())
     need_groups = spread.min_groups or 1
     most_groups = min(spread.max_groups or len(ordered), len(ordered), limit)
-    running_in = {cluster_field(c, spread.by_field, spread.by_label) for c in ranked[:kept]}
+    running_in = {group_of(c) for c in ranked[:kept]}
     fewest_groups = min(max(need_groups, len(running_in - {None})), most_groups)
     if len(ordered) < need_groups:
         return Selection(
@@ -211,12 +212,15 @@ def _cover(
             if len(chosen) - len(heads) >= free:
                 break
             chosen.append(c)
+        holds = room.holds(chosen)
     else:
         chosen = heads + rest[:free]
-        if room is not None and not room.holds(chosen):
+        holds = room is None or room.holds(chosen)
+        if not holds:
+            assert room is not None
             chosen = heads + room.largest(rest, free)
-    order = {c.name: i for i, c in enumerate(ranked)}
-    chosen.sort(key=lambda c: order[c.name])
-    if len(chosen) < minimum or (room is not None and not room.holds(chosen)):
+            holds = room.holds(chosen)
+    if len(chosen) < minimum or not holds:
         return None
-    return chosen
+    picked = {c.name for c in chosen}
+    return [c for c in ranked if c.name in picked]  # in rank order

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -266,8 +267,11 @@ class Decision(NamedTuple):
         return [p.cluster for p in self.placed]
 
 
-def cluster_field(cluster: ClusterInfo, by_field: str | None, by_label: str | None) -> str | None:
-    """The spread group of a cluster: a label's value or region/zone/provider."""
+def spread_group(by_field: str | None, by_label: str | None) -> Callable[[ClusterInfo], str | None]:
+    """How to read a cluster's spread group: a label's value or its region/zone/provider
+    (None: the cluster has none)."""
     if by_label:
-        return cluster.labels.get(by_label)
-    return cluster.field_value(by_field) if by_field else None
+        return lambda cluster: cluster.labels.get(by_label)
+    if by_field in ("region", "zone", "provider"):
+        return operator.attrgetter(by_field)
+    return lambda cluster: None
