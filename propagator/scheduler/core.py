@@ -19,7 +19,7 @@ from fleet.columns import Columns
 from fleet.snapshot import ClusterInfo, FleetSnapshot
 from propagator.scheduler.plugins import (
     Failed,
-    capacity_caps,
+    columnar_capacity,
     replicas_capacity,
 )
 from propagator.scheduler.registry import Profile
@@ -343,17 +343,14 @@ class Scheduler:
         feasible = [c for _, _, c, _ in scored]
         index = {name: (neg, j) for neg, name, _, j in scored}
         mode = ctx.placement.replicas.mode
-        room = (
-            Room(
-                ctx.demand.replicas,
-                lambda c: replicas_capacity(c, ctx),
-                fewest=mode == "Aggregated",
+        room = None
+        if mode != "Duplicated":
+            capacity = (
+                columnar_capacity(cols, ctx)
+                if self.columnar
+                else lambda c: replicas_capacity(c, ctx)
             )
-            if mode != "Duplicated"
-            else None
-        )
-        if room is not None and self.columnar:
-            room.know(capacity_caps(cols, feasible, ctx))
+            room = Room(ctx.demand.replicas, capacity, fewest=mode == "Aggregated")
         kept = len(ctx.current.keys() & index.keys()) if ctx.current else 0
         selection = select(feasible, ctx.placement, room, kept)
         t1 = time.perf_counter()

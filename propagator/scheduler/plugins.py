@@ -14,7 +14,7 @@ position), with results equal to their per-cluster methods; returning None from
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol, runtime_checkable
@@ -409,20 +409,20 @@ def replicas_capacity(cluster: ClusterInfo, ctx: SchedulingContext) -> int | Non
     return fits
 
 
-def capacity_caps(
-    cols: Columns, clusters: Sequence[ClusterInfo], ctx: SchedulingContext
-) -> dict[str, int | None]:
-    """:func:`replicas_capacity` of each of ``clusters``, from the columns' exact integers
-    where the application does not run yet and no tenant quota applies (else per
-    cluster)."""
+def columnar_capacity(cols: Columns, ctx: SchedulingContext) -> Callable[[ClusterInfo], int | None]:
+    """:func:`replicas_capacity` as a function of the cluster, from the columns' exact
+    integers where the application does not run yet and no tenant quota applies (else per
+    cluster). The integers are prepared once; each cluster is reckoned only when asked."""
     demand = ctx.demand
     plan = None if demand.per_node or ctx.quota is not None else _integer_plan(cols, demand)
-    out: dict[str, int | None] = {}
-    for cluster in clusters:
-        if plan is None or cluster.name in ctx.current:
-            out[cluster.name] = replicas_capacity(cluster, ctx)
-            continue
-        i = cols.position[cluster.name]
+    if plan is None:
+        return lambda cluster: replicas_capacity(cluster, ctx)
+    position, current = cols.position, ctx.current
+
+    def capacity(cluster: ClusterInfo) -> int | None:
+        if cluster.name in current:
+            return replicas_capacity(cluster, ctx)
+        i = position[cluster.name]
         fits: int | None = None
         for values, fixed, need in plan:
             have = values[i]
@@ -434,8 +434,9 @@ def capacity_caps(
                 n = MAX_REPLICAS
             if fits is None or n < fits:
                 fits = n
-        out[cluster.name] = fits
-    return out
+        return fits
+
+    return capacity
 
 
 def _integer_plan(cols: Columns, demand: Demand) -> list[tuple[list[int | None], int, int]] | None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Mapping
 from fractions import Fraction
-from typing import Any
 
 TieRank = Callable[[str], int]
 """A stable rank per cluster for ties (lower wins; equal ranks fall back to the name)."""
@@ -109,13 +108,6 @@ def _key(weight: int, seats: int, rank: int, name: str) -> tuple[float, _Priorit
     return (-weight / divisor, _Priority(weight, divisor), rank, name)
 
 
-def _float_key(weight: int, seats: int, rank: int, name: str) -> tuple[float, int, str]:
-    """The heap key when every weight times every divisor stays below 2**50: two distinct
-    priorities then differ by more than a float's rounding, so the float alone orders them
-    exactly (and equal floats are equal priorities)."""
-    return (-weight / (2 * seats + 1), rank, name)
-
-
 FLOAT_EXACT_BELOW = 2**50
 
 
@@ -130,10 +122,10 @@ def _add(
     how many found no cluster below its cap."""
     count -= _bulk(seats, count, weights, caps)
     most = max((weights[n] for n in seats), default=0)
-    exact = most * (2 * (max(seats.values(), default=0) + count) + 1) >= FLOAT_EXACT_BELOW
-    key: Callable[[int, int, int, str], tuple[Any, ...]] = _key if exact else _float_key
+    if most * (2 * (max(seats.values(), default=0) + count) + 1) < FLOAT_EXACT_BELOW:
+        return _add_by_float(seats, count, weights, caps, tie)
     heap = [
-        key(weights[n], seats[n], tie(n), n)
+        _key(weights[n], seats[n], tie(n), n)
         for n in seats
         if weights[n] > 0 and (caps.get(n) is None or seats[n] < (caps[n] or 0))
     ]
@@ -144,7 +136,36 @@ def _add(
         count -= 1
         cap = caps.get(n)
         if cap is None or seats[n] < cap:
-            heapq.heappush(heap, key(weights[n], seats[n], rank, n))
+            heapq.heappush(heap, _key(weights[n], seats[n], rank, n))
+    return count
+
+
+def _add_by_float(
+    seats: dict[str, int],
+    count: int,
+    weights: Mapping[str, int],
+    caps: Mapping[str, int | None],
+    tie: TieRank,
+) -> int:
+    """:func:`_add` when every weight times every divisor stays below
+    :data:`FLOAT_EXACT_BELOW`: two distinct priorities then differ by more than a float's
+    rounding, so the float alone orders them exactly (and equal floats are equal
+    priorities). The key is made inline: this runs for every Divided decision."""
+    heap = [
+        (-weights[n] / (2 * seats[n] + 1), tie(n), n)
+        for n in seats
+        if weights[n] > 0 and (caps.get(n) is None or seats[n] < (caps[n] or 0))
+    ]
+    heapq.heapify(heap)
+    while count > 0 and heap:
+        _, rank, n = heap[0]
+        given = seats[n] = seats[n] + 1
+        count -= 1
+        cap = caps.get(n)
+        if cap is None or given < cap:
+            heapq.heapreplace(heap, (-weights[n] / (2 * given + 1), rank, n))
+        else:
+            heapq.heappop(heap)
     return count
 
 

@@ -41,10 +41,6 @@ class Room:
     fewest: bool = False
     _caps: dict[str, int | None] = field(default_factory=dict)
 
-    def know(self, caps: dict[str, int | None]) -> None:
-        """Caps computed ahead (for many clusters at once)."""
-        self._caps.update(caps)
-
     def cap(self, cluster: ClusterInfo) -> int | None:
         if cluster.name not in self._caps:
             self._caps[cluster.name] = self.capacity(cluster)
