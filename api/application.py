@@ -201,19 +201,54 @@ class ClusterResult(KubeModel):
     """Replicas leaving this cluster gracefully."""
 
 
+CanaryPhase = Literal["Progressing", "Paused", "Promoting", "Succeeded", "RolledBack", "Aborted"]
+
+
+class CanaryCluster(KubeModel):
+    """The canary on one canary cluster."""
+
+    name: str
+    """MemberCluster name."""
+    weight: int = Field(default=0, ge=0, le=100)
+    """The weight applied there."""
+    stable_ready: str | None = Field(default=None, max_length=64)
+    """Ready replicas of the stable copy there, as ready/wanted."""
+    canary_ready: str | None = Field(default=None, max_length=64)
+    """Ready replicas of the canary copy there, as ready/wanted."""
+
+
 class CanaryStatus(KubeModel):
     """Where the canary stands."""
 
+    phase: CanaryPhase = "Succeeded"
+    """Progressing (a step runs), Paused (a manual step waits for promote), Promoting (the
+    rest of the fleet takes the new revision), Succeeded (the stable revision is the
+    latest), RolledBack (a step failed), Aborted."""
     step: int = Field(default=0, ge=0)
     """Index of the current step."""
     weight: int = Field(default=0, ge=0, le=100)
     """Current canary weight."""
-    stable_revision: str | None = None
+    stable_revision: str | None = Field(default=None, max_length=64)
     """Revision of the stable copy."""
-    canary_revision: str | None = None
-    """Revision of the canary copy."""
-    phase: Literal["Idle", "Progressing", "Paused", "Promoted", "Aborted", "RolledBack"] = "Idle"
-    """Idle, Progressing, Paused, Promoted, Aborted or RolledBack."""
+    canary_revision: str | None = Field(default=None, max_length=64)
+    """Revision of the canary copy (after a rollback: the revision that failed)."""
+    started_at: str | None = Field(default=None, json_schema_extra=_TIMESTAMP)
+    """When this canary started."""
+    step_started_at: str | None = Field(default=None, json_schema_extra=_TIMESTAMP)
+    """When the current step's weight was set (its progress deadline counts from here)."""
+    step_healthy_at: str | None = Field(default=None, json_schema_extra=_TIMESTAMP)
+    """When the canary copy was first healthy everywhere at this step (its pause counts
+    from here)."""
+    message: str = Field(default="", max_length=1024)
+    """What the canary waits for, or why it ended."""
+    last_action: str | None = Field(default=None, max_length=253)
+    """The propagator.io/canary-action value last acted on."""
+    clusters: list[CanaryCluster] = Field(
+        default_factory=list,
+        max_length=1000,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """Per canary cluster: weight and ready replicas of both copies."""
 
 
 class ApplicationPropagationStatus(KubeModel):

@@ -65,6 +65,16 @@ class Rollout(KubeModel):
     started are not tried (unset: never stop early)."""
 
 
+MAX_PROGRESS_DEADLINE_SECONDS = 86_400
+CANARY_ACTION_ANNOTATION = "propagator.io/canary-action"
+"""``promote``, ``abort`` or ``retry``, optionally followed by ``/`` and anything (a time,
+a nonce): each distinct value is acted on once. promote skips the remaining steps, abort
+rolls the canary back, retry runs a rolled-back or aborted revision's steps again."""
+CANARY_ACTIONS = ("promote", "abort", "retry")
+TRACK_LABEL = "propagator.io/track"
+"""On the pods of an application with a canary: ``stable`` or ``canary``."""
+
+
 class CanaryStep(KubeModel):
     """One step: the canary copy's share of replicas (and traffic), then a pause."""
 
@@ -72,8 +82,19 @@ class CanaryStep(KubeModel):
     """Percentage of replicas (so of traffic) on the canary copy, 0 to 100."""
     pause: Duration | None = None
     """How long to hold this step once the canary copy is healthy (unset: go on at once)."""
+    manual: bool = False
+    """A gate: once the canary copy is healthy (and the pause is over), hold until
+    ``promote``."""
 
     rules = (duration_rule("pause", "pause", MAX_PAUSE),)
+
+
+class CanaryAnalysis(KubeModel):
+    """What makes a canary fail (and roll back by itself)."""
+
+    progress_deadline_seconds: int = Field(default=600, ge=1, le=MAX_PROGRESS_DEADLINE_SECONDS)
+    """A step whose canary copy is not healthy on every canary cluster this long after its
+    weight was set fails (1 to 86400; default 600)."""
 
 
 class Canary(KubeModel):
@@ -83,6 +104,8 @@ class Canary(KubeModel):
     """Canary clusters, which go first (default: every placed cluster)."""
     steps: list[CanaryStep] = Field(min_length=1, max_length=20)
     """Steps with strictly increasing weights."""
+    analysis: CanaryAnalysis = Field(default_factory=CanaryAnalysis)
+    """When a step fails."""
 
     rules = (
         Rule(

@@ -1,0 +1,154 @@
+"""What a cluster runs of an application with a canary: each Deployment as a stable copy
+(its own name, pods labelled ``propagator.io/track: stable``) and, while a canary runs
+there, a canary copy (``<name>-canary``, ``track: canary``, a selector of its own); each
+Service beside two that select one track each (``<svc>-stable``, ``<svc>-canary``).
+
+Both copies' pods match the application's own Services, whose selectors do not name the
+track, so the replica split is the traffic split. Pure: objects in, objects out.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from api.rollout import TRACK_LABEL
+from propagator.canary.split import split
+
+ClusterMode = Literal["latest", "stable", "split", "folding"]
+"""What a cluster runs: ``latest`` (the new revision, one copy), ``stable`` (the stable
+revision's Deployments), ``split`` (stable and canary copies at the step's weight),
+``folding`` (the stable copy already on the new revision at full size, the canary copy
+kept until it is Available)."""
+
+CANARY_SUFFIX = "-canary"
+STABLE_SUFFIX = "-stable"
+DEPLOYMENT = ("apps/v1", "Deployment")
+SERVICE = ("v1", "Service")
+_MAX_SERVICE_NAME = 63
+
+
+class CanaryError(ValueError):
+    """The manifests cannot run as a canary (the message names the object and why)."""
+
+
+def kind_of(obj: Mapping[str, Any]) -> tuple[str, str]:
+    return str(obj.get("apiVersion")), str(obj.get("kind"))
+
+
+def name_of(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def replicas_of(deployment: Mapping[str, Any]) -> int:
+    """A Deployment's replicas (1 when unset, as the API server defaults it)."""
+    replicas = (deployment.get("spec") or {}).get("replicas", 1)
+    return replicas if isinstance(replicas, int) and replicas >= 0 else 1
+
+
+def template_of(deployment: Mapping[str, Any]) -> Any:
+    """A Deployment's pod template, without the track label (what a canary compares)."""
+    template = copy.deepcopy((deployment.get("spec") or {}).get("template") or {})
+    labels = (template.get("metadata") or {}).get("labels")
+    if isinstance(labels, dict):
+        labels.pop(TRACK_LABEL, None)
+    return template
+
+
+def compose(
+    new: Sequence[Mapping[str, Any]],
+    stable: Mapping[str, Mapping[str, Any]],
+    mode: ClusterMode,
+    weight: int,
+) -> list[dict[str, Any]]:
+    """The objects a cluster runs: ``new`` (the latest revision rendered for it) with its
+    Deployments as ``mode`` says. ``stable``: the stable revision's Deployments rendered for
+    the cluster, by name (a Deployment the stable revision does not have goes out as it is
+    now); ``weight``: the canary share for ``split`` and ``folding``. The replicas are the
+    latest revision's. Raises CanaryError."""
+    out: list[dict[str, Any]] = []
+    for obj in new:
+        kind = kind_of(obj)
+        if kind == SERVICE:
+            out += [copy.deepcopy(dict(obj)), *_track_services(obj)]
+            continue
+        if kind != DEPLOYMENT:
+            out.append(copy.deepcopy(dict(obj)))
+            continue
+        replicas, before = replicas_of(obj), stable.get(name_of(obj))
+        if mode == "latest" or before is None:
+            out.append(_tracked(obj, "stable", replicas))
+        elif mode == "stable":
+            out.append(_tracked(before, "stable", replicas))
+        elif mode == "split":
+            stable_replicas, canary_replicas = split(replicas, weight)
+            out += [
+                _tracked(before, "stable", stable_replicas),
+                _canary_copy(obj, canary_replicas),
+            ]
+        else:  # folding
+            out += [
+                _tracked(obj, "stable", replicas),
+                _canary_copy(obj, split(replicas, weight)[1]),
+            ]
+    return out
+
+
+def _tracked(deployment: Mapping[str, Any], track: str, replicas: int) -> dict[str, Any]:
+    out = copy.deepcopy(dict(deployment))
+    spec = out.setdefault("spec", {})
+    spec["replicas"] = replicas
+    template = spec.setdefault("template", {})
+    template.setdefault("metadata", {}).setdefault("labels", {})[TRACK_LABEL] = track
+    return out
+
+
+def _canary_copy(deployment: Mapping[str, Any], replicas: int) -> dict[str, Any]:
+    out = _tracked(deployment, "canary", replicas)
+    out["metadata"]["name"] = name_of(deployment) + CANARY_SUFFIX
+    selector = out["spec"].setdefault("selector", {})
+    selector.setdefault("matchLabels", {})[TRACK_LABEL] = "canary"
+    return out
+
+
+def _track_services(service: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``<svc>-stable`` and ``<svc>-canary``: ClusterIP Services with the same ports,
+    each selecting one track (none for a Service without a selector)."""
+    name, spec = name_of(service), service.get("spec") or {}
+    selector = spec.get("selector")
+    if not selector:
+        return []
+    if TRACK_LABEL in selector:
+        raise CanaryError(
+            f"Service {name}: its selector names {TRACK_LABEL}, which the canary sets on "
+            "the pods; select the application's pods without it"
+        )
+    out = []
+    for suffix, track in ((STABLE_SUFFIX, "stable"), (CANARY_SUFFIX, "canary")):
+        if len(name + suffix) > _MAX_SERVICE_NAME:
+            raise CanaryError(
+                f"Service {name}: {name + suffix} would be longer than "
+                f"{_MAX_SERVICE_NAME} characters; use a shorter Service name"
+            )
+        ports = [
+            {k: v for k, v in port.items() if k != "nodePort"}
+            for port in spec.get("ports") or []
+            if isinstance(port, dict)
+        ]
+        meta = {
+            k: v for k, v in (service.get("metadata") or {}).items() if k in ("namespace", "labels")
+        }
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {**copy.deepcopy(meta), "name": name + suffix},
+                "spec": {
+                    "type": "ClusterIP",
+                    "selector": {**selector, TRACK_LABEL: track},
+                    "ports": ports,
+                },
+            }
+        )
+    return out
