@@ -215,6 +215,9 @@ class CanaryCluster(KubeModel):
     """Ready replicas of the stable copy there, as ready/wanted."""
     canary_ready: str | None = Field(default=None, max_length=64)
     """Ready replicas of the canary copy there, as ready/wanted."""
+    promoted: bool = False
+    """While Promoting: the stable copy runs the new revision at full size here and the
+    canary copy is gone."""
 
 
 class CanaryStatus(KubeModel):

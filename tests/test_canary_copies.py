@@ -1,0 +1,124 @@
+"""What a cluster runs of an application with a canary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from api.rollout import TRACK_LABEL
+from propagator.canary.copies import CanaryError, compose, template_of
+
+
+def deployment(image: str, replicas: int = 10, name: str = "web") -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": image}]},
+            },
+        },
+    }
+
+
+SERVICE = {
+    "apiVersion": "v1",
+    "kind": "Service",
+    "metadata": {"name": "web", "namespace": "shop"},
+    "spec": {
+        "type": "NodePort",
+        "selector": {"app": "web"},
+        "ports": [{"port": 80, "nodePort": 30080}],
+    },
+}
+CONFIG = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {}}
+
+
+def by_name(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {f"{o['kind']}/{o['metadata']['name']}": o for o in objects}
+
+
+def image(obj: dict[str, Any]) -> str:
+    return str(obj["spec"]["template"]["spec"]["containers"][0]["image"])
+
+
+def track(obj: dict[str, Any]) -> str:
+    return str(obj["spec"]["template"]["metadata"]["labels"][TRACK_LABEL])
+
+
+NEW = [deployment("v2"), SERVICE, CONFIG]
+STABLE = {"web": deployment("v1", replicas=4)}
+
+
+def test_split_runs_both_copies_at_the_weight() -> None:
+    out = by_name(compose(NEW, STABLE, "split", 30))
+    stable, canary = out["Deployment/web"], out["Deployment/web-canary"]
+    assert (image(stable), stable["spec"]["replicas"], track(stable)) == ("v1", 7, "stable")
+    assert (image(canary), canary["spec"]["replicas"], track(canary)) == ("v2", 3, "canary")
+    # the stable copy keeps its (immutable) selector; the canary copy selects its own pods
+    assert stable["spec"]["selector"] == {"matchLabels": {"app": "web"}}
+    assert canary["spec"]["selector"] == {"matchLabels": {"app": "web", TRACK_LABEL: "canary"}}
+    # both copies' pods match the application's Service
+    assert out["Service/web"]["spec"]["selector"] == {"app": "web"}
+    assert out["ConfigMap/cfg"] == CONFIG
+
+
+def test_track_services_select_one_track_each() -> None:
+    out = by_name(compose(NEW, STABLE, "latest", 0))
+    for suffix in ("stable", "canary"):
+        svc = out[f"Service/web-{suffix}"]
+        assert svc["spec"] == {
+            "type": "ClusterIP",
+            "selector": {"app": "web", TRACK_LABEL: suffix},
+            "ports": [{"port": 80}],
+        }
+        assert svc["metadata"]["namespace"] == "shop"
+
+
+def test_latest_stable_and_folding() -> None:
+    latest = by_name(compose(NEW, STABLE, "latest", 0))
+    assert "Deployment/web-canary" not in latest
+    assert (image(latest["Deployment/web"]), track(latest["Deployment/web"])) == ("v2", "stable")
+    stable = by_name(compose(NEW, STABLE, "stable", 0))["Deployment/web"]
+    assert (image(stable), stable["spec"]["replicas"]) == ("v1", 10)  # replicas of the latest
+    folding = by_name(compose(NEW, STABLE, "folding", 50))
+    assert (image(folding["Deployment/web"]), folding["Deployment/web"]["spec"]["replicas"]) == (
+        "v2",
+        10,
+    )
+    assert folding["Deployment/web-canary"]["spec"]["replicas"] == 5
+
+
+def test_a_deployment_new_in_this_release_goes_out_as_it_is() -> None:
+    out = by_name(compose([deployment("v1", name="api")], STABLE, "split", 50))
+    assert list(out) == ["Deployment/api"]
+    assert out["Deployment/api"]["spec"]["replicas"] == 10
+
+
+def test_the_inputs_are_not_changed() -> None:
+    before = [deployment("v2"), dict(SERVICE)]
+    compose(before, STABLE, "split", 50)
+    assert before == [deployment("v2"), SERVICE]
+
+
+def test_templates_compare_without_the_track() -> None:
+    tracked = by_name(compose([deployment("v1")], {}, "latest", 0))["Deployment/web"]
+    assert template_of(tracked) == template_of(deployment("v1"))
+    assert template_of(deployment("v1")) != template_of(deployment("v2"))
+
+
+def test_a_service_selecting_on_the_track_is_refused() -> None:
+    bad = {**SERVICE, "spec": {"selector": {"app": "web", TRACK_LABEL: "stable"}}}
+    with pytest.raises(CanaryError, match="Service web: its selector names propagator.io/track"):
+        compose([bad], {}, "latest", 0)
+
+
+def test_a_service_name_too_long_for_its_track_copies_is_refused() -> None:
+    long = {**SERVICE, "metadata": {"name": "s" * 60}}
+    with pytest.raises(CanaryError, match="longer than 63 characters"):
+        compose([long], {}, "latest", 0)
