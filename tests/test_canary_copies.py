@@ -114,7 +114,7 @@ def test_templates_compare_without_the_track() -> None:
 
 def test_a_service_selecting_on_the_track_is_refused() -> None:
     bad = {**SERVICE, "spec": {"selector": {"app": "web", TRACK_LABEL: "stable"}}}
-    with pytest.raises(CanaryError, match="Service web: its selector names propagator.io/track"):
+    with pytest.raises(CanaryError, match=r"Service web: its selector names propagator\.io/track"):
         compose([bad], {}, "latest", 0)
 
 

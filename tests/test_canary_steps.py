@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from api.rollout import Canary
-from propagator.canary.steps import CanaryState, Seen, action_of, advance, due_in
+from propagator.canary.steps import CanaryState, Rollback, Seen, action_of, advance, due_in
 
 CANARY = Canary.model_validate(
     {
@@ -19,7 +21,15 @@ def healthy(*clusters: str, canary: str | None = "Healthy") -> dict[str, Seen]:
     return {c: Seen(True, "Healthy", canary) for c in clusters}
 
 
-def step(state, seen=None, action=None, now=T0, release="new", changed=True, clusters=None):  # type: ignore[no-untyped-def]
+def step(
+    state: CanaryState | None,
+    seen: Mapping[str, Seen] | None = None,
+    action: str | None = None,
+    now: float = T0,
+    release: str = "new",
+    changed: bool = True,
+    clusters: list[str] | None = None,
+) -> tuple[CanaryState, Rollback | None]:
     return advance(
         state,
         CANARY,
@@ -106,7 +116,8 @@ def test_a_copy_never_healthy_rolls_back_at_the_deadline() -> None:
     assert due_in(s, CANARY, T0 + 100) == 20
     rolled, rollback = step(s, seen, now=T0 + 120)
     assert rolled.phase == "RolledBack"
-    assert rollback is not None and rollback.reason == "ProgressDeadline"
+    assert rollback is not None
+    assert rollback.reason == "ProgressDeadline"
     assert "not healthy 120s after the step began on c1" in rolled.message
     assert rolled.mode("c1", True) == "stable"
     # the failed revision is not tried again
@@ -117,13 +128,15 @@ def test_a_degraded_copy_rolls_back_at_once() -> None:
     s, _ = step(STABLE)
     rolled, rollback = step(s, {"c1": Seen(True, "Healthy", "Degraded")}, now=T0 + 1)
     assert rolled.phase == "RolledBack"
-    assert rollback is not None and rollback.reason == "Degraded"
+    assert rollback is not None
+    assert rollback.reason == "Degraded"
 
 
 def test_no_canary_cluster_holds_the_release_until_the_deadline() -> None:
     s, _ = step(STABLE, clusters=[])
     held, _ = step(s, {}, clusters=[], now=T0 + 10)
-    assert held.phase == "Progressing" and "no placed cluster matches" in held.message
+    assert held.phase == "Progressing"
+    assert "no placed cluster matches" in held.message
     assert step(s, {}, clusters=[], now=T0 + 120)[0].phase == "RolledBack"
 
 
@@ -152,7 +165,8 @@ def test_manual_step_waits_for_promote_and_abort_rolls_back() -> None:
     gated = Canary.model_validate({"steps": [{"weight": 20, "manual": True}, {"weight": 60}]})
     s, _ = advance(STABLE, gated, "new", lambda: True, ["c1"], None, None, T0)
     paused, _ = advance(s, gated, "new", lambda: True, ["c1"], healthy("c1"), None, T0 + 1)
-    assert paused.phase == "Paused" and "waiting for promote" in paused.message
+    assert paused.phase == "Paused"
+    assert "waiting for promote" in paused.message
     assert (
         advance(paused, gated, "new", lambda: True, ["c1"], healthy("c1"), None, T0 + 999)[0]
         == paused
@@ -169,7 +183,9 @@ def test_actions_are_taken_once_per_value() -> None:
     assert action_of("promote/2026-12-01T10:00:00Z", "promote") == ("promote", None)
     assert action_of("promote", "promote") == (None, None)
     action, problem = action_of("ship-it", None)
-    assert action is None and problem is not None and "promote, abort, retry" in problem
+    assert action is None
+    assert problem is not None
+    assert "promote, abort, retry" in problem
 
 
 def test_the_state_survives_the_status() -> None:
