@@ -23,6 +23,24 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        self.canary_weight = Gauge(
+            "propagator_canary_weight",
+            "Canary weight (percent of replicas on the canary copy) per application",
+            ["namespace", "application"],
+            registry=r,
+        )
+        self.canary_phase = Gauge(
+            "propagator_canary_phase",
+            "1 for the phase each application's canary is in, 0 for the others",
+            ["namespace", "application", "phase"],
+            registry=r,
+        )
+        self.canary_rollbacks = Counter(
+            "propagator_canary_rollbacks_total",
+            "Canaries rolled back by themselves, by reason (ProgressDeadline, Degraded)",
+            ["reason"],
+            registry=r,
+        )
         self.evictions = Counter(
             "propagator_evictions_total",
             "Applications placed again without a cluster, by cluster and reason",

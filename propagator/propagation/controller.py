@@ -173,6 +173,7 @@ class PropagationController:
                 self._health,
                 lambda c: c in manager.monitors,
                 self._quota_refusals,
+                self._live,
             ),
             metrics,
             manager.fresh_clusters,
@@ -231,6 +232,17 @@ class PropagationController:
     ) -> list[str]:
         member = self.members.get(cluster)
         return quota_refusals(member.cached if member else None, objects, namespace)
+
+    def _live(
+        self, cluster: str, obj: Mapping[str, Any], namespace: str
+    ) -> Mapping[str, Any] | None:
+        member = self.members.get(cluster)
+        informer = (
+            member.cached(str(obj.get("apiVersion")), str(obj.get("kind"))) if member else None
+        )
+        meta = obj.get("metadata") or {}
+        where = meta.get("namespace") or namespace
+        return informer.get(f"{where}/{meta.get('name')}") if informer is not None else None
 
     async def _caches(self, member: Member, kinds: Any, timeout_s: float) -> dict[Any, Informer]:
         return await self.members.caches_synced(member, kinds, timeout_s)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from propagator.canary.plan import CanaryPlan
 from propagator.propagation.failoverstate import FailoverState
 from propagator.propagation.health import WorkloadHealth
 from propagator.propagation.targets import Target
@@ -46,6 +47,8 @@ class Plan:
     """Rebalance acted on, clusters kept off, replicas moving gracefully."""
     unhealthy_after_s: float | None = None
     """Application failover's toleration (None: off, no clock kept)."""
+    canary: CanaryPlan | None = None
+    """The canary's state and clusters (None: the application has no canary)."""
 
     def leaving(self) -> list[str]:
         """Clusters the application left that keep what runs there until it is replaced."""
@@ -66,3 +69,6 @@ class MemberAccess:
     quota_refusals: Callable[[str, Sequence[Mapping[str, Any]], str], list[str]] = lambda *_: []
     """quota_refusals(cluster, objects, namespace): workloads whose pods the member's quota
     refuses, from its caches."""
+    live: Callable[[str, Mapping[str, Any], str], Mapping[str, Any] | None] = lambda *_: None
+    """live(cluster, object, namespace): the member's cached copy of ``object`` (None: not
+    there, or not known yet)."""

@@ -13,20 +13,22 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import trace
 from pydantic import ValidationError
 
-from api.application import ORPHAN_ANNOTATION, ApplicationPropagation
+from api.application import ORPHAN_ANNOTATION, ApplicationPropagation, Override
 from api.common import API_VERSION, duration_seconds
 from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
 from fleet.informer import cache_key
 from fleet.snapshot import ClusterInfo, FleetSnapshot, SnapshotStore
+from propagator.canary.plan import CanaryPlan
 from propagator.conditions import now_iso, status_changed
 from propagator.observability.metrics import Metrics
+from propagator.propagation.canarysteps import CanarySteps, condition_of
 from propagator.propagation.failover import unanswered
 from propagator.propagation.failoverstate import FailoverDecision
 from propagator.propagation.failoversteps import FailoverSteps
@@ -87,11 +89,13 @@ class Reconciler:
         self.members = members
         self.metrics = metrics
         self.failover = FailoverSteps(hub, table, members, metrics)
+        self.canary = CanarySteps(hub, table, members, metrics)
         self.plans: dict[str, Plan] = {}
 
     def forget(self, key: str) -> None:
         self.plans.pop(key, None)
         self.table.forget(key)
+        self.canary.forget(key)
 
     # -- hub writes -----------------------------------------------------------------------
 
@@ -186,10 +190,19 @@ class Reconciler:
             plan.unhealthy_after_s = duration_seconds(app.spec.failover.application.unhealthy_after)
         await self.failover.announce(obj, step)
         try:
+            plan.canary = await self.canary.begin(
+                app, obj, objects, targets, snapshot, self.plans.get(key), key, step.now
+            )
+        except ApiError as exc:  # the stable revision could not be read or kept on the hub
+            plan.conditions.append(("CanaryProgressing", False, "HubError", f"{exc}"))
+            return await self._planned(obj, key, plan, Outcome(True, exc))
+        if plan.canary is not None:
+            plan.conditions.append(condition_of(plan.canary.state))
+        try:
             moved = await self.failover.render(
                 step,
                 targets,
-                lambda kept: self._render(app, objects, snapshot, kept),
+                lambda kept: self._render(app, objects, snapshot, kept, plan.canary),
                 key,
                 namespace,
             )
@@ -307,7 +320,11 @@ class Reconciler:
         status = plan_status(obj, plan, self.table, self.members, now)
         await self._write_status(obj, status)
         namespace = obj["metadata"].get("namespace", "default")
-        return self.failover.refresh_due(key, plan, status, namespace, now)
+        due = [
+            self.failover.refresh_due(key, plan, status, namespace, now),
+            self.canary.due(key, plan, now),
+        ]
+        return min((d for d in due if d is not None), default=None)
 
     def _place(
         self,
@@ -402,16 +419,6 @@ class Reconciler:
                 ),
             )
         )
-        if app.spec.canary is not None:
-            plan.conditions.append(
-                (
-                    "CanaryProgressing",
-                    False,
-                    "NotSupportedYet",
-                    "this controller version does not run canary steps: the manifests are "
-                    "applied to every placed cluster as they are",
-                )
-            )
         return targets
 
     async def _render(
@@ -420,29 +427,40 @@ class Reconciler:
         objects: list[dict[str, Any]],
         snapshot: FleetSnapshot,
         targets: list[Target],
+        canary: CanaryPlan | None = None,
     ) -> dict[str, list[dict[str, Any]]]:
-        """The objects for each target cluster, rendered in a bounded worker; raises
-        RenderError at the first problem."""
+        """The objects for each target cluster, rendered in a bounded worker (with a
+        canary: as its state has each cluster run them); raises RenderError at the first
+        problem."""
         shared = app.spec.placement.replicas.mode != "Duplicated"  # Divided, Aggregated
         ref = ApplicationRef(app.metadata["name"], app.metadata.get("namespace", "default"))
-        facts = []
+        facts = {}
         for t in targets:
             c = snapshot.clusters[t.cluster]
             replicas = t.replicas if shared else None
-            facts.append(
-                RenderTarget(
-                    c.name, dict(c.labels), c.layer, c.region, c.zone, c.provider, replicas
-                )
+            facts[t.cluster] = RenderTarget(
+                c.name, dict(c.labels), c.layer, c.region, c.zone, c.provider, replicas
             )
-        with self.metrics.timed("render"), tracer.start_as_current_span("render"):
+
+        async def render(
+            manifests: Sequence[Mapping[str, Any]],
+            overrides: Sequence[Override],
+            clusters: Iterable[str],
+        ) -> dict[str, list[dict[str, Any]]]:
             return await render_bounded(
-                objects,
-                app.spec.overrides,
-                facts,
+                manifests,
+                overrides,
+                [facts[c] for c in clusters],
                 ref,
                 timeout_s=self.settings.render_timeout_s,
                 max_bytes=self.settings.render_max_bytes,
             )
+
+        with self.metrics.timed("render"), tracer.start_as_current_span("render"):
+            rendered = await render(objects, app.spec.overrides, facts)
+            if canary is None:
+                return rendered
+            return await self.canary.compose(canary, rendered, render)
 
     async def _finalize(self, obj: dict[str, Any], key: str) -> Outcome:
         """Remove what the application propagated from every cluster, then its finalizer."""

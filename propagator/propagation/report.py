@@ -8,6 +8,7 @@ from typing import Any
 
 from fleet.informer import cache_key
 from propagator.conditions import iso
+from propagator.propagation.canarysteps import canary_status
 from propagator.propagation.failover import unhealthy_since
 from propagator.propagation.failoverstate import unhealthy_clocks
 from propagator.propagation.plan import MemberAccess, Plan
@@ -33,6 +34,9 @@ def plan_status(
     if plan.targets:
         builder.status["placement"] = [_placed(t) for t in plan.targets]
         _cluster_status(obj, plan, table, members, builder, now)
+    canary = canary_status(plan, members, obj["metadata"].get("namespace", "default"))
+    if canary is not None:
+        builder.status["canary"] = canary
     return builder.build()
 
 

@@ -1,0 +1,25 @@
+"""One plan's canary: its state, the clusters it runs on, and the revisions rendered."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from api.rollout import Canary
+from propagator.canary.copies import ClusterMode
+from propagator.canary.revisions import Source
+from propagator.canary.steps import CanaryState
+
+
+@dataclass(frozen=True)
+class CanaryPlan:
+    spec: Canary
+    state: CanaryState
+    canary_clusters: frozenset[str]
+    """The placed clusters the canary runs on (they go first)."""
+    release: str
+    """The latest revision of the workloads."""
+    stable: Source | None
+    """The stable revision's source, when some cluster renders it (else None)."""
+
+    def mode(self, cluster: str) -> ClusterMode:
+        return self.state.mode(cluster, cluster in self.canary_clusters)

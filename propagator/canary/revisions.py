@@ -1,0 +1,117 @@
+"""The stable revision of an application's workloads, kept on the hub as a
+ControllerRevision in the application's namespace (owned by it, the last few kept), so a
+restarted controller renders the stable copy exactly as before, whatever a member holds.
+
+A revision's *source* is what its Deployments are rendered from: the resolved Deployment
+manifests and the application's overrides. Its name is a hash of that source.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fleet.connection import ApiError, KubeConnection
+from propagator.canary.copies import DEPLOYMENT, kind_of
+
+APPLICATION_LABEL = "propagator.io/application"
+RELEASE_LABEL = "propagator.io/release"
+KEEP = 3
+"""Revisions kept per application (the stable one and those before it)."""
+
+Source = dict[str, Any]
+"""{"workloads": [Deployment manifests], "overrides": [overrides]}."""
+
+
+def source_of(objects: Sequence[Mapping[str, Any]], overrides: Sequence[Any]) -> Source:
+    """What the Deployments of ``objects`` are rendered from."""
+    return {
+        "workloads": [dict(o) for o in objects if kind_of(o) == DEPLOYMENT],
+        "overrides": list(overrides),
+    }
+
+
+def release_of(source: Source) -> str:
+    """The revision name of ``source`` (a content hash; key order ignored)."""
+    canonical = json.dumps(source, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+class StableRevisions:
+    """Reads and writes the ControllerRevisions of applications' stable revisions (a copy
+    of each read or written kept in memory: they never change)."""
+
+    def __init__(self, hub: KubeConnection) -> None:
+        self.hub = hub
+        self._known: dict[tuple[str, str], dict[str, Source]] = {}
+
+    def forget(self, namespace: str, name: str) -> None:
+        self._known.pop((namespace, name), None)
+
+    async def get(self, namespace: str, name: str, release: str) -> Source | None:
+        """The source of ``release`` of application ``namespace/name``; None when the hub
+        holds no such revision."""
+        known = self._known.setdefault((namespace, name), {})
+        if release not in known:
+            listed = await self.hub.list(
+                "apps/v1",
+                "ControllerRevision",
+                namespace,
+                labelSelector=f"{APPLICATION_LABEL}={name}",
+            )
+            for item in listed.get("items") or []:
+                labels = (item.get("metadata") or {}).get("labels") or {}
+                data = item.get("data")
+                if isinstance(data, dict) and labels.get(RELEASE_LABEL):
+                    known[str(labels[RELEASE_LABEL])] = data
+        return known.get(release)
+
+    async def put(self, application: Mapping[str, Any], release: str, source: Source) -> None:
+        """Record ``source`` as revision ``release`` of ``application`` (idempotent), and
+        delete all but the last :data:`KEEP` revisions."""
+        meta = application["metadata"]
+        namespace, name = meta.get("namespace", "default"), meta["name"]
+        listed = await self.hub.list(
+            "apps/v1", "ControllerRevision", namespace, labelSelector=f"{APPLICATION_LABEL}={name}"
+        )
+        items = listed.get("items") or []
+        numbers = [int(i.get("revision") or 0) for i in items]
+        mine = [
+            i
+            for i in items
+            if ((i.get("metadata") or {}).get("labels") or {}).get(RELEASE_LABEL) == release
+        ]
+        if not mine:
+            await self.hub.apply(
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ControllerRevision",
+                    "metadata": {
+                        "name": f"{name[:200]}-{release[:10]}",
+                        "namespace": namespace,
+                        "labels": {APPLICATION_LABEL: name[:63], RELEASE_LABEL: release},
+                        "ownerReferences": [
+                            {
+                                "apiVersion": application["apiVersion"],
+                                "kind": application["kind"],
+                                "name": name,
+                                "uid": meta["uid"],
+                            }
+                        ],
+                    },
+                    "data": source,
+                    "revision": max(numbers, default=0) + 1,
+                }
+            )
+        self._known.setdefault((namespace, name), {})[release] = source
+        older = sorted(
+            (i for i in items if i not in mine), key=lambda i: int(i.get("revision") or 0)
+        )
+        for item in older[: max(0, len(older) + 1 - KEEP)]:
+            with contextlib.suppress(ApiError):  # tidiness: the next release tries again
+                await self.hub.delete(
+                    "apps/v1", "ControllerRevision", item["metadata"]["name"], namespace
+                )
