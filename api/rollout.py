@@ -68,8 +68,9 @@ class Rollout(KubeModel):
 MAX_PROGRESS_DEADLINE_SECONDS = 86_400
 CANARY_ACTION_ANNOTATION = "propagator.io/canary-action"
 """``promote``, ``abort`` or ``retry``, optionally followed by ``/`` and anything (a time,
-a nonce): each distinct value is acted on once. promote skips the remaining steps, abort
-rolls the canary back, retry runs a rolled-back or aborted revision's steps again."""
+a nonce): each distinct value is acted on once. promote opens a manual step's gate (the
+next step starts) and otherwise skips the remaining steps; abort rolls the canary back;
+retry runs a rolled-back or aborted revision's steps again."""
 CANARY_ACTIONS = ("promote", "abort", "retry")
 TRACK_LABEL = "propagator.io/track"
 """On the pods of an application with a canary: ``stable`` or ``canary``."""
@@ -84,7 +85,7 @@ class CanaryStep(KubeModel):
     """How long to hold this step once the canary copy is healthy (unset: go on at once)."""
     manual: bool = False
     """A gate: once the canary copy is healthy (and the pause is over), hold until
-    ``promote``."""
+    ``promote`` opens it."""
 
     rules = (duration_rule("pause", "pause", MAX_PAUSE),)
 

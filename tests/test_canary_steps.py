@@ -171,7 +171,16 @@ def test_manual_step_waits_for_promote_and_abort_rolls_back() -> None:
         advance(paused, gated, "new", lambda: True, ["c1"], healthy("c1"), None, T0 + 999)[0]
         == paused
     )
-    promoted, _ = advance(paused, gated, "new", lambda: True, ["c1"], None, "promote", T0 + 2)
+    # promote at a gate opens it: the next step starts
+    opened, _ = advance(paused, gated, "new", lambda: True, ["c1"], None, "promote", T0 + 2)
+    assert (opened.phase, opened.step, opened.weight, opened.step_started_at) == (
+        "Progressing",
+        1,
+        60,
+        T0 + 2,
+    )
+    # promote while a step runs skips the remaining steps
+    promoted, _ = advance(opened, gated, "new", lambda: True, ["c1"], None, "promote", T0 + 3)
     assert promoted.phase == "Promoting"
     aborted, _ = advance(paused, gated, "new", lambda: True, ["c1"], None, "abort", T0 + 2)
     assert (aborted.phase, aborted.weight) == ("Aborted", 0)

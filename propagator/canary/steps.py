@@ -196,10 +196,13 @@ def advance(
         return _ended(s, "Aborted", "aborted by propagator.io/canary-action"), None
     if s.phase == "Promoting":
         return _promoting(s, canary_clusters, seen, release), None
+    if action == "promote" and s.phase == "Paused":
+        return _next(s, canary, now, "promoted at the gate: "), None
     if action == "promote":
-        return _promote(
-            s, "promoted by propagator.io/canary-action: the remaining steps are skipped"
-        ), None
+        return (
+            _promote(s, "promoted by propagator.io/canary-action: the remaining steps are skipped"),
+            None,
+        )
     return _step(s, canary, canary_clusters, seen, now)
 
 
@@ -317,19 +320,23 @@ def _step(
             dataclasses.replace(s, phase="Paused", step_healthy_at=healthy_at, message=message),
             None,
         )
-    if index + 1 >= total:
-        return _promote(s, f"all {total} steps passed: promoting"), None
-    weight = canary.steps[index + 1].weight
-    return (
-        dataclasses.replace(
-            s,
-            step=index + 1,
-            weight=weight,
-            step_started_at=now,
-            step_healthy_at=None,
-            message=f"step {index + 2} of {total}, weight {weight}: starting",
-        ),
-        None,
+    return _next(s, canary, now), None
+
+
+def _next(s: CanaryState, canary: Canary, now: float, note: str = "") -> CanaryState:
+    """The step after this one, starting at ``now`` (Promoting after the last)."""
+    total, index = len(canary.steps), s.step + 1
+    if index >= total:
+        return _promote(s, f"{note}all {total} steps passed: promoting")
+    weight = canary.steps[index].weight
+    return dataclasses.replace(
+        s,
+        phase="Progressing",
+        step=index,
+        weight=weight,
+        step_started_at=now,
+        step_healthy_at=None,
+        message=f"{note}step {index + 1} of {total}, weight {weight}: starting",
     )
 
 
