@@ -11,6 +11,7 @@ import yaml
 
 from fleet.connection import KubeConnection
 from fleet.hub import context_namespace
+from propagator.cli.canary import read_status, request_action
 from propagator.cli.kubectl import _request_rebalance, main
 
 
@@ -73,6 +74,8 @@ def test_rebalance_wait_runs_out_with_a_hint() -> None:
         (["rebalance", "../apis"], "NAME '../apis': not an object name"),
         (["-n", "a/b", "rebalance", "web"], "--namespace 'a/b': not a namespace name"),
         (["rebalance", "web", "--wait", "--timeout", "soon"], "--timeout: 'soon' is not a"),
+        (["canary", "promote", "Web"], "canary promote: NAME 'Web': not an object name"),
+        (["canary", "abort", "web", "--wait", "--timeout", "x"], "--timeout: 'x' is not a"),
     ],
 )
 def test_bad_input_is_refused_before_the_hub_is_asked(
@@ -97,3 +100,69 @@ def test_the_namespace_defaults_to_the_contexts(tmp_path: Path) -> None:
     )
     assert context_namespace(config) == "shop"
     assert context_namespace(config, "other") is None
+
+
+class FakeCanaryHub:
+    """Acts on a canary action at the second read; holds a canary in the middle of a step."""
+
+    def __init__(self) -> None:
+        self.values: list[str] = []
+        self.reads = 0
+
+    async def merge_patch(
+        self, api_version: str, kind: str, name: str, body: dict[str, Any], **kw: Any
+    ) -> dict[str, Any]:
+        self.values.append(body["metadata"]["annotations"]["propagator.io/canary-action"])
+        return body
+
+    async def get(self, api_version: str, kind: str, name: str, **kw: Any) -> dict[str, Any]:
+        self.reads += 1
+        return {
+            "metadata": {"name": name},
+            "spec": {"canary": {"steps": [{"weight": 10}, {"weight": 50}, {"weight": 100}]}},
+            "status": {
+                "canary": {
+                    "phase": "Progressing",
+                    "step": 1,
+                    "weight": 50,
+                    "stableRevision": "aaa",
+                    "canaryRevision": "bbb",
+                    "message": "step 2 of 3, weight 50: starting",
+                    "lastAction": self.values[-1] if self.reads > 1 else None,
+                    "clusters": [
+                        {
+                            "name": "member-1",
+                            "weight": 50,
+                            "stableReady": "5/5",
+                            "canaryReady": "3/5",
+                        }
+                    ],
+                }
+            },
+        }
+
+
+def test_canary_actions_are_new_annotation_values_and_wait_for_the_controller() -> None:
+    hub = FakeCanaryHub()
+    conn = cast(KubeConnection, hub)
+    out = anyio.run(request_action, conn, "shop", "web", "promote", 10)
+    anyio.run(request_action, conn, "shop", "web", "promote", None)
+    assert [v.split("/", 1)[0] for v in hub.values] == ["promote", "promote"]
+    assert hub.values[0] != hub.values[1]  # each request is acted on once
+    assert out.splitlines() == [
+        "applicationpropagation.propagator.io/web canary promote requested",
+        "Progressing: step 2 of 3, weight 50 — step 2 of 3, weight 50: starting",
+    ]
+
+
+def test_canary_status_shows_each_canary_cluster() -> None:
+    hub = FakeCanaryHub()
+    hub.values.append("x")
+    text = anyio.run(read_status, cast(KubeConnection, hub), "shop", "web")
+    assert text.splitlines() == [
+        "applicationpropagation.propagator.io/web: Progressing: step 2 of 3, weight 50 — "
+        "step 2 of 3, weight 50: starting",
+        "stable revision: aaa   canary revision: bbb",
+        "CLUSTER    WEIGHT   STABLE READY   CANARY READY",
+        "member-1   50       5/5            3/5",
+    ]

@@ -5,6 +5,9 @@ PATH) for what users do to their applications on the hub.
 ``propagator.io/rebalance`` annotation to a new value); its replicas move with the
 graceful rules of an eviction. ``--wait`` waits until the controller has acted on it and
 prints the new placement.
+
+``canary promote|abort|retry|status NAME``: act on the application's canary (see
+``propagator/cli/canary.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import datetime as dt
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,7 @@ from api.failover import REBALANCE_ANNOTATION
 from fleet.connection import ApiError, KubeConnection
 from fleet.hub import context_namespace, hub_connection
 from fleet.kubeconfig import KubeconfigError
+from propagator.cli.canary import read_status, request_action
 from propagator.cli.parser import Parser
 
 KIND = "ApplicationPropagation"
@@ -61,6 +65,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long --wait waits, as a duration such as 30s or 2m (default 60s)",
     )
     rebalance.set_defaults(run=_rebalance)
+    canary = commands.add_parser(
+        "canary",
+        help="promote, abort or retry an application's canary, or show it",
+        description="promote: open a manual step's gate (the next step starts), or skip "
+        "the remaining steps; abort: roll the canary back to the stable revision; retry: run "
+        "a rolled-back or aborted revision's steps again; status: where the canary stands, "
+        "per canary cluster. Each action is a new value of the propagator.io/canary-action "
+        "annotation, which the controller acts on once.",
+    )
+    canary.add_argument("action", choices=("promote", "abort", "retry", "status"))
+    canary.add_argument("name", metavar="NAME", help="the ApplicationPropagation")
+    canary.add_argument(
+        "--wait", action="store_true", help="wait until the controller has acted on it"
+    )
+    canary.add_argument(
+        "--timeout",
+        default="60s",
+        help="how long --wait waits, as a duration such as 30s or 2m (default 60s)",
+    )
+    canary.set_defaults(run=_canary)
     return parser
 
 
@@ -110,11 +134,42 @@ def _bad_input(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _wait_s(args: argparse.Namespace) -> float | None:
+    return duration_seconds(args.timeout) if args.wait else None
+
+
 def _rebalance(args: argparse.Namespace) -> int:
+    return _on_hub(
+        args,
+        "rebalance",
+        lambda hub, namespace: _request_rebalance(hub, namespace, args.name, _wait_s(args)),
+    )
+
+
+def _canary(args: argparse.Namespace) -> int:
+    if args.action == "status":
+        return _on_hub(
+            args, "canary status", lambda hub, namespace: read_status(hub, namespace, args.name)
+        )
+    return _on_hub(
+        args,
+        f"canary {args.action}",
+        lambda hub, namespace: request_action(
+            hub, namespace, args.name, args.action, _wait_s(args)
+        ),
+    )
+
+
+def _on_hub(
+    args: argparse.Namespace,
+    command: str,
+    act: Callable[[KubeConnection, str], Awaitable[str]],
+) -> int:
+    """Check the input, run ``act`` against the hub and print its result; the exit code
+    (2: bad input, 1: the hub refused or a wait ran out)."""
     if problem := _bad_input(args):
-        print(f"kubectl propagator rebalance: {problem}", file=sys.stderr)
+        print(f"kubectl propagator {command}: {problem}", file=sys.stderr)
         return 2
-    wait_s = duration_seconds(args.timeout) if args.wait else None
     try:
         namespace = args.namespace or context_namespace(args.kubeconfig, args.context)
         hub = hub_connection(args.kubeconfig, args.context)
@@ -124,7 +179,7 @@ def _rebalance(args: argparse.Namespace) -> int:
 
     async def run() -> str:
         try:
-            return await _request_rebalance(hub, namespace or "default", args.name, wait_s)
+            return await act(hub, namespace or "default")
         finally:
             await hub.close()
 
@@ -134,11 +189,12 @@ def _rebalance(args: argparse.Namespace) -> int:
         where = f"{namespace or 'default'}/{args.name}"
         what = "not found" if exc.not_found else str(exc)
         print(
-            f"kubectl propagator rebalance: applicationpropagation {where}: {what}", file=sys.stderr
+            f"kubectl propagator {command}: applicationpropagation {where}: {what}",
+            file=sys.stderr,
         )
         return 1
     except TimeoutError as exc:
-        print(f"kubectl propagator rebalance: {exc}", file=sys.stderr)
+        print(f"kubectl propagator {command}: {exc}", file=sys.stderr)
         return 1
     return 0
 

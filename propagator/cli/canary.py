@@ -1,0 +1,90 @@
+"""``kubectl propagator canary``: act on an application's canary (promote, abort, retry)
+through its ``propagator.io/canary-action`` annotation, and show where it stands."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from typing import Any
+
+import anyio
+
+from api.common import API_VERSION
+from api.rollout import CANARY_ACTION_ANNOTATION
+from fleet.connection import KubeConnection
+
+KIND = "ApplicationPropagation"
+POLL_S = 0.5
+
+
+async def request_action(
+    hub: KubeConnection, namespace: str, name: str, action: str, wait_s: float | None
+) -> str:
+    """Set the annotation to ``<action>/<now>`` (a new value: acted on once); with
+    ``wait_s``, wait until the controller has acted on it and return its status line."""
+    value = f"{action}/{dt.datetime.now(dt.UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}"
+    patch = {"metadata": {"annotations": {CANARY_ACTION_ANNOTATION: value}}}
+    await hub.merge_patch(API_VERSION, KIND, name, patch, namespace=namespace)
+    requested = f"applicationpropagation.propagator.io/{name} canary {action} requested"
+    if wait_s is None:
+        return requested
+    deadline = time.monotonic() + wait_s
+    while True:
+        app = await hub.get(API_VERSION, KIND, name, namespace=namespace)
+        canary = (app.get("status") or {}).get("canary") or {}
+        if canary.get("lastAction") == value:
+            return f"{requested}\n{headline(app)}"
+        if time.monotonic() >= deadline:
+            raise TimeoutError(
+                f"{requested}, but the controller had not acted on it after {wait_s:g}s "
+                "(is it running? `kubectl describe ap` shows its events)"
+            )
+        await anyio.sleep(POLL_S)
+
+
+def headline(app: dict[str, Any]) -> str:
+    """``Progressing: step 2 of 3, weight 50 — <message>``."""
+    canary = (app.get("status") or {}).get("canary")
+    if not canary:
+        has = ((app.get("spec") or {}).get("canary")) is not None
+        return "no canary has run yet" if has else "the application has no spec.canary"
+    steps = len(((app.get("spec") or {}).get("canary") or {}).get("steps") or [])
+    where = ""
+    if canary.get("phase") in ("Progressing", "Paused"):
+        where = (
+            f" step {int(canary.get('step', 0)) + 1} of {steps}, weight {canary.get('weight', 0)}"
+        )
+    message = canary.get("message") or ""
+    return f"{canary.get('phase')}:{where}" + (f" — {message}" if message else "")
+
+
+def status_text(app: dict[str, Any]) -> str:
+    """The canary's state, revisions and a line per canary cluster."""
+    canary = (app.get("status") or {}).get("canary") or {}
+    lines = [f"applicationpropagation.propagator.io/{app['metadata']['name']}: {headline(app)}"]
+    if canary:
+        lines.append(
+            f"stable revision: {canary.get('stableRevision') or '-'}   "
+            f"canary revision: {canary.get('canaryRevision') or '-'}"
+        )
+        rows = [("CLUSTER", "WEIGHT", "STABLE READY", "CANARY READY")]
+        for c in canary.get("clusters") or []:
+            rows.append(
+                (
+                    str(c.get("name")),
+                    str(c.get("weight", 0)) + (" (promoted)" if c.get("promoted") else ""),
+                    str(c.get("stableReady") or "-"),
+                    str(c.get("canaryReady") or "-"),
+                )
+            )
+        if len(rows) > 1:
+            widths = [max(len(r[i]) for r in rows) for i in range(3)]
+            lines += [
+                "   ".join([*(v.ljust(w) for v, w in zip(r[:3], widths, strict=True)), r[3]])
+                for r in rows
+            ]
+    return "\n".join(lines)
+
+
+async def read_status(hub: KubeConnection, namespace: str, name: str) -> str:
+    return status_text(await hub.get(API_VERSION, KIND, name, namespace=namespace))
