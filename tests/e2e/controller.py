@@ -144,3 +144,18 @@ def running(fleet: Fleet, log_dir: Path, env: dict[str, str] | None = None) -> I
     finally:
         if controller.proc is not None:
             controller.stop()
+
+
+def kubectl_propagator(fleet: Fleet, *args: str) -> subprocess.CompletedProcess[str]:
+    """``kubectl propagator ...`` as a user runs it: kubectl finds the plugin on the PATH."""
+    plugin_dir = str(Path(sys.executable).parent)  # where kubectl-propagator is installed
+    env = {**os.environ, "PATH": f"{plugin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env["KUBECONFIG"] = str(fleet.kubeconfig(HUB))
+    return subprocess.run(
+        [str(fleet.binaries / "kubectl"), "propagator", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        check=False,
+    )

@@ -4,12 +4,8 @@ gracefully, and what ran there goes once it answers again; a short outage moves 
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -21,7 +17,7 @@ from fleet.local import HUB
 from fleet.local import cluster as local_cluster
 from fleet.local.kwok import UNREADY_ANNOTATION
 from tests.e2e.conftest import Fleet
-from tests.e2e.controller import Controller, running
+from tests.e2e.controller import Controller, kubectl_propagator, running
 from tests.e2e.manifests import deployment
 from tests.e2e.test_propagation import (
     ENV,
@@ -317,21 +313,6 @@ def test_an_application_unhealthy_on_one_member_is_moved_off_it_only_with_applic
     )
 
 
-def _kubectl_propagator(fleet: Fleet, *args: str) -> subprocess.CompletedProcess[str]:
-    """``kubectl propagator ...`` as a user runs it: kubectl finds the plugin on the PATH."""
-    plugin_dir = str(Path(sys.executable).parent)  # where kubectl-propagator is installed
-    env = {**os.environ, "PATH": f"{plugin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    env["KUBECONFIG"] = str(fleet.kubeconfig(HUB))
-    return subprocess.run(
-        [str(fleet.binaries / "kubectl"), "propagator", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD_S,
-        check=False,
-    )
-
-
 def test_failback_never_stays_and_a_rebalance_moves_back_gracefully(
     fleet: Fleet, controller: Controller
 ) -> None:
@@ -372,7 +353,7 @@ def test_failback_never_stays_and_a_rebalance_moves_back_gracefully(
         f"planned with {victim} schedulable",
         lambda a: "kept where already placed" not in condition(a, "Scheduled")["message"],
     )
-    done = _kubectl_propagator(fleet, "-n", namespace, "rebalance", "web", "--wait")
+    done = kubectl_propagator(fleet, "-n", namespace, "rebalance", "web", "--wait")
     assert done.returncode == 0, done.stderr
     assert "placed again: " in done.stdout
     placed_now = get_ap(fleet, namespace, "web")
