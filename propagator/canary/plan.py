@@ -20,6 +20,9 @@ class CanaryPlan:
     """The latest revision of the workloads."""
     stable: Source | None
     """The stable revision's source, when some cluster renders it (else None)."""
+    unsupported: tuple[str, ...] = ()
+    """Workloads a canary does not run (StatefulSets, DaemonSets: they roll out at once),
+    as ``Kind name``."""
 
     def mode(self, cluster: str) -> ClusterMode:
         return self.state.mode(cluster, cluster in self.canary_clusters)

@@ -271,6 +271,29 @@ def canary_status(plan: Plan, members: MemberAccess, namespace: str) -> dict[str
     return plan.canary.state.status(lines)
 
 
-def condition_of(state: CanaryState) -> tuple[str, bool, str, str]:
-    """The CanaryProgressing condition of ``state``."""
-    return ("CanaryProgressing", state.phase in RUNNING, state.phase, state.message or state.phase)
+UNSUPPORTED_KINDS = (("apps/v1", "StatefulSet"), ("apps/v1", "DaemonSet"))
+
+
+def unsupported(objects: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """``Kind name`` of the workloads a canary does not run."""
+    return tuple(
+        f"{kind_of(o)[1]} {name_of(o)}" for o in objects if kind_of(o) in UNSUPPORTED_KINDS
+    )
+
+
+def condition_of(
+    plan: CanaryPlan, objects: Sequence[Mapping[str, Any]]
+) -> tuple[str, bool, str, str]:
+    """The CanaryProgressing condition of ``plan``: CanaryUnsupported when the objects
+    hold no Deployment but StatefulSets or DaemonSets, which roll out at once."""
+    state = plan.state
+    message = state.message or state.phase
+    if plan.unsupported:
+        note = (
+            f"{', '.join(plan.unsupported[:5])} roll(s) out at once: canary steps run "
+            "Deployments only"
+        )
+        if not any(kind_of(o) == DEPLOYMENT for o in objects):
+            return ("CanaryProgressing", False, "CanaryUnsupported", note)
+        message = f"{message}; {note}"
+    return ("CanaryProgressing", state.phase in RUNNING, state.phase, message)

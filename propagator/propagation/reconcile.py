@@ -197,7 +197,7 @@ class Reconciler:
             plan.conditions.append(("CanaryProgressing", False, "HubError", f"{exc}"))
             return await self._planned(obj, key, plan, Outcome(True, exc))
         if plan.canary is not None:
-            plan.conditions.append(condition_of(plan.canary.state))
+            plan.conditions.append(condition_of(plan.canary, objects))
         try:
             moved = await self.failover.render(
                 step,
