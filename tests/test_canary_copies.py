@@ -122,3 +122,54 @@ def test_a_service_name_too_long_for_its_track_copies_is_refused() -> None:
     long = {**SERVICE, "metadata": {"name": "s" * 60}}
     with pytest.raises(CanaryError, match="longer than 63 characters"):
         compose([long], {}, "latest", 0)
+
+
+NGINX_CANARY = {
+    "apiVersion": "networking.k8s.io/v1",
+    "kind": "Ingress",
+    "metadata": {
+        "name": "web-canary",
+        "annotations": {"nginx.ingress.kubernetes.io/canary": "true"},
+    },
+    "spec": {"rules": []},
+}
+PLAIN_INGRESS = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "i"}}
+ROUTE = {
+    "apiVersion": "gateway.networking.k8s.io/v1",
+    "kind": "HTTPRoute",
+    "metadata": {"name": "web"},
+    "spec": {
+        "rules": [
+            {"backendRefs": [{"name": "web", "port": 80}, {"name": "elsewhere", "port": 80}]},
+            {"filters": []},
+        ]
+    },
+}
+
+
+def weights(objects: list[dict[str, Any]]) -> Any:
+    out = by_name(objects)
+    return (
+        out["Ingress/web-canary"]["metadata"]["annotations"].get(
+            "nginx.ingress.kubernetes.io/canary-weight"
+        ),
+        out["HTTPRoute/web"]["spec"]["rules"][0]["backendRefs"],
+    )
+
+
+def test_routers_follow_the_step_exactly() -> None:
+    objects = [*NEW, NGINX_CANARY, PLAIN_INGRESS, ROUTE]
+    assert weights(compose(objects, STABLE, "split", 30)) == (
+        "30",
+        [
+            {"name": "web-stable", "port": 80, "weight": 70},
+            {"name": "web-canary", "port": 80, "weight": 30},
+            {"name": "elsewhere", "port": 80},  # not a Service of the application
+        ],
+    )
+    assert weights(compose(objects, STABLE, "folding", 100))[1][1]["weight"] == 100
+    # no canary running there: the canary Ingress gets nothing, the route is as written
+    for mode in ("latest", "stable"):
+        got = weights(compose(objects, STABLE, mode, 30))
+        assert got == ("0", ROUTE["spec"]["rules"][0]["backendRefs"])  # type: ignore[index]
+    assert by_name(compose(objects, STABLE, "split", 30))["Ingress/i"] == PLAIN_INGRESS

@@ -4,7 +4,10 @@ there, a canary copy (``<name>-canary``, ``track: canary``, a selector of its ow
 Service beside two that select one track each (``<svc>-stable``, ``<svc>-canary``).
 
 Both copies' pods match the application's own Services, whose selectors do not name the
-track, so the replica split is the traffic split. Pure: objects in, objects out.
+track, so the replica split is the traffic split. Where a router splits traffic itself, its
+weights follow the step exactly: an NGINX canary Ingress gets the step's
+``canary-weight``, and a Gateway API HTTPRoute's reference to a Service becomes the two
+track Services weighted ``100 - w`` and ``w``. Pure: objects in, objects out.
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ CANARY_SUFFIX = "-canary"
 STABLE_SUFFIX = "-stable"
 DEPLOYMENT = ("apps/v1", "Deployment")
 SERVICE = ("v1", "Service")
+INGRESS = ("networking.k8s.io/v1", "Ingress")
+GATEWAY_GROUP = "gateway.networking.k8s.io"
+NGINX_CANARY = "nginx.ingress.kubernetes.io/canary"
+NGINX_CANARY_WEIGHT = "nginx.ingress.kubernetes.io/canary-weight"
 _MAX_SERVICE_NAME = 63
 
 
@@ -68,10 +75,20 @@ def compose(
     now); ``weight``: the canary share for ``split`` and ``folding``. The replicas are the
     latest revision's. Raises CanaryError."""
     out: list[dict[str, Any]] = []
+    services = {
+        name_of(o) for o in new if kind_of(o) == SERVICE and (o.get("spec") or {}).get("selector")
+    }
+    routed = weight if mode in ("split", "folding") else None
     for obj in new:
         kind = kind_of(obj)
         if kind == SERVICE:
             out += [copy.deepcopy(dict(obj)), *_track_services(obj)]
+            continue
+        if kind == INGRESS:
+            out.append(_nginx_canary(obj, routed or 0))
+            continue
+        if kind[1] == "HTTPRoute" and kind[0].startswith(GATEWAY_GROUP + "/"):
+            out.append(_split_route(obj, services, routed))
             continue
         if kind != DEPLOYMENT:
             out.append(copy.deepcopy(dict(obj)))
@@ -109,6 +126,47 @@ def _canary_copy(deployment: Mapping[str, Any], replicas: int) -> dict[str, Any]
     out["metadata"]["name"] = name_of(deployment) + CANARY_SUFFIX
     selector = out["spec"].setdefault("selector", {})
     selector.setdefault("matchLabels", {})[TRACK_LABEL] = "canary"
+    return out
+
+
+def _nginx_canary(ingress: Mapping[str, Any], weight: int) -> dict[str, Any]:
+    """An Ingress marked as an NGINX canary (``nginx.ingress.kubernetes.io/canary:
+    "true"``) gets the step's weight (0 where no canary runs); any other as it is."""
+    out = copy.deepcopy(dict(ingress))
+    annotations = (out.get("metadata") or {}).get("annotations") or {}
+    if str(annotations.get(NGINX_CANARY)).lower() == "true":
+        annotations[NGINX_CANARY_WEIGHT] = str(weight)
+    return out
+
+
+def _split_route(
+    route: Mapping[str, Any], services: set[str], weight: int | None
+) -> dict[str, Any]:
+    """A Gateway API HTTPRoute whose backendRefs name one of ``services``: while a canary
+    runs (``weight`` not None), each such reference becomes ``<svc>-stable`` at
+    ``100 - weight`` and ``<svc>-canary`` at ``weight``; otherwise as it is."""
+    out = copy.deepcopy(dict(route))
+    if weight is None:
+        return out
+    for rule in (out.get("spec") or {}).get("rules") or []:
+        if not isinstance(rule, dict):
+            continue
+        refs = []
+        for ref in rule.get("backendRefs") or []:
+            if (
+                isinstance(ref, dict)
+                and ref.get("name") in services
+                and ref.get("kind", "Service") == "Service"
+                and ref.get("group", "") == ""
+            ):
+                refs += [
+                    {**ref, "name": ref["name"] + STABLE_SUFFIX, "weight": 100 - weight},
+                    {**ref, "name": ref["name"] + CANARY_SUFFIX, "weight": weight},
+                ]
+            else:
+                refs.append(ref)
+        if "backendRefs" in rule:
+            rule["backendRefs"] = refs
     return out
 
 
