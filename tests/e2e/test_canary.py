@@ -4,8 +4,10 @@ fold-back, and a canary that never becomes healthy rolling back by itself."""
 
 from __future__ import annotations
 
+import subprocess
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,17 +24,20 @@ from tests.e2e.test_propagation import (
     MEMBERS,
     ap_gone,
     application,
+    condition,
     create,
     delete_ap,
+    get_ap,
     kubectl,
     update_spec,
     wait_ap,
 )
-from tests.e2e.waiting import eventually
+from tests.e2e.waiting import HANG_GUARD_S, eventually
 
 CANARY_CLUSTER = MEMBERS[0]
 OTHERS = MEMBERS[1:]
-NAMESPACES = ("canary-steps", "canary-rollback")
+NAMESPACES = ("canary-steps", "canary-rollback", "canary-restart", "canary-routes")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -289,3 +294,170 @@ def test_a_canary_never_ready_rolls_back_by_itself(fleet: Fleet, controller: Con
         lambda: _deployments(fleet, CANARY_CLUSTER, ns) == {"web": ("nginx:1.27", 4)} or None,
         "aborted: the stable copy whole",
     )
+
+
+def _image(spec: dict[str, Any], image: str) -> None:
+    spec["resources"]["manifests"][0]["spec"]["template"]["spec"]["containers"][0]["image"] = image
+
+
+def _pods(fleet: Fleet, cluster: str, namespace: str) -> set[str]:
+    return {
+        p.metadata.name
+        for p in fleet.core(cluster).list_namespaced_pod(namespace).items
+        if p.metadata.deletion_timestamp is None
+    }
+
+
+def test_a_restarted_controller_resumes_at_the_step_and_a_second_change_replaces_the_canary(
+    fleet: Fleet, controller: Controller
+) -> None:
+    ns = "canary-restart"
+    create(fleet, _app(ns, 4, [{"weight": 50, "manual": True}, {"weight": 100}]))
+    wait_ap(fleet, ns, "web", "Succeeded", lambda a: _canary(a).get("phase") == "Succeeded")
+    update_spec(fleet, ns, "web", lambda s: _image(s, "nginx:1.28"))
+    gate = wait_ap(fleet, ns, "web", "at the gate", lambda a: _canary(a).get("phase") == "Paused")
+    _split_on_the_canary_cluster(fleet, ns, 2, 2, "nginx:1.27", "nginx:1.28")
+    pods = _pods(fleet, CANARY_CLUSTER, ns)
+    stable_generation = (
+        fleet.apps(CANARY_CLUSTER).read_namespaced_deployment("web", ns).metadata.generation
+    )
+
+    controller.kill()
+    controller.start()
+    # a change that is not a workload's: the restarted controller must plan, at the same step
+    update_spec(
+        fleet,
+        ns,
+        "web",
+        lambda s: s["resources"]["manifests"].append(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "extra"}}
+        ),
+    )
+    generation = get_ap(fleet, ns, "web")["metadata"]["generation"]
+    resumed = wait_ap(
+        fleet,
+        ns,
+        "web",
+        "planned after the restart",
+        lambda a: (
+            a["status"].get("observedGeneration") == generation
+            and condition(a, "Applied").get("status") == "True"
+        ),
+    )
+    assert _canary(resumed)["phase"] == "Paused"
+    assert _canary(resumed)["canaryRevision"] == _canary(gate)["canaryRevision"]
+    assert fleet.core(CANARY_CLUSTER).read_namespaced_config_map("extra", ns) is not None
+    assert _pods(fleet, CANARY_CLUSTER, ns) == pods  # no extra or missing pods
+    assert _deployments(fleet, CANARY_CLUSTER, ns) == {
+        "web": ("nginx:1.27", 2),
+        "web-canary": ("nginx:1.28", 2),
+    }
+
+    # a second change while the canary runs: a new canary; the stable copy is untouched
+    update_spec(fleet, ns, "web", lambda s: _image(s, "nginx:1.29"))
+    wait_ap(
+        fleet,
+        ns,
+        "web",
+        "a new canary at the gate",
+        lambda a: (
+            _canary(a).get("phase") == "Paused"
+            and _canary(a).get("canaryRevision") not in (None, _canary(gate)["canaryRevision"])
+        ),
+    )
+    _split_on_the_canary_cluster(fleet, ns, 2, 2, "nginx:1.27", "nginx:1.29")
+    stable = fleet.apps(CANARY_CLUSTER).read_namespaced_deployment("web", ns)
+    assert stable.metadata.generation == stable_generation
+
+    aborted = kubectl_propagator(fleet, "-n", ns, "canary", "abort", "web", "--wait")
+    assert aborted.returncode == 0, aborted.stderr
+    assert "Aborted" in aborted.stdout
+    eventually(
+        lambda: _deployments(fleet, CANARY_CLUSTER, ns) == {"web": ("nginx:1.27", 4)} or None,
+        "aborted: the stable copy whole",
+    )
+
+
+def _install_http_routes(fleet: Fleet, cluster: str) -> None:
+    """HTTPRoute on the member, from the Gateway API release pinned in hack/."""
+    crds = subprocess.run(
+        ["bash", str(ROOT / "hack" / "gateway-api.sh")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=HANG_GUARD_S,
+    ).stdout.strip()
+    kubectl(
+        fleet,
+        "apply",
+        "--server-side",
+        "-f",
+        f"{crds}/gateway.networking.k8s.io_httproutes.yaml",
+        cluster=cluster,
+    )
+    kubectl(
+        fleet,
+        "wait",
+        "--for",
+        "condition=Established",
+        "crd/httproutes.gateway.networking.k8s.io",
+        "--timeout",
+        "60s",
+        cluster=cluster,
+    )
+
+
+def test_ingress_and_httproute_weights_follow_every_step(
+    fleet: Fleet, controller: Controller
+) -> None:
+    ns = "canary-routes"
+    _install_http_routes(fleet, CANARY_CLUSTER)
+    ingress = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": {
+            "name": "web-canary",
+            "namespace": ns,
+            "annotations": {"nginx.ingress.kubernetes.io/canary": "true"},
+        },
+        "spec": {
+            "ingressClassName": "nginx",
+            "defaultBackend": {"service": {"name": "web-canary", "port": {"number": 80}}},
+        },
+    }
+    route = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "web", "namespace": ns},
+        "spec": {
+            "parentRefs": [{"name": "gateway"}],
+            "rules": [{"backendRefs": [{"name": "web", "port": 80}]}],
+        },
+    }
+    app = _app(ns, 4, [{"weight": 25, "manual": True}, {"weight": 100}])
+    app["spec"]["resources"]["manifests"] += [ingress, route]
+    create(fleet, app)  # only the canary cluster serves HTTPRoute: placed there alone
+    wait_ap(fleet, ns, "web", "Succeeded", lambda a: _canary(a).get("phase") == "Succeeded")
+    routes = k8s.CustomObjectsApi(fleet.api(CANARY_CLUSTER))
+    net = k8s.NetworkingV1Api(fleet.api(CANARY_CLUSTER))
+
+    def routing() -> tuple[str | None, list[dict[str, Any]]]:
+        live: Any = net.read_namespaced_ingress("web-canary", ns)
+        weight = (live.metadata.annotations or {}).get("nginx.ingress.kubernetes.io/canary-weight")
+        got: Any = routes.get_namespaced_custom_object(
+            "gateway.networking.k8s.io", "v1", ns, "httproutes", "web"
+        )
+        return weight, [
+            {k: r[k] for k in ("name", "weight") if k in r}
+            for r in got["spec"]["rules"][0]["backendRefs"]
+        ]
+
+    as_written = ("0", [{"name": "web", "weight": 1}])  # the API server defaults weight 1
+    eventually(lambda: routing() == as_written or None, "routes as written, no canary")
+    update_spec(fleet, ns, "web", lambda s: _image(s, "nginx:1.28"))
+    wait_ap(fleet, ns, "web", "at the gate", lambda a: _canary(a).get("phase") == "Paused")
+    split = ("25", [{"name": "web-stable", "weight": 75}, {"name": "web-canary", "weight": 25}])
+    eventually(lambda: routing() == split or None, "routes at 25")
+    _annotate(fleet, ns, "promote")
+    wait_ap(fleet, ns, "web", "Succeeded", lambda a: _canary(a).get("phase") == "Succeeded")
+    eventually(lambda: routing() == as_written or None, "routes as written again")
