@@ -90,12 +90,64 @@ class CanaryStep(KubeModel):
     rules = (duration_rule("pause", "pause", MAX_PAUSE),)
 
 
+MAX_QUERY_LENGTH = 4096
+MAX_FAILURE_LIMIT = 100
+MIN_INTERVAL = "5s"
+MAX_INTERVAL = "1h"
+
+
+class MetricCheck(KubeModel):
+    """A Prometheus query each canary cluster's result must stay within while a step runs."""
+
+    name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    """Names the check in the status and in a rollback's reason (a DNS label)."""
+    address: str = Field(
+        min_length=1, max_length=2048, pattern=r"^https?://[^/@\s]+(/[^\s]*)?$"
+    )
+    """The Prometheus server, e.g. http://prometheus.monitoring:9090 (http or https, no
+    credentials in it; the controller only queries addresses its operator allows:
+    PROPAGATOR_ANALYSIS_ADDRESSES)."""
+    query: str = Field(min_length=1, max_length=MAX_QUERY_LENGTH)
+    """PromQL returning one number per cluster; may use {{ cluster.name }}, {{ cluster.labels
+    }}, {{ revision }} (the canary's), {{ stableRevision }} and {{ namespace }}."""
+    max: float | None = None
+    """The result must be at most this."""
+    min: float | None = None
+    """The result must be at least this."""
+    interval: Duration = "30s"
+    """How often it is measured on each canary cluster (5s to 1h)."""
+    failure_limit: int = Field(default=0, ge=0, le=MAX_FAILURE_LIMIT)
+    """Failed measurements (out of bounds, no data, an error) tolerated per cluster and
+    step; one more rolls the canary back."""
+
+    rules = (
+        duration_rule("interval", "interval", MAX_INTERVAL, MIN_INTERVAL),
+        Rule(
+            cel="has(self.max) || has(self.min)",
+            message="a metric check needs max, min or both",
+            check=lambda m: m.max is not None or m.min is not None,
+        ),
+        Rule(
+            cel="!has(self.max) || !has(self.min) || self.min <= self.max",
+            message="min must not exceed max",
+            check=lambda m: m.max is None or m.min is None or m.min <= m.max,
+        ),
+    )
+
+
 class CanaryAnalysis(KubeModel):
     """What makes a canary fail (and roll back by itself)."""
 
     progress_deadline_seconds: int = Field(default=600, ge=1, le=MAX_PROGRESS_DEADLINE_SECONDS)
     """A step whose canary copy is not healthy on every canary cluster this long after its
     weight was set fails (1 to 86400; default 600)."""
+    metrics: list[MetricCheck] = Field(
+        default_factory=list,
+        max_length=10,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """Checks that must hold on every canary cluster: a step passes only once each has
+    been measured within bounds there since the step began."""
 
 
 class Canary(KubeModel):

@@ -26,6 +26,7 @@ from propagator.tenancy.policy import (
 )
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+ANALYSIS_ADDRESS = re.compile(r"https?://[^/@\s]+(/[^\s]*)?")
 
 ENV_PREFIX = "PROPAGATOR_"
 
@@ -139,6 +140,29 @@ class Settings(BaseSettings):
     denied_namespaces: str = Field(",".join(DEFAULT_DENIED_NAMESPACES), max_length=4096)
     """Member namespaces (comma-separated, * and ? patterns) only platform namespaces may
     write."""
+
+    analysis_addresses: str = Field("", max_length=8192)
+    """Prometheus servers canary metric checks may query (comma-separated address
+    prefixes such as http://prometheus.monitoring:9090; empty: none, and every metric
+    check fails saying so): the controller makes these requests, so tenants must not
+    point it anywhere else."""
+
+    @model_validator(mode="after")
+    def _analysis_addresses(self) -> Settings:
+        self.analysis_address_list()  # raises naming the setting and the bad entry
+        return self
+
+    def analysis_address_list(self) -> list[str]:
+        """The allowed Prometheus address prefixes."""
+        out = []
+        for entry in _entries(self.analysis_addresses):
+            if not ANALYSIS_ADDRESS.fullmatch(entry):
+                raise ValueError(
+                    f"PROPAGATOR_ANALYSIS_ADDRESSES: {entry!r} is not an http(s) address "
+                    "without credentials, such as http://prometheus.monitoring:9090"
+                )
+            out.append(entry)
+        return out
 
     @model_validator(mode="after")
     def _retry_backoff(self) -> Settings:

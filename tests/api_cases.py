@@ -85,6 +85,11 @@ class BadObject:
     says: str
 
 
+def _check(fields: dict[str, Any]) -> dict[str, Any]:
+    check = {"name": "errors", "address": "http://prometheus:9090", "query": "up", **fields}
+    return {"canary": {"steps": [{"weight": 10}], "analysis": {"metrics": [check]}}}
+
+
 def _weights(static: list[dict[str, Any]]) -> dict[str, Any]:
     return {"placement": {"replicas": {"mode": "Divided", "weights": {"static": static}}}}
 
@@ -360,6 +365,36 @@ BAD_OBJECTS = [
         ap(_steps({"weight": 10, "pause": "9999h"})),
         "spec.canary.steps[0].pause",
         "pause must be at most 24h",
+    ),
+    BadObject(
+        "ap-canary-progress-deadline-zero",
+        ap({"canary": {"steps": [{"weight": 10}], "analysis": {"progressDeadlineSeconds": 0}}}),
+        "spec.canary.analysis.progressDeadlineSeconds",
+        "greater than or equal to 1",
+    ),
+    BadObject(
+        "ap-canary-check-without-bounds",
+        ap(_check({})),
+        "spec.canary.analysis.metrics[0]",
+        "a metric check needs max, min or both",
+    ),
+    BadObject(
+        "ap-canary-check-min-above-max",
+        ap(_check({"min": 5, "max": 1})),
+        "spec.canary.analysis.metrics[0]",
+        "min must not exceed max",
+    ),
+    BadObject(
+        "ap-canary-check-credentials-in-address",
+        ap(_check({"max": 1, "address": "http://admin:secret@prometheus:9090"})),
+        "spec.canary.analysis.metrics[0].address",
+        "should match",
+    ),
+    BadObject(
+        "ap-canary-check-interval-too-short",
+        ap(_check({"max": 1, "interval": "1s"})),
+        "spec.canary.analysis.metrics[0].interval",
+        "interval must be between 5s and 1h",
     ),
     BadObject(
         "tq-boolean-is-not-a-quantity",

@@ -59,6 +59,14 @@ def test_flags_override_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             ["--platform-namespaces", "Platform_Team"],
             "PROPAGATOR_PLATFORM_NAMESPACES: 'Platform_Team' is not a namespace name",
         ),
+        (
+            ["--analysis-addresses", "http://prom:9090,ftp://x"],
+            "PROPAGATOR_ANALYSIS_ADDRESSES: 'ftp://x' is not an http(s) address",
+        ),
+        (
+            ["--analysis-addresses", "http://u:p@prom:9090"],
+            "is not an http(s) address without credentials",
+        ),
     ],
 )
 def test_bad_values_name_the_setting_value_and_bounds(argv: list[str], says: str) -> None:

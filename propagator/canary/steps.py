@@ -140,8 +140,21 @@ class Seen:
 
 
 @dataclass(frozen=True)
+class Finding:
+    """What the metric analysis says of the current step."""
+
+    holds: bool
+    """Every check has passed on every canary cluster since the step began."""
+    failed: str | None = None
+    """Why the step fails (a check beyond its failure limit on a cluster)."""
+    waiting: str = ""
+    """What it still waits for."""
+
+
+@dataclass(frozen=True)
 class Rollback:
-    """Why a step failed (``reason`` is a metric label: ProgressDeadline, Degraded)."""
+    """Why a step failed (``reason`` is a metric label: ProgressDeadline, Degraded,
+    Analysis)."""
 
     reason: str
     message: str
@@ -170,13 +183,15 @@ def advance(
     seen: Mapping[str, Seen] | None,
     action: str | None,
     now: float,
+    analysis: Finding | None = None,
 ) -> tuple[CanaryState, Rollback | None]:
     """The next state of the canary (and the rollback it makes, if any). ``release``: the
     latest revision of the workloads; ``changed()``: whether the latest revision's pod
     templates differ from the stable revision's anywhere (asked only when a new canary
     might start); ``canary_clusters``: the placed clusters the canary runs on; ``seen``:
     what each placed cluster shows of ``state`` (None when nothing has been seen of it
-    yet: after a restart, or right after a change); ``action``: promote, abort or retry."""
+    yet: after a restart, or right after a change); ``action``: promote, abort or retry;
+    ``analysis``: what the metric checks say of the current step (None: it has none)."""
     s = state or CanaryState("Succeeded", None)
     if s.stable is None:
         return _done(s, release, "first release: no stable revision ran, applied at once")
@@ -203,7 +218,7 @@ def advance(
             _promote(s, "promoted by propagator.io/canary-action: the remaining steps are skipped"),
             None,
         )
-    return _step(s, canary, canary_clusters, seen, now)
+    return _step(s, canary, canary_clusters, seen, now, analysis)
 
 
 def _done(s: CanaryState, release: str, message: str) -> tuple[CanaryState, None]:
@@ -272,18 +287,22 @@ def _step(
     canary_clusters: Collection[str],
     seen: Mapping[str, Seen] | None,
     now: float,
+    analysis: Finding | None = None,
 ) -> tuple[CanaryState, Rollback | None]:
     """A step (Progressing or Paused): passed, held, or failed."""
     index = min(s.step, len(canary.steps) - 1)
     step, total = canary.steps[index], len(canary.steps)
     where = f"step {index + 1} of {total}, weight {s.weight}"
-    if s.phase == "Paused":
-        return s, None  # a gate: promote or abort
     views = {c: seen.get(c) for c in canary_clusters} if seen is not None else {}
     degraded = sorted(c for c, x in views.items() if x is not None and x.canary == "Degraded")
     if degraded:
         why = f"{where}: the canary copy is Degraded on {', '.join(degraded)}"
         return _ended(s, "RolledBack", f"rolled back: {why}"), Rollback("Degraded", why)
+    if analysis is not None and analysis.failed is not None:
+        why = f"{where}: {analysis.failed}"
+        return _ended(s, "RolledBack", f"rolled back: {why}"), Rollback("Analysis", why)
+    if s.phase == "Paused":
+        return s, None  # a gate: promote or abort
     waiting = sorted(
         c for c, x in views.items() if x is None or not x.applied or x.canary != HEALTHY
     )
@@ -310,6 +329,9 @@ def _step(
             None,
         )
     healthy_at = s.step_healthy_at if s.step_healthy_at is not None else now
+    if analysis is not None and not analysis.holds:
+        message = f"{where}: healthy; waiting for the analysis: {analysis.waiting}"
+        return dataclasses.replace(s, step_healthy_at=healthy_at, message=message), None
     pause = duration_seconds(step.pause) if step.pause else 0.0
     if now < healthy_at + pause:
         message = f"{where}: healthy; paused until {iso(healthy_at + pause)}"

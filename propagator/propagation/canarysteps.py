@@ -8,11 +8,14 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from opentelemetry import trace
+
 from api.application import ApplicationPropagation, Override
 from api.rollout import CANARY_ACTION_ANNOTATION, TRACK_LABEL
 from api.selectors import selects
 from fleet.connection import KubeConnection
 from fleet.snapshot import FleetSnapshot
+from propagator.canary.analysis import Analysis
 from propagator.canary.copies import (
     DEPLOYMENT,
     CanaryError,
@@ -32,6 +35,7 @@ from propagator.propagation.render import RenderError
 from propagator.propagation.targets import Target
 from propagator.propagation.work import WorkTable
 
+tracer = trace.get_tracer("propagator")
 Objects = list[dict[str, Any]]
 StableRender = Callable[
     [Sequence[Mapping[str, Any]], Sequence[Override], list[str]], Awaitable[dict[str, Objects]]
@@ -62,14 +66,21 @@ class CanarySteps:
     """Runs the canaries of the applications one reconciler plans."""
 
     def __init__(
-        self, hub: KubeConnection, table: WorkTable, members: MemberAccess, metrics: Metrics
+        self,
+        hub: KubeConnection,
+        table: WorkTable,
+        members: MemberAccess,
+        metrics: Metrics,
+        analysis: Analysis,
     ) -> None:
         self.hub, self.table, self.members, self.metrics = hub, table, members, metrics
         self.revisions = StableRevisions(hub)
+        self.analysis = analysis
 
     def forget(self, key: str) -> None:
         namespace, _, name = key.partition("/")
         self.revisions.forget(namespace, name)
+        self.analysis.forget(key)
 
     # -- the next state -------------------------------------------------------------------
 
@@ -119,6 +130,14 @@ class CanarySteps:
         seen = None
         if last is not None and last.canary is not None and last.canary.state == before:
             seen = self.seen(key, last)  # what the clusters show of the state planned last
+        finding = None
+        checks = canary.analysis.metrics
+        if checks and before is not None and before.phase in ("Progressing", "Paused"):
+            labels = {
+                c: dict(snapshot.clusters[c].labels) for c in clusters if c in snapshot.clusters
+            }
+            with tracer.start_as_current_span("canary analysis"):
+                finding = await self.analysis.measure(key, namespace, before, checks, labels, now)
         value = (meta.get("annotations") or {}).get(CANARY_ACTION_ANNOTATION)
         action, problem = action_of(value, before.last_action if before else None)
         state, rollback = advance(
@@ -130,12 +149,13 @@ class CanarySteps:
             seen,
             action,
             now,
+            finding,
         )
         if value and value != (before.last_action if before else None):
             state = dataclasses.replace(state, last_action=value, message=problem or state.message)
         if state.stable == release and (before is None or before.stable != release):
             await self.revisions.put(obj, release, latest)
-        await self._announce(obj, before, state, rollback, len(canary.steps))
+        await self._announce(obj, before, state, rollback, len(canary.steps), now)
         return CanaryPlan(
             canary, state, clusters, release, None if state.stable == release else stable
         )
@@ -169,6 +189,10 @@ class CanarySteps:
         if plan.canary is None or not plan.canary.state.running:
             return None
         s, canary = plan.canary.state, plan.canary.spec
+        checks = canary.analysis.metrics
+        finding = None
+        if checks:
+            finding = self.analysis.finding(key, s, checks, plan.canary.canary_clusters)
         moved, _ = advance(
             s,
             canary,
@@ -178,10 +202,12 @@ class CanarySteps:
             self.seen(key, plan),
             None,
             now,
+            finding,
         )
         if not moved.at_same_stage(s) or moved.phase != s.phase:
             return 0.0
-        return due_in(moved, canary, now)
+        due = [due_in(moved, canary, now), self.analysis.next_due(key, checks, now)]
+        return min((d for d in due if d is not None), default=None)
 
     # -- what each cluster runs -----------------------------------------------------------
 
@@ -213,9 +239,30 @@ class CanarySteps:
         after: CanaryState,
         rollback: Rollback | None,
         steps: int,
+        now: float,
     ) -> None:
+        """Metrics, Events, and a span for each step that ended (its whole duration)."""
         meta = obj["metadata"]
         labels = (meta.get("namespace", "default"), meta["name"])
+        if (
+            before is not None
+            and before.running
+            and before.step_started_at is not None
+            and (before.step, before.canary, before.phase)
+            != (after.step, after.canary, after.phase)
+        ):
+            span = tracer.start_span(
+                "canary step",
+                start_time=int(before.step_started_at * 1e9),
+                attributes={
+                    "application": "/".join(labels),
+                    "step": before.step,
+                    "weight": before.weight,
+                    "revision": before.canary or "",
+                    "next": after.phase,
+                },
+            )
+            span.end(end_time=int(max(now, before.step_started_at) * 1e9))
         self.metrics.canary_weight.labels(*labels).set(after.weight if after.running else 0)
         for phase in PHASES:
             self.metrics.canary_phase.labels(*labels, phase).set(1 if phase == after.phase else 0)

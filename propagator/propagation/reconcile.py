@@ -25,6 +25,7 @@ from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
 from fleet.informer import cache_key
 from fleet.snapshot import ClusterInfo, FleetSnapshot, SnapshotStore
+from propagator.canary.analysis import Analysis
 from propagator.canary.plan import CanaryPlan
 from propagator.conditions import now_iso, status_changed
 from propagator.observability.metrics import Metrics
@@ -89,7 +90,9 @@ class Reconciler:
         self.members = members
         self.metrics = metrics
         self.failover = FailoverSteps(hub, table, members, metrics)
-        self.canary = CanarySteps(hub, table, members, metrics)
+        self.canary = CanarySteps(
+            hub, table, members, metrics, Analysis(settings.analysis_address_list())
+        )
         self.plans: dict[str, Plan] = {}
 
     def forget(self, key: str) -> None:
