@@ -19,6 +19,8 @@ from fleet.local.kwok import UNREADY_ANNOTATION
 from tests.e2e.conftest import Fleet
 from tests.e2e.controller import Controller, kubectl_propagator, running
 from tests.e2e.manifests import deployment, service
+from tests.e2e.prometheus import Exporter, Prometheus, scraped
+from tests.e2e.prometheus import running as prometheus_running
 from tests.e2e.test_propagation import (
     ENV,
     MEMBERS,
@@ -36,20 +38,36 @@ from tests.e2e.waiting import HANG_GUARD_S, eventually
 
 CANARY_CLUSTER = MEMBERS[0]
 OTHERS = MEMBERS[1:]
-NAMESPACES = ("canary-steps", "canary-rollback", "canary-restart", "canary-routes")
+NAMESPACES = (
+    "canary-steps",
+    "canary-rollback",
+    "canary-restart",
+    "canary-routes",
+    "canary-analysis",
+)
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheus, Exporter]]:
+    with prometheus_running(tmp_path_factory.mktemp("prometheus")) as running_:
+        yield running_
+
+
+@pytest.fixture(scope="module")
 def controller(
-    fleet: Fleet, joined: list[str], tmp_path_factory: pytest.TempPathFactory
+    fleet: Fleet,
+    joined: list[str],
+    tmp_path_factory: pytest.TempPathFactory,
+    prometheus: tuple[Prometheus, Exporter],
 ) -> Iterator[Controller]:
     members = k8s.CustomObjectsApi(fleet.api(HUB))
     label = {"metadata": {"labels": {"canary": "yes"}}}
     members.patch_cluster_custom_object(
         "propagator.io", "v1alpha1", "memberclusters", CANARY_CLUSTER, label
     )
-    with running(fleet, tmp_path_factory.mktemp("canary"), ENV) as controller:
+    env = {**ENV, "PROPAGATOR_ANALYSIS_ADDRESSES": prometheus[0].address}
+    with running(fleet, tmp_path_factory.mktemp("canary"), env) as controller:
         yield controller
         for namespace in NAMESPACES:
             if not ap_gone(fleet, namespace, "web"):
@@ -461,3 +479,58 @@ def test_ingress_and_httproute_weights_follow_every_step(
     _annotate(fleet, ns, "promote")
     wait_ap(fleet, ns, "web", "Succeeded", lambda a: _canary(a).get("phase") == "Succeeded")
     eventually(lambda: routing() == as_written or None, "routes as written again")
+
+
+def test_metric_analysis_on_a_real_prometheus_advances_or_rolls_back(
+    fleet: Fleet, controller: Controller, prometheus: tuple[Prometheus, Exporter]
+) -> None:
+    server, exporter = prometheus
+    ns = "canary-analysis"
+    series = f'canary_error_ratio{{cluster="{CANARY_CLUSTER}"}}'
+    exporter.samples[series] = 0.01
+    check = {
+        "name": "error-ratio",
+        "address": server.address,
+        "query": 'max(canary_error_ratio{cluster="{{ cluster.name }}"})',
+        "max": 0.05,
+        "interval": "5s",
+        "failureLimit": 1,
+    }
+    create(fleet, _app(ns, 4, [{"weight": 50}, {"weight": 100}], analysis={"metrics": [check]}))
+    wait_ap(fleet, ns, "web", "Succeeded", lambda a: _canary(a).get("phase") == "Succeeded")
+    eventually(lambda: scraped(server, series, 0.01) or None, "the good ratio scraped")
+
+    # a good ratio: the analysis holds at every step, the release goes out
+    update_spec(fleet, ns, "web", lambda s: _image(s, "nginx:1.28"))
+    released = wait_ap(
+        fleet,
+        ns,
+        "web",
+        "released",
+        lambda a: (
+            _canary(a).get("phase") == "Succeeded"
+            and _canary(a).get("stableRevision") == _canary(a).get("canaryRevision")
+        ),
+    )
+    assert _canary(released)["stableRevision"] is not None
+    eventually(
+        lambda: _deployments(fleet, CANARY_CLUSTER, ns) == {"web": ("nginx:1.28", 4)} or None,
+        "the new template everywhere",
+    )
+
+    # a bad ratio: the next release rolls back, naming the check and the cluster
+    exporter.samples[series] = 0.5
+    eventually(lambda: scraped(server, series, 0.5) or None, "the bad ratio scraped")
+    update_spec(fleet, ns, "web", lambda s: _image(s, "nginx:1.29"))
+    rolled = wait_ap(
+        fleet, ns, "web", "RolledBack", lambda a: _canary(a).get("phase") == "RolledBack"
+    )
+    message = _canary(rolled)["message"]
+    assert f"check error-ratio on {CANARY_CLUSTER}: 0.5 is above max 0.05" in message
+    eventually(
+        lambda: _deployments(fleet, CANARY_CLUSTER, ns) == {"web": ("nginx:1.28", 4)} or None,
+        "back to the stable copy",
+    )
+    for cluster in OTHERS:
+        assert _deployments(fleet, cluster, ns) == {"web": ("nginx:1.28", 4)}
+    assert controller.scrape()['propagator_canary_rollbacks_total{reason="Analysis"}'] == 1.0

@@ -1,0 +1,121 @@
+"""A real Prometheus server for the e2e tests (built from the module pinned in
+hack/prometheus by hack/prometheus.sh), and a small exporter whose values a test sets."""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import subprocess
+import threading
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.controller import free_port
+from tests.e2e.waiting import HANG_GUARD_S, eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def prometheus_dir() -> Path:
+    """Where prometheus and promtool are (built on first use)."""
+    result = subprocess.run(
+        ["bash", str(ROOT / "hack" / "prometheus.sh")],
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True,
+    )
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+class Exporter:
+    """Serves ``/metrics`` with the samples a test sets (name{labels} -> value)."""
+
+    def __init__(self) -> None:
+        self.samples: dict[str, float] = {}
+        samples = self.samples
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = "".join(f"{k} {v}\n" for k, v in sorted(samples.items())).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Prometheus:
+    """A started Prometheus scraping ``targets`` every second."""
+
+    def __init__(self, binaries: Path, data: Path, targets: list[str]) -> None:
+        self.port = free_port()
+        self.address = f"http://127.0.0.1:{self.port}"
+        config = data / "prometheus.yml"
+        config.write_text(
+            "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+            "scrape_configs:\n"
+            f"- job_name: test\n  static_configs:\n  - targets: {targets!r}\n"
+        )
+        self.log = (data / "prometheus.log").open("w")
+        self.proc = subprocess.Popen(
+            [
+                str(binaries / "prometheus"),
+                f"--config.file={config}",
+                f"--storage.tsdb.path={data / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        eventually(self._ready, "Prometheus ready")
+
+    def _ready(self) -> bool:
+        with urllib.request.urlopen(f"{self.address}/-/ready", timeout=2) as answer:
+            return bool(answer.status == 200)
+
+    def query(self, promql: str) -> Any:
+        url = f"{self.address}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return json.load(answer)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(HANG_GUARD_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+@contextlib.contextmanager
+def running(data: Path) -> Iterator[tuple[Prometheus, Exporter]]:
+    """A Prometheus scraping a fresh exporter; stopped at the end."""
+    exporter = Exporter()
+    prometheus = Prometheus(prometheus_dir(), data, [f"127.0.0.1:{exporter.port}"])
+    try:
+        yield prometheus, exporter
+    finally:
+        prometheus.stop()
+        exporter.close()
+
+
+def scraped(prometheus: Prometheus, series: str, value: float) -> bool:
+    """Whether ``series`` has been scraped with ``value``."""
+    result = prometheus.query(series)["data"]["result"]
+    return bool(result) and float(result[0]["value"][1]) == value
