@@ -52,6 +52,7 @@ bench: install testbin
 	$(PY) -m bench.propagation
 	$(PY) -m bench.scale
 	$(PY) -m bench.failover
+	$(PY) -m bench.canary
 
 local-up: install testbin
 	$(VENV)/bin/propagator local up --state-dir $(STATE_DIR)
