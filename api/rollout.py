@@ -101,9 +101,7 @@ class MetricCheck(KubeModel):
 
     name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     """Names the check in the status and in a rollback's reason (a DNS label)."""
-    address: str = Field(
-        min_length=1, max_length=2048, pattern=r"^https?://[^/@\s]+(/[^\s]*)?$"
-    )
+    address: str = Field(min_length=1, max_length=2048, pattern=r"^https?://[^/@\s]+(/[^\s]*)?$")
     """The Prometheus server, e.g. http://prometheus.monitoring:9090 (http or https, no
     credentials in it; the controller only queries addresses its operator allows:
     PROPAGATOR_ANALYSIS_ADDRESSES)."""

@@ -53,10 +53,12 @@ up() {
   wait_for "the CRDs" $KUBECTL wait --for condition=Established crd --all --timeout 60s
   local regions=(eu-west us-east ap-south) layers=(high-performance high-performance edge)
   for m in 1 2 3; do
+    local canary=()  # member-1 is the canary cluster of docs/examples/app-canary.yaml
+    [[ $m == 1 ]] && canary=(--label canary=true)
     "$PROPAGATOR" fleet join "member-$m" \
       --kubeconfig "$STATE_DIR/kubeconfigs/member-$m.yaml" \
       --hub-kubeconfig "$STATE_DIR/kubeconfigs/hub.yaml" \
-      --fleet prod --label env=prod --region "${regions[m-1]}" --layer "${layers[m-1]}"
+      --fleet prod --label env=prod "${canary[@]}" --region "${regions[m-1]}" --layer "${layers[m-1]}"
   done
   PROPAGATOR_HUB_KUBECONFIG=$STATE_DIR/kubeconfigs/hub.yaml \
     PROPAGATOR_METRICS_PORT=${METRICS_PORT:-8080} PROPAGATOR_HEALTH_PORT=${HEALTH_PORT:-8081} \
