@@ -76,9 +76,12 @@ class Harness:
         quotas: Sequence[dict[str, Any]] = (),
         table: WorkTable | None = None,
         limit_ranges: Mapping[str, list[dict[str, Any]]] | None = None,
+        kinds: frozenset[tuple[str, str]] = frozenset(
+            {("v1", "ConfigMap"), ("apps/v1", "Deployment")}
+        ),
     ) -> None:
         """``limit_ranges``: per cluster, its LimitRanges (clusters not named have not
-        listed theirs)."""
+        listed theirs); ``kinds``: what every cluster serves."""
         app["metadata"]["generation"] = 1
         self.hub = FakeHub(app)
         self.table = table or WorkTable()
@@ -86,7 +89,6 @@ class Harness:
         self.healths: dict[str, WorkloadHealth] = {}
         """The application's health per cluster (Healthy unless set)."""
         store = SnapshotStore()
-        kinds = frozenset({("v1", "ConfigMap"), ("apps/v1", "Deployment")})
         store.publish([cluster(c, kinds=kinds) for c in clusters], {"f": list(clusters)})
         listed = {c: LimitRanges(objs) for c, objs in (limit_ranges or {}).items()}
         self.metrics = Metrics()

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from api.rollout import Canary
 from propagator.canary.copies import ClusterMode
 from propagator.canary.revisions import Source
-from propagator.canary.steps import CanaryState
+from propagator.canary.steps import CanaryState, Rollback
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,12 @@ class CanaryPlan:
     unsupported: tuple[str, ...] = ()
     """Workloads a canary does not run (StatefulSets, DaemonSets: they roll out at once),
     as ``Kind name``."""
+    before: CanaryState | None = None
+    """The state this plan moved on from."""
+    rollback: Rollback | None = None
+    """The rollback this plan decided, if any."""
+    latest: Source | None = None
+    """The latest revision's source (kept on the hub once it is the stable one)."""
 
     def mode(self, cluster: str) -> ClusterMode:
         return self.state.mode(cluster, cluster in self.canary_clusters)

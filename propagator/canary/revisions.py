@@ -34,6 +34,14 @@ def source_of(objects: Sequence[Mapping[str, Any]], overrides: Sequence[Any]) ->
     }
 
 
+def application_label(name: str) -> str:
+    """The label value naming application ``name`` (a label value holds 63 characters; a
+    longer name is shortened with a hash of it)."""
+    if len(name) <= 63:
+        return name
+    return f"{name[:46]}-{hashlib.sha256(name.encode()).hexdigest()[:16]}"
+
+
 def release_of(source: Source) -> str:
     """The revision name of ``source`` (a content hash; key order ignored)."""
     canonical = json.dumps(source, sort_keys=True, separators=(",", ":"), default=str)
@@ -60,7 +68,7 @@ class StableRevisions:
                 "apps/v1",
                 "ControllerRevision",
                 namespace,
-                labelSelector=f"{APPLICATION_LABEL}={name}",
+                labelSelector=f"{APPLICATION_LABEL}={application_label(name)}",
             )
             for item in listed.get("items") or []:
                 labels = (item.get("metadata") or {}).get("labels") or {}
@@ -75,7 +83,10 @@ class StableRevisions:
         meta = application["metadata"]
         namespace, name = meta.get("namespace", "default"), meta["name"]
         listed = await self.hub.list(
-            "apps/v1", "ControllerRevision", namespace, labelSelector=f"{APPLICATION_LABEL}={name}"
+            "apps/v1",
+            "ControllerRevision",
+            namespace,
+            labelSelector=f"{APPLICATION_LABEL}={application_label(name)}",
         )
         items = listed.get("items") or []
         numbers = [int(i.get("revision") or 0) for i in items]
@@ -92,7 +103,10 @@ class StableRevisions:
                     "metadata": {
                         "name": f"{name[:200]}-{release[:10]}",
                         "namespace": namespace,
-                        "labels": {APPLICATION_LABEL: name[:63], RELEASE_LABEL: release},
+                        "labels": {
+                            APPLICATION_LABEL: application_label(name),
+                            RELEASE_LABEL: release,
+                        },
                         "ownerReferences": [
                             {
                                 "apiVersion": application["apiVersion"],

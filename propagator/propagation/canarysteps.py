@@ -95,8 +95,9 @@ class CanarySteps:
         key: str,
         now: float,
     ) -> CanaryPlan | None:
-        """The canary of this plan (None without ``spec.canary``): its next state, with the
-        stable revision recorded on the hub when it changes. Raises ApiError (the hub)."""
+        """The canary of this plan (None without ``spec.canary``): its next state, from what
+        the last plan's clusters show and the metric checks measured now (nothing is
+        written: see :meth:`commit`). Raises ApiError (the hub)."""
         canary = app.spec.canary
         if canary is None:
             return None
@@ -153,12 +154,28 @@ class CanarySteps:
         )
         if value and value != (before.last_action if before else None):
             state = dataclasses.replace(state, last_action=value, message=problem or state.message)
-        if state.stable == release and (before is None or before.stable != release):
-            await self.revisions.put(obj, release, latest)
-        await self._announce(obj, before, state, rollback, len(canary.steps), now)
         return CanaryPlan(
-            canary, state, clusters, release, None if state.stable == release else stable
+            canary,
+            state,
+            clusters,
+            release,
+            None if state.stable == release else stable,
+            unsupported(objects),
+            before,
+            rollback,
+            latest,
         )
+
+    async def commit(self, obj: Mapping[str, Any], plan: CanaryPlan, now: float) -> None:
+        """Once the plan goes ahead (rendered, within the tenant's bounds): keep a new stable
+        revision on the hub, and the Events and metrics of the move. Raises ApiError."""
+        state, before = plan.state, plan.before
+        new_stable = state.stable == plan.release and (
+            before is None or before.stable != plan.release
+        )
+        if new_stable and plan.latest is not None:
+            await self.revisions.put(obj, plan.release, plan.latest)
+        await self._announce(obj, before, state, plan.rollback, len(plan.spec.steps), now)
 
     def seen(self, key: str, plan: Plan) -> dict[str, Seen]:
         """What each cluster of ``plan`` shows of it: applied or not, and the health of its

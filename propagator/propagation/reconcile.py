@@ -193,19 +193,17 @@ class Reconciler:
             plan.unhealthy_after_s = duration_seconds(app.spec.failover.application.unhealthy_after)
         await self.failover.announce(obj, step)
         try:
-            plan.canary = await self.canary.begin(
+            canary = await self.canary.begin(
                 app, obj, objects, targets, snapshot, self.plans.get(key), key, step.now
             )
-        except ApiError as exc:  # the stable revision could not be read or kept on the hub
+        except ApiError as exc:  # the stable revision could not be read from the hub
             plan.conditions.append(("CanaryProgressing", False, "HubError", f"{exc}"))
             return await self._planned(obj, key, plan, Outcome(True, exc))
-        if plan.canary is not None:
-            plan.conditions.append(condition_of(plan.canary, objects))
         try:
             moved = await self.failover.render(
                 step,
                 targets,
-                lambda kept: self._render(app, objects, snapshot, kept, plan.canary),
+                lambda kept: self._render(app, objects, snapshot, kept, canary),
                 key,
                 namespace,
             )
@@ -225,6 +223,14 @@ class Reconciler:
         if refusal := self.admission.check(tenant, own, planned, rendered, snapshot, namespace):
             plan.conditions.append(("QuotaExceeded", True, refusal.reason, refusal.message))
             return await self._planned(obj, key, plan, Outcome(False))
+        if canary is not None:  # it goes ahead: the canary's move is kept
+            try:
+                await self.canary.commit(obj, canary, step.now)
+            except ApiError as exc:  # the new stable revision could not be kept on the hub
+                plan.conditions.append(("CanaryProgressing", False, "HubError", f"{exc}"))
+                return await self._planned(obj, key, plan, Outcome(True, exc))
+            plan.canary = canary
+            plan.conditions.append(condition_of(canary, objects))
         plan.targets, plan.rendered, plan.revisions = targets, rendered, moved.revisions
         plan.failover.moves = moved.kept
         plan.desired_kinds = set().union(*(kinds_of(o) for o in rendered.values()))
