@@ -75,6 +75,8 @@ def test_rebalance_wait_runs_out_with_a_hint() -> None:
         (["-n", "a/b", "rebalance", "web"], "--namespace 'a/b': not a namespace name"),
         (["rebalance", "web", "--wait", "--timeout", "soon"], "--timeout: 'soon' is not a"),
         (["canary", "promote", "Web"], "canary promote: NAME 'Web': not an object name"),
+        (["canary", "status", "web", "-n", "A_B"], "--namespace 'A_B': not a namespace name"),
+        (["rebalance", "web", "--namespace=x/y"], "--namespace 'x/y': not a namespace name"),
         (["canary", "abort", "web", "--wait", "--timeout", "x"], "--timeout: 'x' is not a"),
     ],
 )
@@ -151,7 +153,7 @@ def test_canary_actions_are_new_annotation_values_and_wait_for_the_controller() 
     assert hub.values[0] != hub.values[1]  # each request is acted on once
     assert out.splitlines() == [
         "applicationpropagation.propagator.io/web canary promote requested",
-        "Progressing: step 2 of 3, weight 50 — step 2 of 3, weight 50: starting",
+        "Progressing: step 2 of 3, weight 50: starting",
     ]
 
 
@@ -160,8 +162,7 @@ def test_canary_status_shows_each_canary_cluster() -> None:
     hub.values.append("x")
     text = anyio.run(read_status, cast(KubeConnection, hub), "shop", "web")
     assert text.splitlines() == [
-        "applicationpropagation.propagator.io/web: Progressing: step 2 of 3, weight 50 — "
-        "step 2 of 3, weight 50: starting",
+        "applicationpropagation.propagator.io/web: Progressing: step 2 of 3, weight 50: starting",
         "stable revision: aaa   canary revision: bbb",
         "CLUSTER    WEIGHT   STABLE READY   CANARY READY",
         "member-1   50       5/5            3/5",

@@ -43,19 +43,19 @@ async def request_action(
 
 
 def headline(app: dict[str, Any]) -> str:
-    """``Progressing: step 2 of 3, weight 50 — <message>``."""
+    """``Paused: step 2 of 3, weight 50: healthy; waiting for promote (a manual step)``."""
     canary = (app.get("status") or {}).get("canary")
     if not canary:
         has = ((app.get("spec") or {}).get("canary")) is not None
         return "no canary has run yet" if has else "the application has no spec.canary"
-    steps = len(((app.get("spec") or {}).get("canary") or {}).get("steps") or [])
-    where = ""
-    if canary.get("phase") in ("Progressing", "Paused"):
-        where = (
-            f" step {int(canary.get('step', 0)) + 1} of {steps}, weight {canary.get('weight', 0)}"
-        )
-    message = canary.get("message") or ""
-    return f"{canary.get('phase')}:{where}" + (f" — {message}" if message else "")
+    phase, message = canary.get("phase"), canary.get("message")
+    if message:
+        return f"{phase}: {message}"
+    if phase in ("Progressing", "Paused"):
+        steps = len(((app.get("spec") or {}).get("canary") or {}).get("steps") or [])
+        step, weight = int(canary.get("step", 0)) + 1, canary.get("weight", 0)
+        return f"{phase}: step {step} of {steps}, weight {weight}"
+    return str(phase)
 
 
 def status_text(app: dict[str, Any]) -> str:

@@ -41,14 +41,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="Act on ApplicationPropagations on the hub. Exit code 0 on success, 1 "
         "when the hub refuses or the wait runs out, 2 on bad input.",
     )
-    parser.add_argument("--kubeconfig", type=Path, help="the hub's kubeconfig (as kubectl)")
-    parser.add_argument("--context", help="the kubeconfig context to use (as kubectl)")
-    parser.add_argument(
-        "-n", "--namespace", help="the application's namespace (default: the context's)"
-    )
+    _hub_flags(parser, None)
+    # As with kubectl, the hub flags may also follow the command (`canary promote web -n
+    # shop`); there they override only when given.
+    after = Parser(add_help=False)
+    _hub_flags(after, argparse.SUPPRESS)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     rebalance = commands.add_parser(
         "rebalance",
+        parents=[after],
         help="place an application again from scratch, once",
         description="Place the ApplicationPropagation NAME again from scratch: the clusters "
         "it runs on lose their precedence, clusters it was evicted from may take it again, "
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     rebalance.set_defaults(run=_rebalance)
     canary = commands.add_parser(
         "canary",
+        parents=[after],
         help="promote, abort or retry an application's canary, or show it",
         description="promote: open a manual step's gate (the next step starts), or skip "
         "the remaining steps; abort: roll the canary back to the stable revision; retry: run "
@@ -86,6 +88,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     canary.set_defaults(run=_canary)
     return parser
+
+
+def _hub_flags(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument(
+        "--kubeconfig", type=Path, default=default, help="the hub's kubeconfig (as kubectl)"
+    )
+    parser.add_argument(
+        "--context", default=default, help="the kubeconfig context to use (as kubectl)"
+    )
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        default=default,
+        help="the application's namespace (default: the context's)",
+    )
 
 
 def _placement(app: dict[str, Any]) -> str:
