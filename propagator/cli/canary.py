@@ -3,18 +3,12 @@ through its ``propagator.io/canary-action`` annotation, and show where it stands
 
 from __future__ import annotations
 
-import datetime as dt
-import time
 from typing import Any
-
-import anyio
 
 from api.common import API_VERSION
 from api.rollout import CANARY_ACTION_ANNOTATION
 from fleet.connection import KubeConnection
-
-KIND = "ApplicationPropagation"
-POLL_S = 0.5
+from propagator.cli.annotate import KIND, fresh_value, request
 
 
 async def request_action(
@@ -22,24 +16,18 @@ async def request_action(
 ) -> str:
     """Set the annotation to ``<action>/<now>`` (a new value: acted on once); with
     ``wait_s``, wait until the controller has acted on it and return its status line."""
-    value = f"{action}/{dt.datetime.now(dt.UTC).strftime('%Y-%m-%dT%H:%M:%S.%fZ')}"
-    patch = {"metadata": {"annotations": {CANARY_ACTION_ANNOTATION: value}}}
-    await hub.merge_patch(API_VERSION, KIND, name, patch, namespace=namespace)
-    requested = f"applicationpropagation.propagator.io/{name} canary {action} requested"
-    if wait_s is None:
-        return requested
-    deadline = time.monotonic() + wait_s
-    while True:
-        app = await hub.get(API_VERSION, KIND, name, namespace=namespace)
-        canary = (app.get("status") or {}).get("canary") or {}
-        if canary.get("lastAction") == value:
-            return f"{requested}\n{headline(app)}"
-        if time.monotonic() >= deadline:
-            raise TimeoutError(
-                f"{requested}, but the controller had not acted on it after {wait_s:g}s "
-                "(is it running? `kubectl describe ap` shows its events)"
-            )
-        await anyio.sleep(POLL_S)
+    value = fresh_value(f"{action}/")
+    return await request(
+        hub,
+        namespace,
+        name,
+        CANARY_ACTION_ANNOTATION,
+        value,
+        f"applicationpropagation.propagator.io/{name} canary {action} requested",
+        lambda app: ((app.get("status") or {}).get("canary") or {}).get("lastAction") == value,
+        headline,
+        wait_s,
+    )
 
 
 def headline(app: dict[str, Any]) -> str:

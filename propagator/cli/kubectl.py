@@ -13,26 +13,22 @@ prints the new placement.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import re
 import sys
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from api.common import API_VERSION, DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, duration_seconds
+from api.common import DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, duration_seconds
 from api.failover import REBALANCE_ANNOTATION
 from fleet.connection import ApiError, KubeConnection
 from fleet.hub import context_namespace, hub_connection
 from fleet.kubeconfig import KubeconfigError
+from propagator.cli.annotate import fresh_value, request
 from propagator.cli.canary import read_status, request_action
 from propagator.cli.parser import Parser
-
-KIND = "ApplicationPropagation"
-POLL_S = 0.5
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,14 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(or the failover grace period passes).",
     )
     rebalance.add_argument("name", metavar="NAME", help="the ApplicationPropagation")
-    rebalance.add_argument(
-        "--wait", action="store_true", help="wait until the controller has placed it again"
-    )
-    rebalance.add_argument(
-        "--timeout",
-        default="60s",
-        help="how long --wait waits, as a duration such as 30s or 2m (default 60s)",
-    )
+    _wait_flags(rebalance, "wait until the controller has placed it again")
     rebalance.set_defaults(run=_rebalance)
     canary = commands.add_parser(
         "canary",
@@ -78,16 +67,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     canary.add_argument("action", choices=("promote", "abort", "retry", "status"))
     canary.add_argument("name", metavar="NAME", help="the ApplicationPropagation")
-    canary.add_argument(
-        "--wait", action="store_true", help="wait until the controller has acted on it"
-    )
-    canary.add_argument(
+    _wait_flags(canary, "wait until the controller has acted on it")
+    canary.set_defaults(run=_canary)
+    return parser
+
+
+def _wait_flags(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--wait", action="store_true", help=what)
+    parser.add_argument(
         "--timeout",
         default="60s",
         help="how long --wait waits, as a duration such as 30s or 2m (default 60s)",
     )
-    canary.set_defaults(run=_canary)
-    return parser
 
 
 def _hub_flags(parser: argparse.ArgumentParser, default: Any) -> None:
@@ -116,23 +107,18 @@ def _placement(app: dict[str, Any]) -> str:
 async def _request_rebalance(
     hub: KubeConnection, namespace: str, name: str, wait_s: float | None
 ) -> str:
-    value = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    patch = {"metadata": {"annotations": {REBALANCE_ANNOTATION: value}}}
-    await hub.merge_patch(API_VERSION, KIND, name, patch, namespace=namespace)
-    requested = f"applicationpropagation.propagator.io/{name} rebalance requested ({value})"
-    if wait_s is None:
-        return requested
-    deadline = time.monotonic() + wait_s
-    while True:
-        app = await hub.get(API_VERSION, KIND, name, namespace=namespace)
-        if (app.get("status") or {}).get("rebalanced") == value:
-            return f"{requested}\nplaced again: {_placement(app) or 'nowhere'}"
-        if time.monotonic() >= deadline:
-            raise TimeoutError(
-                f"{requested}, but the controller had not acted on it after {wait_s:g}s "
-                "(is it running? `kubectl describe ap` shows its events)"
-            )
-        await anyio.sleep(POLL_S)
+    value = fresh_value()
+    return await request(
+        hub,
+        namespace,
+        name,
+        REBALANCE_ANNOTATION,
+        value,
+        f"applicationpropagation.propagator.io/{name} rebalance requested ({value})",
+        lambda app: (app.get("status") or {}).get("rebalanced") == value,
+        lambda app: f"placed again: {_placement(app) or 'nowhere'}",
+        wait_s,
+    )
 
 
 def _bad_input(args: argparse.Namespace) -> str | None:
