@@ -54,6 +54,12 @@ def replicas_of(deployment: Mapping[str, Any]) -> int:
     return replicas if isinstance(replicas, int) and replicas >= 0 else 1
 
 
+def is_canary_copy(obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` is a canary copy (a Deployment whose pods are on the canary track)."""
+    labels = (((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels")
+    return kind_of(obj) == DEPLOYMENT and (labels or {}).get(TRACK_LABEL) == "canary"
+
+
 def template_of(deployment: Mapping[str, Any]) -> Any:
     """A Deployment's pod template, without the track label (what a canary compares)."""
     template = copy.deepcopy((deployment.get("spec") or {}).get("template") or {})

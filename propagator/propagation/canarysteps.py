@@ -11,7 +11,7 @@ from typing import Any
 from opentelemetry import trace
 
 from api.application import ApplicationPropagation, Override
-from api.rollout import CANARY_ACTION_ANNOTATION, TRACK_LABEL
+from api.rollout import CANARY_ACTION_ANNOTATION
 from api.selectors import selects
 from fleet.connection import KubeConnection
 from fleet.snapshot import FleetSnapshot
@@ -20,6 +20,7 @@ from propagator.canary.copies import (
     DEPLOYMENT,
     CanaryError,
     compose,
+    is_canary_copy,
     kind_of,
     name_of,
     replicas_of,
@@ -55,11 +56,6 @@ def templates_differ(stable: Source, latest: Source) -> bool:
         name_of(d) in before and before[name_of(d)] != template_of(d)
         for d in latest.get("workloads") or []
     )
-
-
-def _is_canary_copy(obj: Mapping[str, Any]) -> bool:
-    labels = (((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels")
-    return kind_of(obj) == DEPLOYMENT and (labels or {}).get(TRACK_LABEL) == "canary"
 
 
 class CanarySteps:
@@ -191,8 +187,8 @@ class CanarySteps:
                 and state.revision == plan.revisions.get(t.cluster)
             )
             deployments = [o for o in rendered if kind_of(o) == DEPLOYMENT]
-            copies = [o for o in deployments if _is_canary_copy(o)]
-            stable = [o for o in deployments if not _is_canary_copy(o)]
+            copies = [o for o in deployments if is_canary_copy(o)]
+            stable = [o for o in deployments if not is_canary_copy(o)]
             out[t.cluster] = Seen(
                 applied,
                 self.members.health(t.cluster, stable, namespace),
@@ -325,7 +321,7 @@ def canary_status(plan: Plan, members: MemberAccess, namespace: str) -> dict[str
         for obj in plan.rendered.get(t.cluster) or []:
             if kind_of(obj) != DEPLOYMENT:
                 continue
-            field = "canaryReady" if _is_canary_copy(obj) else "stableReady"
+            field = "canaryReady" if is_canary_copy(obj) else "stableReady"
             live = members.live(t.cluster, obj, namespace) or {}
             ready = (live.get("status") or {}).get("readyReplicas") or 0
             line[field] = f"{ready}/{replicas_of(obj)}"
