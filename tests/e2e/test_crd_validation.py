@@ -83,15 +83,32 @@ def _kubectl(
     )
 
 
-def test_kubectl_shows_columns_and_descriptions(fleet: Fleet, hub_crds: list[str]) -> None:
-    example = str(EXAMPLES / "fleet.yaml")
+def _renamed_example(tmp_path: Path) -> str:
+    """docs/examples/fleet.yaml with every name prefixed ``example-``: the members the
+    other tests join (member-1...) and their fleet are left alone, whatever ran first."""
+    docs = list(yaml.safe_load_all((EXAMPLES / "fleet.yaml").read_text()))
+    for doc in docs:
+        doc["metadata"]["name"] = "example-" + doc["metadata"]["name"]
+        if doc["kind"] == "Fleet":
+            doc["spec"]["clusterSelector"] = {"matchLabels": {"example": "fleet"}}
+        else:
+            doc["metadata"]["labels"] = {**doc["metadata"].get("labels", {}), "example": "fleet"}
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    return str(path)
+
+
+def test_kubectl_shows_columns_and_descriptions(
+    fleet: Fleet, hub_crds: list[str], tmp_path: Path
+) -> None:
+    example = _renamed_example(tmp_path)
     applied = _kubectl(fleet, "apply", "-f", example)
     assert applied.returncode == 0, applied.stderr
     try:
         listed = _kubectl(fleet, "get", "propagator")
         assert listed.returncode == 0, listed.stderr
-        assert "membercluster.propagator.io/member-1" in listed.stdout
-        assert "fleet.propagator.io/prod" in listed.stdout
+        assert "membercluster.propagator.io/example-member-1" in listed.stdout
+        assert "fleet.propagator.io/example-prod" in listed.stdout
 
         header = _kubectl(fleet, "get", "mc").stdout.splitlines()[0].split()
         assert header == ["NAME", "READY", "LAYER", "REGION", "VERSION", "CPU-AVAILABLE", "AGE"]
@@ -103,7 +120,6 @@ def test_kubectl_shows_columns_and_descriptions(fleet: Fleet, hub_crds: list[str
         assert "Layers to try in order" in explained.stdout
         assert "minClusters" in explained.stdout
     finally:
-        # Leave the hub as found: later tests join members under the same names.
         deleted = _kubectl(fleet, "delete", "-f", example, "--wait")
         assert deleted.returncode == 0, deleted.stderr
 
