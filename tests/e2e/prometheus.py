@@ -15,20 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.controller import free_port
+from tests.e2e.tools import built
 from tests.e2e.waiting import HANG_GUARD_S, eventually
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def prometheus_dir() -> Path:
     """Where prometheus and promtool are (built on first use)."""
-    result = subprocess.run(
-        ["bash", str(ROOT / "hack" / "prometheus.sh")],
-        stdout=subprocess.PIPE,
-        text=True,
-        check=True,
-    )
-    return Path(result.stdout.strip().splitlines()[-1])
+    return built("prometheus.sh")
 
 
 class Exporter:

@@ -4,10 +4,8 @@ fold-back, and a canary that never becomes healthy rolling back by itself."""
 
 from __future__ import annotations
 
-import subprocess
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,7 +32,8 @@ from tests.e2e.test_propagation import (
     update_spec,
     wait_ap,
 )
-from tests.e2e.waiting import HANG_GUARD_S, eventually
+from tests.e2e.tools import built
+from tests.e2e.waiting import eventually
 
 CANARY_CLUSTER = MEMBERS[0]
 OTHERS = MEMBERS[1:]
@@ -45,7 +44,6 @@ NAMESPACES = (
     "canary-routes",
     "canary-analysis",
 )
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -398,13 +396,7 @@ def test_a_restarted_controller_resumes_at_the_step_and_a_second_change_replaces
 
 def _install_http_routes(fleet: Fleet, cluster: str) -> None:
     """HTTPRoute on the member, from the Gateway API release pinned in hack/."""
-    crds = subprocess.run(
-        ["bash", str(ROOT / "hack" / "gateway-api.sh")],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=HANG_GUARD_S,
-    ).stdout.strip()
+    crds = built("gateway-api.sh")
     kubectl(
         fleet,
         "apply",
