@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STATE_DIR ?= $(HOME)/.local/state/propagator/local
 
-.PHONY: install crds testbin prometheus lint typecheck unit e2e test bench local-up local-down demo demo-down clean
+.PHONY: install crds testbin prometheus helm lint typecheck unit e2e test bench local-up local-down demo demo-down clean
 
 install: $(VENV)/.installed
 
@@ -20,12 +20,17 @@ testbin:
 	bash hack/testbin.sh
 
 # Regenerate charts/propagator/crds/ from the models in api/ (a unit test fails on drift).
-# Prometheus and promtool from hack/prometheus/go.mod (for the canary analysis tests).
+# Prometheus and promtool from hack/prometheus/go.mod (the canary analysis tests, the alerts).
 prometheus:
 	bash hack/prometheus.sh
 
+# helm from hack/helm/go.mod (the chart tests).
+helm:
+	bash hack/helm.sh
+
 crds: install
 	$(VENV)/bin/propagator crds --output-dir charts/propagator/crds
+	$(VENV)/bin/propagator chart --output-dir charts/propagator
 
 lint: install
 	$(PY) -m ruff check .
@@ -37,7 +42,7 @@ typecheck: install
 unit: install
 	$(PY) -m pytest tests --ignore=tests/e2e
 
-e2e: install testbin prometheus
+e2e: install testbin prometheus helm
 	$(PY) -m pytest tests/e2e
 
 test: lint typecheck unit e2e

@@ -1,0 +1,170 @@
+"""``propagator chart``: write the Helm chart's generated files — ``values.schema.json``
+(every value typed and bounded; the controller's settings from the settings model itself,
+so a wrong value fails ``helm install`` with the same bounds ``propagator run`` checks)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from propagator.settings import Settings
+
+CHART_SET = frozenset(
+    {
+        "hub_kubeconfig",
+        "hub_context",
+        "service_account_dir",
+        "namespace",
+        "leader_elect",
+        "bind_address",
+        "metrics_port",
+        "health_port",
+    }
+)
+"""Settings the chart sets itself (in a pod: the in-cluster hub, the release namespace,
+leader election on, the probe and metrics ports from their own values)."""
+
+_DNS_LABEL = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+_DURATION = "^[0-9]+(ms|s|m|h)$"
+_LABELS: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": {"type": "string", "maxLength": 63},
+}
+_ANNOTATIONS: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "string"}}
+_PORT: dict[str, Any] = {"type": "integer", "minimum": 1, "maximum": 65535}
+
+
+def _strict(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": properties,
+    }
+    if required:
+        out["required"] = list(required)
+    return out
+
+
+def _setting(schema: dict[str, Any]) -> dict[str, Any]:
+    """A setting's JSON schema as values.schema.json holds it (no titles, no formats)."""
+    out = {k: v for k, v in schema.items() if k not in ("title", "format", "default")}
+    if "anyOf" in out:
+        out["anyOf"] = [_setting(s) for s in out["anyOf"]]
+    return out
+
+
+def values_schema() -> dict[str, Any]:
+    """The chart's values.schema.json."""
+    settings = Settings.model_json_schema()["properties"]
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "Propagator Helm values",
+        **_strict(
+            {
+                "image": _strict(
+                    {
+                        "repository": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": 255,
+                            "pattern": "^[a-z0-9][a-z0-9./_:-]*$",
+                        },
+                        "tag": {"type": "string", "maxLength": 128, "pattern": "^[A-Za-z0-9_.-]*$"},
+                        "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
+                    },
+                    ("repository",),
+                ),
+                "replicas": {"type": "integer", "minimum": 1, "maximum": 10},
+                "serviceAccount": _strict(
+                    {
+                        "create": {"type": "boolean"},
+                        "name": {"type": "string", "pattern": f"({_DNS_LABEL})|^$"},
+                        "annotations": _ANNOTATIONS,
+                    }
+                ),
+                "rbac": _strict(
+                    {
+                        "create": {"type": "boolean"},
+                        "selectableResources": {
+                            "type": "array",
+                            "maxItems": 50,
+                            "items": _strict(
+                                {
+                                    "apiGroups": {
+                                        "type": "array",
+                                        "minItems": 1,
+                                        "items": {"type": "string", "pattern": "^[a-z0-9.-]*$"},
+                                    },
+                                    "resources": {
+                                        "type": "array",
+                                        "minItems": 1,
+                                        # Secrets stay in the controller's namespace.
+                                        "items": {
+                                            "type": "string",
+                                            "pattern": "^[a-z0-9.-]+$",
+                                            "not": {"enum": ["secrets"]},
+                                        },
+                                    },
+                                },
+                                ("apiGroups", "resources"),
+                            ),
+                        },
+                    }
+                ),
+                "settings": _strict(
+                    {
+                        name: _setting(schema)
+                        for name, schema in settings.items()
+                        if name not in CHART_SET
+                    }
+                ),
+                "resources": {"type": "object"},
+                "podDisruptionBudget": _strict(
+                    {
+                        "enabled": {"type": "boolean"},
+                        "minAvailable": {
+                            "anyOf": [
+                                {"type": "integer", "minimum": 0},
+                                {"type": "string", "pattern": "^[0-9]{1,3}%$"},
+                            ]
+                        },
+                    }
+                ),
+                "metrics": _strict({"port": _PORT}, ("port",)),
+                "health": _strict({"port": _PORT}, ("port",)),
+                "serviceMonitor": _strict(
+                    {
+                        "enabled": {"type": "boolean"},
+                        "interval": {"type": "string", "pattern": _DURATION},
+                        "labels": _LABELS,
+                    }
+                ),
+                "prometheusRule": _strict({"enabled": {"type": "boolean"}, "labels": _LABELS}),
+                "podAnnotations": _ANNOTATIONS,
+                "nodeSelector": _LABELS,
+                "tolerations": {"type": "array", "items": {"type": "object"}},
+                "affinity": {"type": "object"},
+                "priorityClassName": {"type": "string", "maxLength": 253},
+            }
+        ),
+    }
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "chart",
+        help="write the Helm chart's generated files",
+        description="Write values.schema.json into the chart directory (how "
+        "charts/propagator is kept current with the settings).",
+    )
+    parser.add_argument("--output-dir", type=Path, required=True, help="the chart directory")
+    parser.set_defaults(run=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    path = args.output_dir / "values.schema.json"
+    path.write_text(json.dumps(values_schema(), indent=2) + "\n")
+    print(f"wrote {path}")
+    return 0

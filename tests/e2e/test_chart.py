@@ -1,0 +1,126 @@
+"""The Helm chart with a real helm (built from its pinned module): it lints, renders what
+its values say, refuses a wrong value naming it; and its alerts pass promtool's checks and
+unit tests."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.e2e.tools import ROOT, built
+
+CHART = ROOT / "charts" / "propagator"
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    return built("helm.sh") / "helm"
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, check=False, timeout=300)
+
+
+def template(helm: Path, *values: str) -> list[dict[str, Any]]:
+    sets = [a for v in values for a in ("--set", v)]
+    result = run(str(helm), "template", "prop", str(CHART), "-n", "propagator-system", *sets)
+    assert result.returncode == 0, result.stderr
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def of_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def test_the_chart_lints(helm: Path) -> None:
+    result = run(str(helm), "lint", "--strict", str(CHART))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_defaults_render_a_hardened_deployment_with_its_settings(helm: Path) -> None:
+    objects = template(helm, "settings.max_concurrency=50", "settings.leader_lease_duration_s=20")
+    (deployment,) = of_kind(objects, "Deployment")
+    spec = deployment["spec"]["template"]["spec"]
+    assert deployment["spec"]["replicas"] == 2
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    (container,) = spec["containers"]
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["PROPAGATOR_MAX_CONCURRENCY"] == "50"
+    assert env["PROPAGATOR_LEADER_LEASE_DURATION_S"] == "20"
+    assert env["PROPAGATOR_LEADER_ELECT"] == "true"
+    assert env["PROPAGATOR_LOG_FORMAT"] == "json"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert {o["kind"] for o in objects} >= {
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "PodDisruptionBudget",
+    }
+    # the Operator's kinds only when asked for
+    assert not of_kind(objects, "ServiceMonitor")
+    assert not of_kind(objects, "PrometheusRule")
+    asked = template(helm, "serviceMonitor.enabled=true", "prometheusRule.enabled=true")
+    (rule,) = of_kind(asked, "PrometheusRule")
+    alerts = {r["alert"] for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert "PropagatorMemberNotReady" in alerts
+    assert of_kind(asked, "ServiceMonitor")
+
+
+def test_secrets_are_readable_only_in_the_release_namespace(helm: Path) -> None:
+    objects = template(helm)
+    (cluster_role,) = of_kind(objects, "ClusterRole")
+    assert not any("secrets" in r["resources"] for r in cluster_role["rules"])
+    (role,) = of_kind(objects, "Role")
+    assert role["metadata"]["namespace"] == "propagator-system"
+    assert any(r["resources"] == ["secrets"] for r in role["rules"])
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("replicas=0", "replicas"),
+        ("settings.max_concurrency=1000", "max_concurrency"),
+        ("settings.log_format=xml", "log_format"),
+        ("settings.namespace=elsewhere", "namespace"),
+        ("settings.bogus=1", "bogus"),
+        ("image.pullPolicy=Sometimes", "pullPolicy"),
+        (  # Secrets are readable only in the release namespace
+            "rbac.selectableResources[0].apiGroups[0]=,rbac.selectableResources[0].resources[0]=secrets",
+            "/rbac/selectableResources/0/resources/0",
+        ),
+    ],
+)
+def test_a_wrong_value_fails_naming_it(helm: Path, value: str, says: str) -> None:
+    result = run(str(helm), "template", "prop", str(CHART), "--set", value)
+    assert result.returncode != 0
+    assert "values don't meet the specifications of the schema" in result.stderr
+    assert says in result.stderr
+
+
+def test_the_alerts_pass_promtool() -> None:
+    promtool = built("prometheus.sh") / "promtool"
+    alerts = CHART / "alerts"
+    checked = run(str(promtool), "check", "rules", str(alerts / "rules.yaml"))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    tested = subprocess.run(
+        [str(promtool), "test", "rules", "tests.yaml"],
+        cwd=alerts,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert tested.returncode == 0, tested.stdout + tested.stderr
