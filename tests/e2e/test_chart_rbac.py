@@ -47,6 +47,7 @@ def installed(fleet: Fleet, joined: list[str]) -> Iterator[None]:
         [
             helm, "install", RELEASE, str(ROOT / "charts" / "propagator"),
             "--namespace", NAMESPACE, "--kubeconfig", kubeconfig, "--set", "replicas=1",
+            "--skip-crds",  # the session's hub has them already
         ],
         capture_output=True, text=True, check=False, timeout=300,
     )  # fmt: skip
@@ -220,7 +221,7 @@ def test_helm_refuses_a_wrong_value_before_anything_is_installed(
         [
             str(built("helm.sh") / "helm"), "install", "wrong", str(ROOT / "charts" / "propagator"),
             "--namespace", NAMESPACE, "--kubeconfig", str(fleet.kubeconfig(HUB)),
-            "--set", "settings.max_concurrency=0",
+            "--set", "settings.max_concurrency=0", "--skip-crds",
         ],
         capture_output=True, text=True, check=False, timeout=300,
     )  # fmt: skip
