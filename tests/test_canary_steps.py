@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from api.rollout import Canary
-from propagator.canary.steps import CanaryState, Rollback, Seen, action_of, advance, due_in
+from propagator.canary.steps import (
+    CanaryState,
+    Rollback,
+    Seen,
+    action_of,
+    advance,
+    due_in,
+    recorded_action,
+)
 
 CANARY = Canary.model_validate(
     {
@@ -205,3 +213,16 @@ def test_the_state_survives_the_status() -> None:
     assert CanaryState.from_status(s.status(lines)) == s
     assert CanaryState.from_status({"phase": "Bogus"}) is None
     assert CanaryState.from_status(None) is None
+
+
+def test_an_annotation_value_too_long_for_the_status_is_recorded_by_its_hash() -> None:
+    value = "promote/" + "x" * 5000
+    recorded = recorded_action(value)
+    assert recorded.startswith("sha256:")
+    assert len(recorded) <= 253
+    assert action_of(value, None) == ("promote", None)
+    assert action_of(value, recorded) == (None, None)  # acted on once
+    assert recorded_action("promote/1") == "promote/1"
+    _, problem = action_of("x" * 5000, None)
+    assert problem is not None
+    assert len(problem) < 300  # the value is not repeated whole

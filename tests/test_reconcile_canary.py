@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from api.application import ApplicationPropagationStatus
 from tests.e2e.manifests import application, deployment
 from tests.test_reconcile import FakeHub, Harness, _one_cpu_tenant
 
@@ -107,3 +108,17 @@ def test_statefulsets_alone_say_the_canary_does_not_run_them() -> None:
     condition = h.condition("CanaryProgressing")
     assert (condition["status"], condition["reason"]) == ("False", "CanaryUnsupported")
     assert "StatefulSet db roll(s) out at once" in condition["message"]
+
+
+def test_a_huge_action_value_is_acted_on_once_and_the_status_still_validates() -> None:
+    h = harness(web("nginx:1.27"))
+    settle(h)
+    h.hub.app["metadata"]["annotations"] = {"propagator.io/canary-action": "abort/" + "x" * 4000}
+    settle(h)
+    canary = h.hub.app["status"]["canary"]
+    assert canary["lastAction"].startswith("sha256:")
+    ApplicationPropagationStatus.model_validate(h.hub.app["status"])  # what the CRD allows
+    writes = len(h.hub.patches)
+    settle(h)
+    assert h.hub.app["status"]["canary"]["lastAction"] == canary["lastAction"]
+    assert len(h.hub.patches) == writes  # nothing new to act on or write

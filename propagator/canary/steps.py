@@ -14,6 +14,7 @@ or a retry) and ``Aborted``.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -160,15 +161,29 @@ class Rollback:
     message: str
 
 
+MAX_RECORDED_ACTION = 253
+"""``status.canary.lastAction`` holds at most this; a longer value is recorded by its hash."""
+
+
+def recorded_action(value: str) -> str:
+    """How ``status.canary.lastAction`` records an annotation value (a value too long for
+    the status by its hash, so the status write never fails on it)."""
+    if len(value) <= MAX_RECORDED_ACTION:
+        return value
+    return "sha256:" + hashlib.sha256(value.encode()).hexdigest()
+
+
 def action_of(value: str | None, last: str | None) -> tuple[str | None, str | None]:
     """(action to take now, or None; a problem with the value, or None) for the
-    propagator.io/canary-action annotation's ``value`` when ``last`` was acted on last."""
-    if not value or value == last:
+    propagator.io/canary-action annotation's ``value`` when ``last`` (as recorded) was
+    acted on last."""
+    if not value or recorded_action(value) == last:
         return None, None
     action = value.split("/", 1)[0]
     if action not in CANARY_ACTIONS:
+        shown = value if len(value) <= 100 else value[:100] + "…"
         return None, (
-            f"propagator.io/canary-action {value!r} is not one of "
+            f"propagator.io/canary-action {shown!r} is not one of "
             f"{', '.join(CANARY_ACTIONS)} (optionally followed by /anything)"
         )
     return action, None

@@ -28,7 +28,16 @@ from propagator.canary.copies import (
 )
 from propagator.canary.plan import CanaryPlan
 from propagator.canary.revisions import Source, StableRevisions, release_of, source_of
-from propagator.canary.steps import RUNNING, CanaryState, Rollback, Seen, action_of, advance, due_in
+from propagator.canary.steps import (
+    RUNNING,
+    CanaryState,
+    Rollback,
+    Seen,
+    action_of,
+    advance,
+    due_in,
+    recorded_action,
+)
 from propagator.observability.events import record_event
 from propagator.observability.metrics import Metrics
 from propagator.propagation.plan import MemberAccess, Plan
@@ -148,8 +157,10 @@ class CanarySteps:
             now,
             finding,
         )
-        if value and value != (before.last_action if before else None):
-            state = dataclasses.replace(state, last_action=value, message=problem or state.message)
+        if value and recorded_action(value) != (before.last_action if before else None):
+            state = dataclasses.replace(
+                state, last_action=recorded_action(value), message=problem or state.message
+            )
         return CanaryPlan(
             canary,
             state,
