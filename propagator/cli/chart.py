@@ -1,6 +1,7 @@
 """``propagator chart``: write the Helm chart's generated files — ``values.schema.json``
 (every value typed and bounded; the controller's settings from the settings model itself,
-so a wrong value fails ``helm install`` with the same bounds ``propagator run`` checks)."""
+so a wrong value fails ``helm install`` with the same bounds ``propagator run`` checks) and
+the Grafana dashboards (``dashboards/*.json``, from ``observability/dashboards.py``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from propagator.observability.dashboards import DASHBOARDS, grafana
 from propagator.settings import Settings
 
 CHART_SET = frozenset(
@@ -142,6 +144,7 @@ def values_schema() -> dict[str, Any]:
                     }
                 ),
                 "prometheusRule": _strict({"enabled": {"type": "boolean"}, "labels": _LABELS}),
+                "dashboards": _strict({"enabled": {"type": "boolean"}, "labels": _LABELS}),
                 "podAnnotations": _ANNOTATIONS,
                 "nodeSelector": _LABELS,
                 "tolerations": {"type": "array", "items": {"type": "object"}},
@@ -156,15 +159,25 @@ def register(commands: Any) -> None:
     parser = commands.add_parser(
         "chart",
         help="write the Helm chart's generated files",
-        description="Write values.schema.json into the chart directory (how "
-        "charts/propagator is kept current with the settings).",
+        description="Write values.schema.json and dashboards/*.json into the chart directory "
+        "(how charts/propagator is kept current with the settings and the metrics).",
     )
     parser.add_argument("--output-dir", type=Path, required=True, help="the chart directory")
     parser.set_defaults(run=_run)
 
 
+def generated() -> dict[str, str]:
+    """The chart's generated files by path (relative to the chart), as their text."""
+    files = {"values.schema.json": json.dumps(values_schema(), indent=2) + "\n"}
+    for dashboard in DASHBOARDS:
+        files[f"dashboards/{dashboard.uid}.json"] = json.dumps(grafana(dashboard), indent=2) + "\n"
+    return files
+
+
 def _run(args: argparse.Namespace) -> int:
-    path = args.output_dir / "values.schema.json"
-    path.write_text(json.dumps(values_schema(), indent=2) + "\n")
-    print(f"wrote {path}")
+    for name, text in generated().items():
+        path = args.output_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(f"wrote {path}")
     return 0

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from propagator.observability.dashboards import DASHBOARDS, queries
 from tests.e2e.tools import ROOT, built
 
 CHART = ROOT / "charts" / "propagator"
@@ -124,3 +125,19 @@ def test_the_alerts_pass_promtool() -> None:
         timeout=300,
     )
     assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_the_dashboards_ship_as_configmaps_with_valid_promql(helm: Path, tmp_path: Path) -> None:
+    maps = of_kind(template(helm), "ConfigMap")
+    labelled = [m for m in maps if m["metadata"]["labels"].get("grafana_dashboard") == "1"]
+    assert len(labelled) == len(DASHBOARDS)
+    assert not of_kind(template(helm, "dashboards.enabled=false"), "ConfigMap")
+    # every query parses: promtool checks them as recording rules ($variables as .*)
+    every = [expr for d in DASHBOARDS for _, expr in queries(d)]
+    for name in ("cluster", "namespace", "application", "tenant"):
+        every = [expr.replace(f'"${name}"', '".*"') for expr in every]
+    rules = [{"record": f"check:{i}", "expr": expr} for i, expr in enumerate(every)]
+    path = tmp_path / "queries.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))
+    checked = run(str(built("prometheus.sh") / "promtool"), "check", "rules", str(path))
+    assert checked.returncode == 0, checked.stdout + checked.stderr

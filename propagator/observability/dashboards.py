@@ -1,0 +1,301 @@
+"""The Grafana dashboards, as code: fleet, propagation, scheduling, canary and tenants.
+``propagator chart`` writes them into ``charts/propagator/dashboards/``, which the chart
+ships as ConfigMaps for Grafana's dashboard sidecar. Every query reads a metric of
+``observability/metrics.py``; template variables (``$cluster``, ``$namespace``,
+``$application``, ``$tenant``) are multi-value with "All" as ``.*``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+WINDOW = "5m"
+
+
+@dataclass(frozen=True)
+class Panel:
+    title: str
+    targets: tuple[tuple[str, str], ...]
+    """(PromQL, legend) per line."""
+    unit: str = "short"
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    query: str
+    """label_values(...) that lists its values."""
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    uid: str
+    title: str
+    variables: tuple[Variable, ...]
+    panels: tuple[Panel, ...]
+
+
+CLUSTER = Variable("cluster", "label_values(propagator_cluster_ready, cluster)")
+NAMESPACE = Variable("namespace", "label_values(propagator_canary_weight, namespace)")
+APPLICATION = Variable(
+    "application", 'label_values(propagator_canary_weight{namespace=~"$namespace"}, application)'
+)
+TENANT = Variable("tenant", "label_values(propagator_tenant_quota_hard, tenant)")
+C = 'cluster=~"$cluster"'
+APP = 'namespace=~"$namespace", application=~"$application"'
+
+
+def _sum(
+    metric: str, by: str, selector: str = "", fn: str = "rate", window: str = WINDOW
+) -> tuple[str, str]:
+    """``sum by (by) (fn(metric{selector}[window]))``, its legend the grouping labels."""
+    legend = " ".join(f"{{{{{label.strip()}}}}}" for label in by.split(","))
+    series = f"{metric}{{{selector}}}" if selector else metric
+    return f"sum by ({by}) ({fn}({series}[{window}]))", legend
+
+
+def _p99(metric: str, by: str = "") -> tuple[tuple[str, str], ...]:
+    group = f"{by}, le" if by else "le"
+    legend = f"{{{{{by}}}}} " if by else ""
+    return tuple(
+        (
+            f"histogram_quantile({q}, sum by ({group}) (rate({metric}_bucket[{WINDOW}])))",
+            f"{legend}p{int(q * 100)}",
+        )
+        for q in (0.5, 0.99)
+    )
+
+
+DASHBOARDS = (
+    Dashboard(
+        "propagator-fleet",
+        "Propagator / Fleet",
+        (CLUSTER,),
+        (
+            Panel(
+                "Members ready",
+                ((f"propagator_cluster_ready{{{C}}}", "{{cluster}}"),),
+                description="1 when the member's probes pass, 0 when it is not Ready.",
+            ),
+            Panel(
+                "Probes by result",
+                (_sum("propagator_member_probes_total", "cluster, result", C),),
+                "ops",
+            ),
+            Panel(
+                "Circuit state (0 closed, 1 half-open, 2 open)",
+                ((f"propagator_circuit_state{{{C}}}", "{{cluster}}"),),
+            ),
+            Panel(
+                "Fleet snapshot",
+                (
+                    ("propagator_fleet_snapshot_clusters", "clusters"),
+                    (f"changes(propagator_fleet_snapshot_generation[{WINDOW}])", "rebuilds"),
+                ),
+            ),
+            Panel(
+                "Member calls (writes) by operation",
+                (_sum("propagator_member_writes_total", "cluster, operation", C),),
+                "ops",
+            ),
+            Panel("Leader", (("max(propagator_leader)", "leading"),)),
+        ),
+    ),
+    Dashboard(
+        "propagator-propagation",
+        "Propagator / Propagation",
+        (CLUSTER,),
+        (
+            Panel(
+                "Reconciles by result",
+                (_sum("propagator_reconciles_total", "result"),),
+                "ops",
+            ),
+            Panel(
+                "Duration by operation",
+                _p99("propagator_propagation_duration_seconds", "operation"),
+                "s",
+            ),
+            Panel(
+                "Applies by cluster and result",
+                (_sum("propagator_applies_total", "cluster, result", C),),
+                "ops",
+                "Failed and conflicting applies per cluster show as their own lines.",
+            ),
+            Panel(
+                "Retries",
+                (_sum("propagator_apply_retries_total", "cluster", C),),
+                "ops",
+            ),
+            Panel(
+                "In flight and queued",
+                (
+                    ("propagator_propagation_operations_in_flight", "in flight"),
+                    ("propagator_workqueue_depth", "applications queued"),
+                    ("propagator_member_sync_queue_depth", "member syncs queued"),
+                ),
+            ),
+            Panel(
+                "Drift healed",
+                (_sum("propagator_drift_heals_total", "cluster", C, "increase", "1h"),),
+            ),
+            Panel(
+                "Evictions",
+                (_sum("propagator_evictions_total", "cluster, reason", C, "increase", "1h"),),
+            ),
+        ),
+    ),
+    Dashboard(
+        "propagator-scheduling",
+        "Propagator / Scheduling",
+        (),
+        (
+            Panel("Decision latency", _p99("propagator_scheduling_duration_seconds"), "s"),
+            Panel(
+                "Latency by stage",
+                _p99("propagator_scheduling_stage_duration_seconds", "stage"),
+                "s",
+            ),
+            Panel(
+                "Decisions by result",
+                (_sum("propagator_scheduling_results_total", "result"),),
+                "ops",
+            ),
+            Panel(
+                "Full scans (stale snapshot)",
+                ((f"rate(propagator_scheduler_full_scans_total[{WINDOW}])", "full scans"),),
+                "ops",
+            ),
+        ),
+    ),
+    Dashboard(
+        "propagator-canary",
+        "Propagator / Canary",
+        (NAMESPACE, APPLICATION),
+        (
+            Panel(
+                "Canary weight",
+                ((f"propagator_canary_weight{{{APP}}}", "{{namespace}}/{{application}}"),),
+                "percent",
+            ),
+            Panel(
+                "Phase",
+                (
+                    (
+                        f"propagator_canary_phase{{{APP}}} == 1",
+                        "{{namespace}}/{{application}} {{phase}}",
+                    ),
+                ),
+            ),
+            Panel(
+                "Rollbacks by reason",
+                (_sum("propagator_canary_rollbacks_total", "reason", "", "increase", "1h"),),
+            ),
+        ),
+    ),
+    Dashboard(
+        "propagator-tenants",
+        "Propagator / Tenants",
+        (TENANT, CLUSTER),
+        (
+            Panel(
+                "Quota used vs hard",
+                (
+                    (
+                        f'propagator_tenant_quota_used{{tenant=~"$tenant", {C}}}',
+                        "{{tenant}} {{cluster}} {{resource}} used",
+                    ),
+                    (
+                        f'propagator_tenant_quota_hard{{tenant=~"$tenant", {C}}}',
+                        "{{tenant}} {{cluster}} {{resource}} hard",
+                    ),
+                ),
+            ),
+            Panel(
+                "Quota used, share of hard",
+                (
+                    (
+                        f'propagator_tenant_quota_used{{tenant=~"$tenant", {C}}} '
+                        f'/ propagator_tenant_quota_hard{{tenant=~"$tenant", {C}}} > 0',
+                        "{{tenant}} {{cluster}} {{resource}}",
+                    ),
+                ),
+                "percentunit",
+            ),
+            Panel(
+                "Rejections by reason",
+                (
+                    _sum(
+                        "propagator_tenant_quota_rejections_total",
+                        "tenant, reason",
+                        'tenant=~"$tenant"',
+                        "increase",
+                        "1h",
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+def _variable(v: Variable) -> dict[str, Any]:
+    return {
+        "name": v.name,
+        "type": "query",
+        "datasource": DATASOURCE,
+        "query": {"query": v.query, "refId": v.name},
+        "definition": v.query,
+        "refresh": 2,
+        "includeAll": True,
+        "allValue": ".*",
+        "multi": True,
+        "current": {"text": "All", "value": "$__all"},
+    }
+
+
+def grafana(d: Dashboard) -> dict[str, Any]:
+    """The Grafana dashboard JSON of ``d``."""
+    panels = []
+    for i, p in enumerate(d.panels):
+        panels.append(
+            {
+                "id": i + 1,
+                "type": "timeseries",
+                "title": p.title,
+                "description": p.description,
+                "datasource": DATASOURCE,
+                "gridPos": {"h": 8, "w": 12, "x": 12 * (i % 2), "y": 8 * (i // 2)},
+                "fieldConfig": {"defaults": {"unit": p.unit}, "overrides": []},
+                "targets": [
+                    {"refId": chr(ord("A") + j), "expr": expr, "legendFormat": legend}
+                    for j, (expr, legend) in enumerate(p.targets)
+                ],
+            }
+        )
+    source = {
+        "name": "datasource",
+        "type": "datasource",
+        "query": "prometheus",
+        "label": "Prometheus",
+        "current": {},
+    }
+    return {
+        "uid": d.uid,
+        "title": d.title,
+        "tags": ["propagator"],
+        "schemaVersion": 39,
+        "version": 1,
+        "editable": True,
+        "time": {"from": "now-6h", "to": "now"},
+        "refresh": "30s",
+        "templating": {"list": [source, *(_variable(v) for v in d.variables)]},
+        "panels": panels,
+    }
+
+
+def queries(d: Dashboard) -> list[tuple[str, str]]:
+    """(panel title, PromQL) of every target of ``d``."""
+    return [(p.title, expr) for p in d.panels for expr, _ in p.targets]
