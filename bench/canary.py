@@ -58,7 +58,9 @@ def one_release(clients: dict[str, Any], api: Any, namespace: str, image: str) -
     found["spec"]["resources"]["manifests"][0]["spec"]["template"]["spec"]["containers"][0][
         "image"
     ] = image
-    api.replace_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "web", found)
+    # a merge patch of the manifests: no resourceVersion, so no conflict with status writes
+    patch = {"spec": {"resources": found["spec"]["resources"]}}
+    api.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "web", patch)
     counts = [split(REPLICAS, w)[1] for w in WEIGHTS]
     passed: dict[int, float] = {}
     applied: dict[int, float] = {}
