@@ -9,6 +9,7 @@ from api.common import API_VERSION
 from api.rollout import CANARY_ACTION_ANNOTATION
 from fleet.connection import KubeConnection
 from propagator.cli.annotate import KIND, fresh_value, request
+from propagator.cli.text import table
 
 
 async def request_action(
@@ -66,11 +67,7 @@ def status_text(app: dict[str, Any]) -> str:
                 )
             )
         if len(rows) > 1:
-            widths = [max(len(r[i]) for r in rows) for i in range(3)]
-            lines += [
-                "   ".join([*(v.ljust(w) for v, w in zip(r[:3], widths, strict=True)), r[3]])
-                for r in rows
-            ]
+            lines += table(rows)
     return "\n".join(lines)
 
 

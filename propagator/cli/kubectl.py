@@ -7,7 +7,7 @@ graceful rules of an eviction. ``--wait`` waits until the controller has acted o
 prints the new placement.
 
 ``canary promote|abort|retry|status NAME``: act on the application's canary (see
-``propagator/cli/canary.py``).
+``propagator/cli/canary.py``). ``status NAME``: the application in one view.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from fleet.kubeconfig import KubeconfigError
 from propagator.cli.annotate import fresh_value, request
 from propagator.cli.canary import read_status, request_action
 from propagator.cli.parser import Parser
+from propagator.cli.status import read_status as application_status
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,6 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
     canary.add_argument("name", metavar="NAME", help="the ApplicationPropagation")
     _wait_flags(canary, "wait until the controller has acted on it")
     canary.set_defaults(run=_canary)
+    status = commands.add_parser(
+        "status",
+        parents=[after],
+        help="an application in one view",
+        description="Show the ApplicationPropagation NAME: its conditions (the quota's among "
+        "them), a line per cluster (applied, health, replicas, attempts, last error), its "
+        "canary and the clusters it is kept off.",
+    )
+    status.add_argument("name", metavar="NAME", help="the ApplicationPropagation")
+    status.set_defaults(run=_status)
     return parser
 
 
@@ -129,7 +140,7 @@ def _bad_input(args: argparse.Namespace) -> str | None:
         not re.fullmatch(DNS_LABEL_PATTERN, args.namespace) or len(args.namespace) > 63
     ):
         return f"--namespace {args.namespace!r}: not a namespace name (lower-case DNS label)"
-    if args.wait:
+    if getattr(args, "wait", False):
         try:
             duration_seconds(args.timeout)
         except ValueError as exc:
@@ -146,6 +157,12 @@ def _rebalance(args: argparse.Namespace) -> int:
         args,
         "rebalance",
         lambda hub, namespace: _request_rebalance(hub, namespace, args.name, _wait_s(args)),
+    )
+
+
+def _status(args: argparse.Namespace) -> int:
+    return _on_hub(
+        args, "status", lambda hub, namespace: application_status(hub, namespace, args.name)
     )
 
 

@@ -170,6 +170,11 @@ def test_steps_split_replicas_and_traffic_then_promote_everywhere(
         lambda a: _canary(a).get("phase") == "Succeeded",
     )
     assert "first release" in _canary(first)["message"]
+    shown = kubectl_propagator(fleet, "status", "web", "-n", ns)
+    assert shown.returncode == 0, shown.stderr
+    for cluster in MEMBERS:
+        assert any(line.split()[:2] == [cluster, "yes"] for line in shown.stdout.splitlines())
+    assert "canary: Succeeded: first release" in shown.stdout
     for cluster in MEMBERS:
         eventually(
             lambda c=cluster: (  # type: ignore[misc]

@@ -1,0 +1,69 @@
+"""kubectl propagator status: an application in one view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from propagator.cli.kubectl import main
+from propagator.cli.status import status_text
+
+APP: dict[str, Any] = {
+    "metadata": {"name": "web", "namespace": "shop"},
+    "spec": {"fleet": "prod", "canary": {"steps": [{"weight": 50}]}},
+    "status": {
+        "ready": "1/2",
+        "conditions": [
+            {"type": "Applied", "status": "False", "reason": "ApplyFailed", "message": "1/2"},
+            {"type": "QuotaExceeded", "status": "False", "reason": "WithinQuota", "message": "ok"},
+        ],
+        "placement": [{"cluster": "a", "replicas": 3}, {"cluster": "b", "replicas": 1}],
+        "clusters": [
+            {"name": "a", "applied": True, "health": "Healthy", "attempts": 1},
+            {
+                "name": "b",
+                "applied": False,
+                "health": "Unknown",
+                "attempts": 3,
+                "lastError": "x" * 500,
+            },
+        ],
+        "canary": {"phase": "Succeeded", "message": "first release"},
+        "evicted": [
+            {"cluster": "c", "reason": "ApplicationUnhealthy", "since": "2026-12-01T10:00:00Z"}
+        ],
+    },
+}
+
+
+def test_one_view_of_conditions_clusters_canary_and_evictions() -> None:
+    lines = status_text(APP).splitlines()
+    assert lines[0] == "applicationpropagation.propagator.io/web in shop: fleet prod, 1/2 ready"
+    assert lines[1] == "  Applied=False ApplyFailed: 1/2"
+    assert lines[2] == "  QuotaExceeded=False WithinQuota: ok"
+    assert lines[3].split() == [
+        "CLUSTER",
+        "APPLIED",
+        "HEALTH",
+        "REPLICAS",
+        "ATTEMPTS",
+        "LAST",
+        "ERROR",
+    ]
+    assert lines[4].split() == ["a", "yes", "Healthy", "3", "1", "-"]
+    assert lines[5].split()[:5] == ["b", "no", "Unknown", "1", "3"]
+    assert lines[5].endswith("x" * 120 + "…")  # a long error is cut on its line
+    assert lines[6] == "canary: Succeeded: first release"
+    assert lines[7] == "kept off c: ApplicationUnhealthy since 2026-12-01T10:00:00Z"
+
+
+def test_an_application_not_planned_yet() -> None:
+    fresh = {"metadata": {"name": "web", "namespace": "shop"}, "spec": {"fleet": "prod"}}
+    assert (
+        status_text(fresh)
+        == "applicationpropagation.propagator.io/web in shop: fleet prod, nothing ready"
+    )
+
+
+def test_bad_input_is_refused_before_the_hub_is_asked(capsys: Any) -> None:
+    assert main(["status", "Web", "-n", "shop"]) == 2
+    assert "status: NAME 'Web': not an object name" in capsys.readouterr().err
