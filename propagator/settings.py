@@ -7,16 +7,18 @@ variable, its flag, the value given and what is allowed.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from api.rollout import MAX_CONCURRENCY_CEILING, MAX_RETRY_ATTEMPTS
 from fleet.connection import ConnectionOptions, KubeConnection
 from fleet.hub import SERVICE_ACCOUNT_DIR, hub_connection
+from propagator.observability.tracing import OtlpTarget, otlp_target
 from propagator.scheduler.registry import DEFAULT_PLUGINS
 from propagator.tenancy.policy import (
     DEFAULT_DENIED_KINDS,
@@ -29,6 +31,8 @@ DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 ANALYSIS_ADDRESS = re.compile(r"https?://[^/@\s]+(/[^\s]*)?")
 
 ENV_PREFIX = "PROPAGATOR_"
+SECRET_SETTINGS = frozenset({"otlp_headers"})
+"""Settings whose value is never echoed in an error."""
 
 
 class SettingsError(ValueError):
@@ -100,8 +104,19 @@ class Settings(BaseSettings):
     members is read back and compared (drift is corrected)."""
     requeue_max_delay_s: float = Field(300.0, ge=1, le=3600)
     """Longest wait before a failed reconcile is retried (it doubles from 0.5s)."""
-    trace_exporter: Literal["none", "console"] = "none"
-    """OpenTelemetry span exporter: none, or console (spans as JSON on stderr)."""
+    trace_exporter: Literal["none", "console", "otlp"] = "none"
+    """OpenTelemetry span exporter: none, console (spans as JSON on stderr) or otlp
+    (OTLP/HTTP to PROPAGATOR_OTLP_ENDPOINT)."""
+    otlp_endpoint: str = Field("", max_length=2048)
+    """OTLP/HTTP collector, e.g. https://otel-collector.monitoring:4318 (/v1/traces is added
+    to a bare address); empty: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT
+    or http://localhost:4318."""
+    otlp_headers: SecretStr = Field(SecretStr(""))
+    """Headers sent with every span export, name=value pairs separated by commas (as in
+    OTEL_EXPORTER_OTLP_HEADERS); often a credential, so never logged; empty: the
+    OTEL_EXPORTER_OTLP_HEADERS variables."""
+    otlp_insecure: bool = False
+    """Allow a plain http:// OTLP endpoint (spans and headers travel unencrypted)."""
     scheduler_plugins: str = Field(DEFAULT_PLUGINS, min_length=1)
     """Scheduler plugins: filters in order, then scores as Name=weight (entry point group
     propagator.scheduler.plugins)."""
@@ -163,6 +178,21 @@ class Settings(BaseSettings):
                 )
             out.append(entry)
         return out
+
+    @model_validator(mode="after")
+    def _otlp(self) -> Settings:
+        if self.trace_exporter == "otlp":
+            self.otlp_target()  # raises naming the setting or variable at fault
+        return self
+
+    def otlp_target(self) -> OtlpTarget:
+        """Where the otlp exporter sends spans (the settings over ``OTEL_*``)."""
+        return otlp_target(
+            self.otlp_endpoint,
+            self.otlp_headers.get_secret_value(),
+            self.otlp_insecure,
+            os.environ,
+        )
 
     @model_validator(mode="after")
     def _retry_backoff(self) -> Settings:
@@ -282,7 +312,6 @@ def load_settings(args: argparse.Namespace | None = None) -> Settings:
                 problems.append(str(error["msg"]).removeprefix("Value error, "))
                 continue
             name = str(error["loc"][0])
-            problems.append(
-                f"{ENV_PREFIX}{name.upper()} / {_flag(name)} = {error['input']!r}: {error['msg']}"
-            )
+            value = "(hidden)" if name in SECRET_SETTINGS else repr(error["input"])
+            problems.append(f"{ENV_PREFIX}{name.upper()} / {_flag(name)} = {value}: {error['msg']}")
         raise SettingsError("invalid settings: " + "; ".join(problems)) from exc

@@ -54,4 +54,4 @@ def test_every_setting_the_chart_does_not_set_is_a_value() -> None:
         "minimum": 1,
         "type": "integer",
     }
-    assert settings["trace_exporter"]["enum"] == ["none", "console"]
+    assert settings["trace_exporter"]["enum"] == ["none", "console", "otlp"]

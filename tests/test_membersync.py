@@ -6,9 +6,14 @@ from typing import Any
 
 import anyio
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanContext
 
 from fleet.connection import ApiError
 from propagator.observability.metrics import Metrics
+from propagator.propagation import membersync
 from propagator.propagation.membersync import MemberSync
 from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
 from propagator.settings import Settings
@@ -48,10 +53,16 @@ class Harness:
         self.fakes[name] = FakeMember(name, namespaces=["shop"])
         return self.fakes[name].unit()
 
-    def work(self, *clusters: str, app: str = APP) -> None:
+    def work(self, *clusters: str, app: str = APP, parent: SpanContext | None = None) -> None:
         works = {
             c: ClusterWork(
-                app, c, (config_map("c", "shop", a="1"),), "r1", frozenset(), self.policy
+                app,
+                c,
+                (config_map("c", "shop", a="1"),),
+                "r1",
+                frozenset(),
+                self.policy,
+                trace_parent=parent,
             )
             for c in clusters
         }
@@ -200,3 +211,23 @@ async def test_a_conflict_fails_the_cluster_names_the_object_and_is_not_retried(
     assert len(member.queue) == 0  # waits for a change or the resync
     assert h.value("propagator_applies_total", cluster="m1", result="conflict") == 1
     assert h.fakes["m1"].objects["v1", "ConfigMap", "shop", "c"]["data"] == {"a": "theirs"}
+
+
+async def test_a_cluster_sync_joins_the_trace_of_the_reconcile_that_asked_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    tracer = provider.get_tracer("test")
+    monkeypatch.setattr(membersync, "tracer", tracer)
+    h = Harness()
+    member = h.member("m1")
+    with tracer.start_as_current_span("reconcile") as reconcile:
+        h.work("m1", parent=reconcile.get_span_context())
+    await h.sync.sync(member, APP)  # later, in another task: no span in progress
+    (apply,) = [s for s in spans.get_finished_spans() if s.name == "apply"]
+    assert apply.parent is not None
+    assert apply.parent.span_id == reconcile.get_span_context().span_id
+    assert apply.context.trace_id == reconcile.get_span_context().trace_id
+    assert apply.attributes == {"cluster": "m1", "application": APP}

@@ -50,7 +50,7 @@ def test_flags_override_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             "PROPAGATOR_RETRY_BACKOFF_S (60) must not exceed PROPAGATOR_RETRY_MAX_BACKOFF_S (5)",
         ),
         (["--resync-period-s", "1"], "greater than or equal to 10"),
-        (["--trace-exporter", "jaeger"], "Input should be 'none' or 'console'"),
+        (["--trace-exporter", "jaeger"], "Input should be 'none', 'console' or 'otlp'"),
         (
             ["--denied-kinds", "ClusterRole"],
             "PROPAGATOR_DENIED_KINDS: 'ClusterRole' is not group/Kind",

@@ -23,10 +23,12 @@ CHART_SET = frozenset(
         "bind_address",
         "metrics_port",
         "health_port",
+        "otlp_headers",
     }
 )
 """Settings the chart sets itself (in a pod: the in-cluster hub, the release namespace,
-leader election on, the probe and metrics ports from their own values)."""
+leader election on, the probe and metrics ports from their own values, the OTLP headers
+from a Secret)."""
 
 _DNS_LABEL = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 _DURATION = "^[0-9]+(ms|s|m|h)$"
@@ -120,6 +122,23 @@ def values_schema() -> dict[str, Any]:
                         name: _setting(schema)
                         for name, schema in settings.items()
                         if name not in CHART_SET
+                    }
+                ),
+                "tracing": _strict(
+                    {
+                        "headersSecret": _strict(
+                            {
+                                "name": {"type": "string", "pattern": f"({_DNS_LABEL})|^$"},
+                                "key": {"type": "string", "pattern": "^[-._a-zA-Z0-9]*$"},
+                            }
+                        ),
+                        "otelEnv": {
+                            "type": "object",
+                            "patternProperties": {
+                                "^OTEL_[A-Z0-9_]+$": {"type": "string", "maxLength": 4096}
+                            },
+                            "additionalProperties": False,
+                        },
                     }
                 ),
                 "resources": {"type": "object"},

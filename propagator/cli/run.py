@@ -19,7 +19,7 @@ from propagator.observability import logs
 from propagator.observability.liveness import Liveness
 from propagator.observability.metrics import Metrics
 from propagator.observability.server import health_routes, metrics_routes, serve
-from propagator.observability.tracing import configure_tracing
+from propagator.observability.tracing import configure_tracing, shutdown_tracing
 from propagator.propagation.controller import PropagationController
 from propagator.runtime.leader import LeaderElector, LeadershipLost, LeaseConfig
 from propagator.scheduler import PluginError, Profile, build_profile
@@ -133,7 +133,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"propagator run: {exc}", file=sys.stderr)
         return 2
     logs.configure(settings.log_format, settings.log_level)
-    configure_tracing(settings.trace_exporter)
+    configure_tracing(
+        settings.trace_exporter,
+        settings.otlp_target() if settings.trace_exporter == "otlp" else None,
+    )
     log.info("scheduler plugins: %s", ", ".join(profile.names))
     try:
         anyio.run(run_controller, settings, profile)
@@ -146,4 +149,6 @@ def _run(args: argparse.Namespace) -> int:
             raise
         print(f"propagator run: {lost.exceptions[0]}; stopping", file=sys.stderr)
         return 1
+    finally:
+        shutdown_tracing()
     return 0

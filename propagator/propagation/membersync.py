@@ -24,6 +24,7 @@ from fleet.connection import ApiError
 from fleet.discovery import UnknownKind
 from fleet.retry import backoff_delay
 from propagator.observability.metrics import Metrics
+from propagator.observability.tracing import parented
 from propagator.propagation.clustersync import Caches, Guard, SyncReport, sync_cluster
 from propagator.propagation.work import ClusterWork, SyncState, WorkTable
 from propagator.runtime.members import Member
@@ -95,7 +96,9 @@ class MemberSync:
             with (
                 self.metrics.timed(operation) as timing,
                 tracer.start_as_current_span(
-                    operation, attributes={"cluster": member.name, "application": app}
+                    operation,
+                    context=parented(work.trace_parent),
+                    attributes={"cluster": member.name, "application": app},
                 ),
             ):
                 try:

@@ -29,6 +29,7 @@ from propagator.canary.analysis import Analysis
 from propagator.canary.plan import CanaryPlan
 from propagator.conditions import now_iso, status_changed
 from propagator.observability.metrics import Metrics
+from propagator.observability.tracing import current_span_context
 from propagator.propagation.canarysteps import CanarySteps, condition_of
 from propagator.propagation.failover import unanswered
 from propagator.propagation.failoverstate import FailoverDecision
@@ -237,6 +238,7 @@ class Reconciler:
         plan.kinds = plan.desired_kinds | set(previous.get("propagatedKinds") or [])
         policy = SyncPolicy.of(app.spec.rollout, self.settings)
         uid, adopt = str(meta.get("uid", "")), app.spec.conflict_resolution == "Adopt"
+        parent = current_span_context()
         works = {
             t.cluster: ClusterWork(
                 key,
@@ -247,6 +249,7 @@ class Reconciler:
                 policy,
                 uid,
                 adopt,
+                trace_parent=parent,
             )
             for t in targets
         }
@@ -255,7 +258,7 @@ class Reconciler:
         plan.unanswered = unanswered(plan.removed, snapshot, step.now)
         for cluster in plan.removed:
             works[cluster] = ClusterWork(
-                key, cluster, (), REMOVAL, frozenset(plan.kinds), policy, uid
+                key, cluster, (), REMOVAL, frozenset(plan.kinds), policy, uid, trace_parent=parent
             )
         queued = self._set_work(key, works)
         # Syncs in flight (queued now, or by an earlier plan of this revision) report back.

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry.trace import SpanContext
+
 from api.common import duration_seconds
 from api.rollout import Rollout
 from fleet.retry import backoff_delay
@@ -79,6 +81,9 @@ class ClusterWork:
     """The application's UID, stamped on its objects."""
     adopt: bool = False
     """Take over objects that exist without a stamp (conflictResolution: Adopt)."""
+    trace_parent: SpanContext | None = field(default=None, compare=False)
+    """The span of the reconcile that asked for this work: the cluster's sync joins its
+    trace. Not part of what the work is (a new reconcile of the same work changes nothing)."""
 
     @property
     def owner(self) -> Owner:

@@ -80,6 +80,28 @@ def test_defaults_render_a_hardened_deployment_with_its_settings(helm: Path) -> 
     assert of_kind(asked, "ServiceMonitor")
 
 
+def test_tracing_headers_come_from_a_secret_and_otel_variables_pass_through(helm: Path) -> None:
+    objects = template(
+        helm,
+        "settings.trace_exporter=otlp",
+        "settings.otlp_endpoint=https://otel.monitoring:4318",
+        "tracing.headersSecret.name=otlp-auth",
+        "tracing.otelEnv.OTEL_SERVICE_NAME=propagator-eu",
+    )
+    (deployment,) = of_kind(objects, "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["PROPAGATOR_OTLP_HEADERS"]["valueFrom"] == {
+        "secretKeyRef": {"name": "otlp-auth", "key": "headers"}
+    }
+    assert env["OTEL_SERVICE_NAME"]["value"] == "propagator-eu"
+    assert env["PROPAGATOR_TRACE_EXPORTER"]["value"] == "otlp"
+    plain = template(helm)
+    (deployment,) = of_kind(plain, "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert "PROPAGATOR_OTLP_HEADERS" not in {e["name"] for e in container["env"]}
+
+
 def test_secrets_are_readable_only_in_the_release_namespace(helm: Path) -> None:
     objects = template(helm)
     (cluster_role,) = of_kind(objects, "ClusterRole")
@@ -98,6 +120,8 @@ def test_secrets_are_readable_only_in_the_release_namespace(helm: Path) -> None:
         ("settings.namespace=elsewhere", "namespace"),
         ("settings.bogus=1", "bogus"),
         ("image.pullPolicy=Sometimes", "pullPolicy"),
+        ("settings.otlp_headers=a=b", "otlp_headers"),  # headers come from a Secret only
+        ("tracing.otelEnv.PATH=/tmp", "otelEnv"),  # only OTEL_* variables
         (  # Secrets are readable only in the release namespace
             "rbac.selectableResources[0].apiGroups[0]=,rbac.selectableResources[0].resources[0]=secrets",
             "/rbac/selectableResources/0/resources/0",
