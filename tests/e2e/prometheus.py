@@ -8,9 +8,10 @@ import http.server
 import json
 import subprocess
 import threading
+import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,14 +55,18 @@ class Exporter:
 
 
 class Prometheus:
-    """A started Prometheus scraping ``targets`` every second."""
+    """A started Prometheus scraping ``targets`` every second and evaluating the alerting
+    rules of ``rule_files`` every second."""
 
-    def __init__(self, binaries: Path, data: Path, targets: list[str]) -> None:
+    def __init__(
+        self, binaries: Path, data: Path, targets: list[str], rule_files: Sequence[Path] = ()
+    ) -> None:
         self.port = free_port()
         self.address = f"http://127.0.0.1:{self.port}"
         config = data / "prometheus.yml"
         config.write_text(
             "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+            f"rule_files: {[str(f) for f in rule_files]!r}\n"
             "scrape_configs:\n"
             f"- job_name: test\n  static_configs:\n  - targets: {targets!r}\n"
         )
@@ -84,8 +89,26 @@ class Prometheus:
 
     def query(self, promql: str) -> Any:
         url = f"{self.address}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                return json.load(answer)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 400:  # the query is wrong: say which, and why
+                raise AssertionError(f"{promql}: {exc.read().decode()}") from None
+            raise
+
+    def series(self, promql: str) -> list[dict[str, Any]]:
+        """The result of an instant query (a vector: one entry per series)."""
+        answer = self.query(promql)
+        assert answer["status"] == "success", (promql, answer)
+        return list(answer["data"]["result"])
+
+    def label_values(self, selector: str, label: str) -> list[str]:
+        """What Grafana's ``label_values(selector, label)`` lists."""
+        params = urllib.parse.urlencode({"match[]": selector})
+        url = f"{self.address}/api/v1/label/{label}/values?{params}"
         with urllib.request.urlopen(url, timeout=5) as answer:
-            return json.load(answer)
+            return list(json.load(answer)["data"])
 
     def stop(self) -> None:
         self.proc.terminate()

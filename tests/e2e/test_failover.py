@@ -3,22 +3,19 @@ gracefully, and what ran there goes once it answers again; a short outage moves 
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterator
 from typing import Any
 
-import anyio
 import pytest
 from kubernetes import client as k8s
 
-from api.taints import NOT_READY_TAINT
 from fleet.local import HUB
-from fleet.local import cluster as local_cluster
 from fleet.local.kwok import UNREADY_ANNOTATION
 from tests.e2e.conftest import Fleet
 from tests.e2e.controller import Controller, kubectl_propagator, running
 from tests.e2e.manifests import deployment
+from tests.e2e.outage import all_back, back, stopped, tainted
 from tests.e2e.test_propagation import (
     ENV,
     MEMBERS,
@@ -30,7 +27,7 @@ from tests.e2e.test_propagation import (
     get_ap,
     wait_ap,
 )
-from tests.e2e.waiting import HANG_GUARD_S, eventually
+from tests.e2e.waiting import eventually
 
 NAMESPACES = ("evict", "replace", "flap", "failback", "sick-off", "sick-on", "rebalance")
 """One per test, each with one application ``web``."""
@@ -49,7 +46,7 @@ def _clean_up(fleet: Fleet) -> None:
     """Delete the applications, and what the members' garbage collectors leave behind: a
     member's collector lags for minutes after its API server restarts (pods of a removed
     Deployment linger), and the tests that follow count the members' pods."""
-    _all_ready(fleet)
+    all_back(fleet)
     made = [ns for ns in NAMESPACES if not ap_gone(fleet, ns, "web")]
     for namespace in made:
         delete_ap(fleet, namespace, "web")
@@ -88,40 +85,6 @@ def _ready_pods(fleet: Fleet, cluster: str, namespace: str) -> set[str]:
     }
 
 
-def _tainted(fleet: Fleet, cluster: str) -> bool:
-    member: Any = k8s.CustomObjectsApi(fleet.api(HUB)).get_cluster_custom_object(
-        "propagator.io", "v1alpha1", "memberclusters", cluster
-    )
-    return any(t["key"] == NOT_READY_TAINT for t in (member.get("spec") or {}).get("taints") or [])
-
-
-def _back(fleet: Fleet, cluster: str) -> bool:
-    """The member answers and all its nodes are Ready again (after a long outage its node
-    controller marks them NotReady for a moment, and a NotReady node has no room)."""
-    member: Any = k8s.CustomObjectsApi(fleet.api(HUB)).get_cluster_custom_object(
-        "propagator.io", "v1alpha1", "memberclusters", cluster
-    )
-    nodes = (member.get("status") or {}).get("nodes") or {}
-    return not _tainted(fleet, cluster) and nodes.get("total", 0) == nodes.get("ready", -1) > 0
-
-
-def _all_ready(fleet: Fleet) -> None:
-    """Every member is back (an earlier test stopped one)."""
-    eventually(lambda: all(_back(fleet, c) for c in MEMBERS) or None, "every member back")
-
-
-@contextlib.contextmanager
-def _stopped(fleet: Fleet, member: str) -> Iterator[None]:
-    """The member's API server stopped inside the block, and answering again after it."""
-    state = fleet.state.cluster(member)
-    local_cluster.stop_component(state, "kube-apiserver")
-    try:
-        yield
-    finally:
-        local_cluster.start_component(state, "kube-apiserver")
-        anyio.run(local_cluster.wait_api_ready, state, time.monotonic() + HANG_GUARD_S)
-
-
 def _app(namespace: str, replicas: int, placement: dict[str, Any], tolerate: str) -> dict[str, Any]:
     web = deployment("web", namespace, "nginx:1.27", replicas)
     for c in web["spec"]["template"]["spec"]["containers"]:
@@ -134,7 +97,7 @@ def _app(namespace: str, replicas: int, placement: dict[str, Any], tolerate: str
 def test_divided_replicas_leave_a_member_that_stopped_and_come_off_it_when_it_returns(
     fleet: Fleet, controller: Controller
 ) -> None:
-    _all_ready(fleet)
+    all_back(fleet)
     create(fleet, _app("evict", 12, {"replicas": {"mode": "Divided"}}, "2s"))
     wait_ap(
         fleet,
@@ -146,7 +109,7 @@ def test_divided_replicas_leave_a_member_that_stopped_and_come_off_it_when_it_re
     survivors, victim = MEMBERS[:2], MEMBERS[2]
     before = {c: _ready_pods(fleet, c, "evict") for c in survivors}
     lost = time.monotonic()
-    with _stopped(fleet, victim):
+    with stopped(fleet, victim):
         wait_ap(
             fleet,
             "evict",
@@ -195,14 +158,14 @@ def test_divided_replicas_leave_a_member_that_stopped_and_come_off_it_when_it_re
 def test_a_duplicated_application_gets_a_replacement_cluster(
     fleet: Fleet, controller: Controller
 ) -> None:
-    _all_ready(fleet)
+    all_back(fleet)
     create(fleet, _app("replace", 2, {"maxClusters": 2}, "2s"))
     first = wait_ap(
         fleet, "replace", "web", "on two members", lambda a: len(_placed(a)) == 2 and _available(a)
     )
     victim = sorted(_placed(first))[0]
     spare = next(c for c in MEMBERS if c not in _placed(first))
-    with _stopped(fleet, victim):
+    with stopped(fleet, victim):
         wait_ap(
             fleet,
             "replace",
@@ -219,7 +182,7 @@ def test_a_duplicated_application_gets_a_replacement_cluster(
 def test_an_outage_shorter_than_the_toleration_moves_nothing(
     fleet: Fleet, controller: Controller
 ) -> None:
-    _all_ready(fleet)
+    all_back(fleet)
     create(fleet, _app("flap", 6, {"replicas": {"mode": "Divided"}}, "120s"))
     wait_ap(
         fleet,
@@ -229,23 +192,23 @@ def test_an_outage_shorter_than_the_toleration_moves_nothing(
         lambda a: _placed(a) == dict.fromkeys(MEMBERS, 2) and _available(a),
     )
     victim = MEMBERS[1]
-    with _stopped(fleet, victim):
-        eventually(lambda: _tainted(fleet, victim) or None, f"{victim} tainted not-ready")
+    with stopped(fleet, victim):
+        eventually(lambda: tainted(fleet, victim) or None, f"{victim} tainted not-ready")
     wait_ap(fleet, "flap", "web", "available again", _available)
     assert _placed(get_ap(fleet, "flap", "web")) == dict.fromkeys(MEMBERS, 2)
 
 
-def test_failback_when_ready_returns_the_replicas_to_a_member_that_is_back(
+def test_failback_when_ready_returns_the_replicas_to_a_member_that_isback(
     fleet: Fleet, controller: Controller
 ) -> None:
-    _all_ready(fleet)
+    all_back(fleet)
     app = _app("failback", 6, {"replicas": {"mode": "Divided"}}, "2s")
     app["spec"]["failover"].update(failback="WhenReady", failbackAfter="3s")
     create(fleet, app)
     even = dict.fromkeys(MEMBERS, 2)
     wait_ap(fleet, "failback", "web", "2:2:2", lambda a: _placed(a) == even and _available(a))
     victim = MEMBERS[0]
-    with _stopped(fleet, victim):
+    with stopped(fleet, victim):
         gone = wait_ap(
             fleet,
             "failback",
@@ -273,7 +236,7 @@ def _unready_on(cluster: str) -> list[dict[str, Any]]:
 def test_an_application_unhealthy_on_one_member_is_moved_off_it_only_with_application_failover(
     fleet: Fleet, controller: Controller
 ) -> None:
-    _all_ready(fleet)
+    all_back(fleet)
     victim, others = MEMBERS[2], MEMBERS[:2]
     for namespace, application_failover in (
         ("sick-off", None),
@@ -316,12 +279,12 @@ def test_an_application_unhealthy_on_one_member_is_moved_off_it_only_with_applic
 def test_failback_never_stays_and_a_rebalance_moves_back_gracefully(
     fleet: Fleet, controller: Controller
 ) -> None:
-    _all_ready(fleet)
+    all_back(fleet)
     namespace, victim, survivors = "rebalance", MEMBERS[0], MEMBERS[1:]
     create(fleet, _app(namespace, 6, {"replicas": {"mode": "Divided"}}, "2s"))
     even = dict.fromkeys(MEMBERS, 2)
     wait_ap(fleet, namespace, "web", "2:2:2", lambda a: _placed(a) == even and _available(a))
-    with _stopped(fleet, victim):
+    with stopped(fleet, victim):
         wait_ap(
             fleet,
             namespace,
@@ -330,9 +293,9 @@ def test_failback_never_stays_and_a_rebalance_moves_back_gracefully(
             lambda a: victim not in _placed(a) and _available(a),
         )
     # failback Never: the member is back and Ready, and gets nothing back by itself
-    eventually(lambda: _back(fleet, victim) or None, f"{victim} back")
-    back = wait_ap(fleet, namespace, "web", "available", _available)
-    assert {c: n for c, n in _placed(back).items() if n} == dict.fromkeys(survivors, 3)
+    eventually(lambda: back(fleet, victim) or None, f"{victim} back")
+    returned = wait_ap(fleet, namespace, "web", "available", _available)
+    assert {c: n for c, n in _placed(returned).items() if n} == dict.fromkeys(survivors, 3)
     # The victim's pods will never be Ready, so the rebalance's moves wait for the grace
     # period: meanwhile the survivors keep their 3 replicas.
     custom: Any = k8s.CustomObjectsApi(fleet.api(HUB))
