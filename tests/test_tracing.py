@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from propagator.observability.tracing import otlp_target, parse_headers
+from propagator.observability.tracing import otlp_target, parse_headers, service_resource
 from propagator.settings import Settings, SettingsError, load_settings
 
 
@@ -93,3 +93,16 @@ def test_settings_check_the_otlp_target_at_start_and_never_echo_the_headers(
     monkeypatch.setenv("PROPAGATOR_TRACE_EXPORTER", "console")
     monkeypatch.delenv("PROPAGATOR_OTLP_INSECURE")
     assert Settings().trace_exporter == "console"
+
+
+def test_the_service_name_is_propagator_unless_the_otel_variables_say_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
+    assert service_resource().attributes["service.name"] == "propagator"
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "service.name=from-attributes,region=eu")
+    assert service_resource().attributes["service.name"] == "from-attributes"
+    assert service_resource().attributes["region"] == "eu"
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "propagator-eu")
+    assert service_resource().attributes["service.name"] == "propagator-eu"

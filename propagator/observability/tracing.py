@@ -116,10 +116,18 @@ def configure_tracing(exporter: str, otlp: OtlpTarget | None = None) -> None:
         span_exporter = OTLPSpanExporter(endpoint=otlp.endpoint, headers=dict(otlp.headers))
     else:
         span_exporter = ConsoleSpanExporter(out=sys.stderr)
-    # Resource.create reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES over this default.
-    provider = TracerProvider(resource=Resource.create({"service.name": "propagator"}))
+    provider = TracerProvider(resource=service_resource())
     provider.add_span_processor(BatchSpanProcessor(span_exporter))
     trace.set_tracer_provider(provider)
+
+
+def service_resource() -> Resource:
+    """Who sends the spans: OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME as set, with
+    service.name ``propagator`` when neither names it."""
+    resource = Resource.create()  # reads the variables
+    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({"service.name": "propagator"}))
+    return resource
 
 
 def shutdown_tracing() -> None:

@@ -53,6 +53,8 @@ from propagator.tenancy.policy import Forbidden, policy_for
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("propagator")
+LOGGED_CLUSTERS = 5
+"""Clusters a log line names before it says how many more."""
 
 FINALIZER = "propagator.io/cleanup"
 """Holds a deleted application until what it propagated is removed from the members."""
@@ -301,6 +303,10 @@ class Reconciler:
         due = self.table.set_work(
             key, works, now=time.monotonic(), recheck_after_s=self.settings.resync_period_s
         )
+        if due:  # one line per change (the resync's rechecks included), not per object
+            shown = ", ".join(due[:LOGGED_CLUSTERS])
+            more = f" and {len(due) - LOGGED_CLUSTERS} more" if len(due) > LOGGED_CLUSTERS else ""
+            log.info("%s: syncing %d clusters (%s%s)", key, len(due), shown, more)
         queued = False
         for cluster in due:
             why = self.members.enqueue(cluster, key)
