@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from fleet.registration import (
 )
 from propagator.settings import Settings, SettingsError, add_setting_flags, load_settings
 
+PROG = "propagator fleet"
 _HUB_FLAGS = [
     "hub_kubeconfig",
     "hub_context",
@@ -69,12 +72,29 @@ def register(commands: Any) -> None:
     u.set_defaults(run=_unjoin)
 
 
-def _fail(message: str) -> int:
-    print(f"propagator fleet: {message}", file=sys.stderr)
+@dataclass(frozen=True)
+class JoinRequest:
+    """What ``join`` was asked to do (the command-line flags of either CLI)."""
+
+    name: str
+    kubeconfig: Path
+    context: str | None = None
+    fleet: str | None = None
+    layer: str | None = None
+    region: str | None = None
+    zone: str | None = None
+    labels: tuple[str, ...] = ()
+    dry_run: bool = False
+    kubeconfig_flag: str = "--kubeconfig"
+    """The flag that named the member's kubeconfig, for the messages."""
+
+
+def _fail(prog: str, message: str) -> int:
+    print(f"{prog}: {message}", file=sys.stderr)
     return 1
 
 
-def _labels(pairs: list[str]) -> dict[str, str]:
+def _labels(pairs: tuple[str, ...]) -> dict[str, str]:
     labels = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -84,10 +104,6 @@ def _labels(pairs: list[str]) -> dict[str, str]:
     return labels
 
 
-def _hub(settings: Settings) -> KubeConnection:
-    return settings.hub()
-
-
 def _print_plan(lines: list[str], dry_run: bool) -> None:
     verb = "Would write" if dry_run else "Wrote"
     print(f"{verb}:")
@@ -95,65 +111,97 @@ def _print_plan(lines: list[str], dry_run: bool) -> None:
         print(f"  {line}")
 
 
-def _join(args: argparse.Namespace) -> int:
+def join_member(request: JoinRequest, settings: Settings, prog: str) -> int:
+    """Check the member and its kubeconfig, then write its Secret, MemberCluster and
+    fleet entry on the hub ``settings`` name (nothing when a check fails); prints the
+    plan. Returns the exit code."""
+    path, flag = request.kubeconfig, request.kubeconfig_flag
     try:
-        settings = load_settings(args)
         try:
-            text = args.kubeconfig.read_text()
+            text = path.read_text()
         except OSError as exc:
-            return _fail(f"--kubeconfig {args.kubeconfig}: {exc.strerror or exc}")
+            return _fail(prog, f"{flag} {path}: {exc.strerror or exc}")
         except UnicodeDecodeError:
-            return _fail(f"--kubeconfig {args.kubeconfig}: not UTF-8 text (is it a kubeconfig?)")
+            return _fail(prog, f"{flag} {path}: not UTF-8 text (is it a kubeconfig?)")
         loaded = load_kubeconfig(
             text,
-            source=f"--kubeconfig {args.kubeconfig}",
-            context=args.context,
-            base_dir=args.kubeconfig.resolve().parent,
+            source=f"{flag} {path}",
+            context=request.context,
+            base_dir=path.resolve().parent,
             allow_exec=settings.allow_exec_kubeconfigs,
         )
         if problem := tls_problem(loaded.credentials):
-            return _fail(f"--kubeconfig {args.kubeconfig}: {problem}")
-        labels = _labels(args.label)
-        plan_args = dict(
+            return _fail(prog, f"{flag} {path}: {problem}")
+        planned = partial(
+            plan_join,
             namespace=settings.namespace,
-            fleet=args.fleet,
-            layer=args.layer,
-            region=args.region,
-            zone=args.zone,
-            labels=labels,
+            fleet=request.fleet,
+            layer=request.layer,
+            region=request.region,
+            zone=request.zone,
+            labels=_labels(request.labels),
         )
-        plan_join(args.name, loaded, "unknown", **plan_args)  # flags first, before any call
+        planned(request.name, loaded, "unknown")  # flags first, before any call
 
         async def run() -> JoinPlan:
-            version = await verify_member(args.name, loaded, settings.member_connection())
-            plan = plan_join(args.name, loaded, version, **plan_args)
-            hub = _hub(settings)
+            version = await verify_member(request.name, loaded, settings.member_connection())
+            plan = planned(request.name, loaded, version)
+            hub = settings.hub()
             try:
-                await join(hub, plan, dry_run=args.dry_run)
+                await join(hub, plan, dry_run=request.dry_run)
             finally:
                 await hub.close()
             return plan
 
         plan = anyio.run(run)
-    except (SettingsError, KubeconfigError, JoinError) as exc:
-        return _fail(str(exc))
-    _print_plan(plan.describe(), args.dry_run)
+    except (KubeconfigError, JoinError) as exc:
+        return _fail(prog, str(exc))
+    _print_plan(plan.describe(), request.dry_run)
     return 0
 
 
-def _unjoin(args: argparse.Namespace) -> int:
+def unjoin_member(name: str, dry_run: bool, settings: Settings, prog: str) -> int:
+    """Remove the member's MemberCluster, Secret and fleet entries from the hub
+    ``settings`` name; prints what goes. Returns the exit code."""
 
     async def run(hub: KubeConnection) -> UnjoinPlan:
         try:
-            plan = await plan_unjoin(hub, args.name)
-            await unjoin(hub, plan, dry_run=args.dry_run)
+            plan = await plan_unjoin(hub, name)
+            await unjoin(hub, plan, dry_run=dry_run)
         finally:
             await hub.close()
         return plan
 
     try:
-        plan = anyio.run(run, _hub(load_settings(args)))
-    except (SettingsError, KubeconfigError, JoinError) as exc:
-        return _fail(str(exc))
-    _print_plan(plan.describe(), args.dry_run)
+        plan = anyio.run(run, settings.hub())
+    except (KubeconfigError, JoinError) as exc:
+        return _fail(prog, str(exc))
+    _print_plan(plan.describe(), dry_run)
     return 0
+
+
+def _join(args: argparse.Namespace) -> int:
+    try:
+        settings = load_settings(args)
+    except SettingsError as exc:
+        return _fail(PROG, str(exc))
+    request = JoinRequest(
+        args.name,
+        args.kubeconfig,
+        args.context,
+        args.fleet,
+        args.layer,
+        args.region,
+        args.zone,
+        tuple(args.label),
+        args.dry_run,
+    )
+    return join_member(request, settings, PROG)
+
+
+def _unjoin(args: argparse.Namespace) -> int:
+    try:
+        settings = load_settings(args)
+    except SettingsError as exc:
+        return _fail(PROG, str(exc))
+    return unjoin_member(args.name, args.dry_run, settings, PROG)

@@ -8,6 +8,8 @@ prints the new placement.
 
 ``canary promote|abort|retry|status NAME``: act on the application's canary (see
 ``propagator/cli/canary.py``). ``status NAME``: the application in one view.
+``explain NAME``: the scheduler's decision for it on the live hub, cluster by cluster.
+``join NAME`` / ``unjoin NAME``: add a member cluster to the hub, or remove it.
 """
 
 from __future__ import annotations
@@ -20,20 +22,27 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from pydantic import ValidationError
 
-from api.common import DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, duration_seconds
+from api.application import ApplicationPropagation
+from api.common import API_VERSION, DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, duration_seconds
 from api.failover import REBALANCE_ANNOTATION
 from fleet.connection import ApiError, KubeConnection
 from fleet.hub import context_namespace, hub_connection
 from fleet.kubeconfig import KubeconfigError
-from propagator.cli.annotate import fresh_value, request
+from propagator.cli.annotate import KIND, fresh_value, request
 from propagator.cli.canary import read_status, request_action
-from propagator.cli.parser import Parser
+from propagator.cli.fleet import JoinRequest, join_member, unjoin_member
+from propagator.cli.parser import KubectlParser
+from propagator.cli.schedule import decide, decision_text, live_objects
 from propagator.cli.status import read_status as application_status
+from propagator.propagation.placement import FleetNotFound
+from propagator.scheduler import PluginError, build_profile
+from propagator.settings import Settings, SettingsError, load_settings
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(
+    parser = KubectlParser(
         prog="kubectl propagator",
         description="Act on ApplicationPropagations on the hub. Exit code 0 on success, 1 "
         "when the hub refuses or the wait runs out, 2 on bad input.",
@@ -41,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     _hub_flags(parser, None)
     # As with kubectl, the hub flags may also follow the command (`canary promote web -n
     # shop`); there they override only when given.
-    after = Parser(add_help=False)
+    after = KubectlParser(add_help=False)
     _hub_flags(after, argparse.SUPPRESS)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     rebalance = commands.add_parser(
@@ -66,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
         "per canary cluster. Each action is a new value of the propagator.io/canary-action "
         "annotation, which the controller acts on once.",
     )
-    canary.add_argument("action", choices=("promote", "abort", "retry", "status"))
+    canary.add_argument(
+        "action", choices=("promote", "abort", "retry", "status"), help="what to do"
+    )
     canary.add_argument("name", metavar="NAME", help="the ApplicationPropagation")
     _wait_flags(canary, "wait until the controller has acted on it")
     canary.set_defaults(run=_canary)
@@ -80,7 +91,64 @@ def build_parser() -> argparse.ArgumentParser:
     )
     status.add_argument("name", metavar="NAME", help="the ApplicationPropagation")
     status.set_defaults(run=_status)
+    explain = commands.add_parser(
+        "explain",
+        parents=[after],
+        help="where the scheduler places an application now, and why",
+        description="Run the scheduler for the ApplicationPropagation NAME against the hub's "
+        "MemberClusters, Fleets and TenantQuotas as they are now: a line per cluster saying "
+        "which plugin filtered it out and why, or its scores, and what would change from "
+        "where it runs (status.placement). Exit code 0 when it can be placed, 1 when not.",
+    )
+    explain.add_argument("name", metavar="NAME", help="the ApplicationPropagation")
+    explain.add_argument("--json", action="store_true", help="the decision as JSON")
+    explain.set_defaults(run=_explain)
+    join = commands.add_parser(
+        "join",
+        parents=[after],
+        help="join a member cluster to the hub",
+        description="Check the member's kubeconfig and the member itself, then write a Secret "
+        "(in the controller's namespace), the MemberCluster and, with --fleet, the fleet "
+        "membership. Nothing is written if any check fails.",
+    )
+    join.add_argument("name", metavar="NAME", help="the MemberCluster's name")
+    join.add_argument(
+        "--member-kubeconfig", type=Path, required=True, help="the member's kubeconfig"
+    )
+    join.add_argument("--member-context", help="that kubeconfig's context (default: current)")
+    join.add_argument("--fleet", help="add the member to this Fleet (created if missing)")
+    join.add_argument("--layer", help="scheduling layer, a DNS label (default: default)")
+    join.add_argument("--region", help="region of the member")
+    join.add_argument("--zone", help="zone of the member")
+    join.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="label of the MemberCluster (repeatable)",
+    )
+    _controller_flags(join)
+    join.set_defaults(run=_join)
+    unjoin = commands.add_parser(
+        "unjoin",
+        parents=[after],
+        help="remove a member cluster from the hub",
+        description="Remove the MemberCluster NAME, its kubeconfig Secret and its fleet "
+        "entries. What applications ran there stays on the member.",
+    )
+    unjoin.add_argument("name", metavar="NAME", help="the MemberCluster")
+    _controller_flags(unjoin)
+    unjoin.set_defaults(run=_unjoin)
     return parser
+
+
+def _controller_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--controller-namespace",
+        help="the controller's namespace on the hub, where member kubeconfig Secrets live "
+        "(default: $PROPAGATOR_NAMESPACE or propagator-system)",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="check everything, write nothing")
 
 
 def _wait_flags(parser: argparse.ArgumentParser, what: str) -> None:
@@ -166,6 +234,81 @@ def _status(args: argparse.Namespace) -> int:
     )
 
 
+def _explain(args: argparse.Namespace) -> int:
+    try:
+        settings = load_settings()
+        profile = build_profile(settings.scheduler_plugins)
+    except (SettingsError, PluginError) as exc:
+        print(f"kubectl propagator explain: {exc}", file=sys.stderr)
+        return 2
+    schedulable = False
+
+    async def act(hub: KubeConnection, namespace: str) -> str:
+        nonlocal schedulable
+        obj = await hub.get(API_VERSION, KIND, args.name, namespace)
+        objects = await live_objects(hub)
+        try:
+            app = ApplicationPropagation.model_validate(obj)
+            decision = decide(app, objects, profile, settings, explain=True)
+        except (ValidationError, FleetNotFound) as exc:
+            raise _Refused(str(exc)) from exc
+        schedulable = decision.schedulable
+        return decision_text(decision, app, args.json)
+
+    code = _on_hub(args, "explain", act)
+    return 1 if code == 0 and not schedulable else code
+
+
+def _hub_settings(args: argparse.Namespace, command: str) -> Settings | None:
+    """The controller's settings (PROPAGATOR_*), on the hub kubectl's flags name."""
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"kubectl propagator {command}: {exc}", file=sys.stderr)
+        return None
+    namespace = args.controller_namespace or settings.namespace
+    if not re.fullmatch(DNS_LABEL_PATTERN, namespace) or len(namespace) > 63:
+        print(
+            f"kubectl propagator {command}: --controller-namespace {namespace!r}: not a "
+            "namespace name (lower-case DNS label)",
+            file=sys.stderr,
+        )
+        return None
+    return settings.model_copy(
+        update={
+            "hub_kubeconfig": args.kubeconfig,
+            "hub_context": args.context,
+            "namespace": namespace,
+        }
+    )
+
+
+def _join(args: argparse.Namespace) -> int:
+    settings = _hub_settings(args, "join")
+    if settings is None:
+        return 2
+    request = JoinRequest(
+        args.name,
+        args.member_kubeconfig,
+        args.member_context,
+        args.fleet,
+        args.layer,
+        args.region,
+        args.zone,
+        tuple(args.label),
+        args.dry_run,
+        "--member-kubeconfig",
+    )
+    return join_member(request, settings, "kubectl propagator join")
+
+
+def _unjoin(args: argparse.Namespace) -> int:
+    settings = _hub_settings(args, "unjoin")
+    if settings is None:
+        return 2
+    return unjoin_member(args.name, args.dry_run, settings, "kubectl propagator unjoin")
+
+
 def _canary(args: argparse.Namespace) -> int:
     if args.action == "status":
         return _on_hub(
@@ -178,6 +321,10 @@ def _canary(args: argparse.Namespace) -> int:
             hub, namespace, args.name, args.action, _wait_s(args)
         ),
     )
+
+
+class _Refused(Exception):
+    """The hub answered, but what it holds cannot be acted on (said to the user as is)."""
 
 
 def _on_hub(
@@ -205,6 +352,9 @@ def _on_hub(
 
     try:
         print(anyio.run(run))
+    except _Refused as exc:
+        print(f"kubectl propagator {command}: {exc}", file=sys.stderr)
+        return 1
     except ApiError as exc:
         where = f"{namespace or 'default'}/{args.name}"
         what = "not found" if exc.not_found else str(exc)

@@ -15,15 +15,23 @@ from pydantic import ValidationError
 
 from api.application import ApplicationPropagation
 from api.common import API_VERSION
-from fleet.connection import ApiError
+from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
 from fleet.kubeconfig import KubeconfigError
 from fleet.retry import call_with_retries
 from fleet.snapshot import ClusterInfoCache, build_snapshot
 from propagator.fleetmanager import status as fleetstatus
 from propagator.propagation.placement import FleetNotFound, current_placement, place
-from propagator.scheduler import PluginError, Scheduler, build_profile, demand_of, explain
-from propagator.settings import SettingsError, add_setting_flags, load_settings
+from propagator.scheduler import (
+    Decision,
+    PluginError,
+    Profile,
+    Scheduler,
+    build_profile,
+    demand_of,
+    explain,
+)
+from propagator.settings import Settings, SettingsError, add_setting_flags, load_settings
 
 _SETTINGS = ["hub_kubeconfig", "hub_context", "scheduler_plugins"]
 # A snapshot built here from what was just read is fresh (age 0); the staleness bounds
@@ -112,19 +120,23 @@ def _application(path: Path) -> ApplicationPropagation:
         raise InputError(f"{path}: {problems}") from exc
 
 
+async def live_objects(hub: KubeConnection) -> list[dict[str, Any]]:
+    """What a decision reads from the hub: MemberClusters, Fleets, TenantQuotas and
+    Namespaces (a tenant may own the application's namespace by its labels)."""
+    objects = []
+    for kind in ("MemberCluster", "Fleet", "TenantQuota"):
+        listing = await call_with_retries(partial(hub.list, API_VERSION, kind))
+        objects += [{**o, "kind": kind} for o in listing["items"]]
+    listing = await call_with_retries(partial(hub.list, "v1", "Namespace"))
+    return objects + [{**o, "kind": "Namespace"} for o in listing["items"]]
+
+
 def _live_objects(args: argparse.Namespace) -> list[dict[str, Any]]:
-    settings = load_settings(args)
-    hub = settings.hub()
+    hub = load_settings(args).hub()
 
     async def read() -> list[dict[str, Any]]:
         try:
-            objects = []
-            for kind in ("MemberCluster", "Fleet", "TenantQuota"):
-                listing = await call_with_retries(partial(hub.list, API_VERSION, kind))
-                objects += [{**o, "kind": kind} for o in listing["items"]]
-            # Namespaces: a tenant may own the application's namespace by its labels.
-            listing = await call_with_retries(partial(hub.list, "v1", "Namespace"))
-            return objects + [{**o, "kind": "Namespace"} for o in listing["items"]]
+            return await live_objects(hub)
         finally:
             await hub.close()
 
@@ -159,15 +171,15 @@ def _decision_json(decision: Any, current: dict[str, int]) -> str:
     )
 
 
-def _run(args: argparse.Namespace) -> int:
-    try:
-        settings = load_settings(args)
-        profile = build_profile(settings.scheduler_plugins)
-        app = _application(args.filename)
-        objects = objects_in(args.fleet_file) if args.fleet_file else _live_objects(args)
-    except (InputError, SettingsError, PluginError, KubeconfigError, ApiError, UnknownKind) as exc:
-        print(f"propagator schedule: {exc}", file=sys.stderr)
-        return 2
+def decide(
+    app: ApplicationPropagation,
+    objects: list[dict[str, Any]],
+    profile: Profile,
+    settings: Settings,
+    explain: bool,
+) -> Decision:
+    """One scheduling decision for ``app`` against ``objects`` (MemberClusters, Fleets,
+    TenantQuotas, Namespaces), as the controller would make it; raises FleetNotFound."""
     members = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "MemberCluster"}
     fleets = {
         o["metadata"]["name"]: fleetstatus.fleet_members(o, members)
@@ -190,24 +202,44 @@ def _run(args: argparse.Namespace) -> int:
         stale_after_s=settings.snapshot_stale_after_s,
         fresh_for_s=settings.snapshot_fresh_for_s,
     )
+    return place(
+        scheduler,
+        snapshot,
+        app,
+        demand_of(app.spec.resources.manifests, kinds),
+        [o for o in objects if o.get("kind") == "TenantQuota"],
+        namespace_labels,
+        age_s=0.0,
+        explain=explain,
+    )
+
+
+def decision_text(decision: Decision, app: ApplicationPropagation, as_json: bool) -> str:
+    """The decision as ``--json`` or ``--explain`` prints it."""
+    current = current_placement(app)
+    return _decision_json(decision, current) if as_json else explain(decision, current)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
-        decision = place(
-            scheduler,
-            snapshot,
-            app,
-            demand_of(app.spec.resources.manifests, kinds),
-            [o for o in objects if o.get("kind") == "TenantQuota"],
-            namespace_labels,
-            age_s=0.0,
-            explain=args.explain,
-        )
-    except FleetNotFound as exc:
+        settings = load_settings(args)
+        profile = build_profile(settings.scheduler_plugins)
+        app = _application(args.filename)
+        objects = objects_in(args.fleet_file) if args.fleet_file else _live_objects(args)
+        decision = decide(app, objects, profile, settings, args.explain or args.json)
+    except (
+        InputError,
+        SettingsError,
+        PluginError,
+        KubeconfigError,
+        ApiError,
+        UnknownKind,
+        FleetNotFound,
+    ) as exc:
         print(f"propagator schedule: {exc}", file=sys.stderr)
         return 2
-    if args.json:
-        print(_decision_json(decision, current_placement(app)))
-    elif args.explain:
-        print(explain(decision, current_placement(app)))
+    if args.json or args.explain:
+        print(decision_text(decision, app, args.json))
     else:
         for p in decision.placed:
             print(f"{p.cluster}\tlayer={p.layer}\treplicas={p.replicas}\tscore={p.score}")
