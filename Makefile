@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STATE_DIR ?= $(HOME)/.local/state/propagator/local
 
-.PHONY: install crds testbin prometheus helm lint typecheck unit e2e test bench local-up local-down demo demo-down clean
+.PHONY: install crds testbin prometheus helm jaeger lint typecheck unit e2e test bench local-up local-down demo demo-down clean
 
 install: $(VENV)/.installed
 
@@ -19,8 +19,8 @@ $(VENV)/.installed: pyproject.toml
 testbin:
 	bash hack/testbin.sh
 
-# Regenerate charts/propagator/crds/ from the models in api/ (a unit test fails on drift).
-# Prometheus and promtool from hack/prometheus/go.mod (the canary analysis tests, the alerts).
+# Prometheus and promtool from hack/prometheus/go.mod (the canary analysis, dashboard and
+# alert tests), into ~/.cache/propagator/prometheus/<version> (once).
 prometheus:
 	bash hack/prometheus.sh
 
@@ -28,6 +28,12 @@ prometheus:
 helm:
 	bash hack/helm.sh
 
+# Jaeger from hack/jaeger/go.mod (the OTLP tracing test).
+jaeger:
+	bash hack/jaeger.sh
+
+# Regenerate charts/propagator/crds/ from the models in api/ (a unit test fails on drift),
+# and the chart's values.schema.json and dashboards.
 crds: install
 	$(VENV)/bin/propagator crds --output-dir charts/propagator/crds
 	$(VENV)/bin/propagator chart --output-dir charts/propagator
@@ -42,7 +48,7 @@ typecheck: install
 unit: install
 	$(PY) -m pytest tests --ignore=tests/e2e
 
-e2e: install testbin prometheus helm
+e2e: install testbin prometheus helm jaeger
 	$(PY) -m pytest tests/e2e
 
 test: lint typecheck unit e2e
