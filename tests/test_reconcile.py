@@ -410,3 +410,26 @@ def test_a_stale_snapshot_is_not_trusted_the_fresh_cluster_data_is_scanned() -> 
     scheduled = h.condition("Scheduled")["message"]
     assert "full scan of fresh cluster data: snapshot is 100" in scheduled, scheduled
     assert h.reconciler.metrics.scheduler_full_scans._value.get() == 1
+
+
+def test_a_change_of_work_logs_one_line_naming_its_clusters_and_a_recheck_none(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clusters = [f"c{i}" for i in range(7)]
+    h = Harness(_app(), clusters=clusters)
+    with caplog.at_level("INFO", logger="propagator.propagation.reconcile"):
+        h.reconcile()
+    lines = [r.getMessage() for r in caplog.records if "syncing" in r.getMessage()]
+    assert lines == ["shop/web: syncing 7 clusters (c0, c1, c2, c3, c4 and 2 more)"]
+    h.synced("shop/web", *clusters)
+    caplog.clear()
+    h.reconciler.settings = Settings(resync_period_s=10)
+    for c in clusters:  # long enough ago that the plan rechecks every cluster
+        state = h.table.state("shop/web", c)
+        assert state is not None
+        state.tried_at = time.monotonic() - 60
+    h.queued = []
+    with caplog.at_level("INFO", logger="propagator.propagation.reconcile"):
+        h.reconcile()
+    assert len(h.queued) == 7  # rechecked, silently
+    assert not [r for r in caplog.records if "syncing" in r.getMessage()]

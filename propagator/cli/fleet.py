@@ -47,21 +47,7 @@ def register(commands: Any) -> None:
         "Secret (in the controller namespace), the MemberCluster and, with --fleet, the "
         "fleet membership. Nothing is written if any check fails.",
     )
-    j.add_argument("name", metavar="NAME", help="MemberCluster name")
-    j.add_argument("--kubeconfig", type=Path, required=True, help="the member's kubeconfig")
-    j.add_argument("--context", help="context of that kubeconfig (default: current)")
-    j.add_argument("--fleet", help="add the member to this Fleet (created if missing)")
-    j.add_argument("--layer", help="scheduling layer, a DNS label (default: default)")
-    j.add_argument("--region", help="region of the member")
-    j.add_argument("--zone", help="zone of the member")
-    j.add_argument(
-        "--label",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="label of the MemberCluster (repeatable)",
-    )
-    j.add_argument("--dry-run", action="store_true", help="check everything, write nothing")
+    add_join_flags(j, "--kubeconfig", "--context")
     add_setting_flags(j, _HUB_FLAGS)
     j.set_defaults(run=_join)
 
@@ -70,6 +56,35 @@ def register(commands: Any) -> None:
     u.add_argument("--dry-run", action="store_true", help="show what would be removed")
     add_setting_flags(u, _HUB_FLAGS[:2])
     u.set_defaults(run=_unjoin)
+
+
+def add_join_flags(parser: argparse.ArgumentParser, kubeconfig: str, context: str) -> None:
+    """``join``'s arguments; the member's kubeconfig and context under the flag names
+    given (the kubectl plugin's own --kubeconfig names the hub)."""
+    parser.add_argument("name", metavar="NAME", help="MemberCluster name")
+    parser.add_argument(
+        kubeconfig,
+        dest="member_kubeconfig",
+        type=Path,
+        required=True,
+        help="the member's kubeconfig",
+    )
+    parser.add_argument(
+        context, dest="member_context", help="context of that kubeconfig (default: current)"
+    )
+    parser.add_argument("--fleet", help="add the member to this Fleet (created if missing)")
+    parser.add_argument("--layer", help="scheduling layer, a DNS label (default: default)")
+    parser.add_argument("--region", help="region of the member")
+    parser.add_argument("--zone", help="zone of the member")
+    parser.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="label of the MemberCluster (repeatable)",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="check everything, write nothing")
+    parser.set_defaults(kubeconfig_flag=kubeconfig)
 
 
 @dataclass(frozen=True)
@@ -87,6 +102,22 @@ class JoinRequest:
     dry_run: bool = False
     kubeconfig_flag: str = "--kubeconfig"
     """The flag that named the member's kubeconfig, for the messages."""
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> JoinRequest:
+        """From the arguments of ``add_join_flags``."""
+        return cls(
+            args.name,
+            args.member_kubeconfig,
+            args.member_context,
+            args.fleet,
+            args.layer,
+            args.region,
+            args.zone,
+            tuple(args.label),
+            args.dry_run,
+            args.kubeconfig_flag,
+        )
 
 
 def _fail(prog: str, message: str) -> int:
@@ -185,18 +216,7 @@ def _join(args: argparse.Namespace) -> int:
         settings = load_settings(args)
     except SettingsError as exc:
         return _fail(PROG, str(exc))
-    request = JoinRequest(
-        args.name,
-        args.kubeconfig,
-        args.context,
-        args.fleet,
-        args.layer,
-        args.region,
-        args.zone,
-        tuple(args.label),
-        args.dry_run,
-    )
-    return join_member(request, settings, PROG)
+    return join_member(JoinRequest.of(args), settings, PROG)
 
 
 def _unjoin(args: argparse.Namespace) -> int:

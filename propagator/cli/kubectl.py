@@ -32,7 +32,7 @@ from fleet.hub import context_namespace, hub_connection
 from fleet.kubeconfig import KubeconfigError
 from propagator.cli.annotate import KIND, fresh_value, request
 from propagator.cli.canary import read_status, request_action
-from propagator.cli.fleet import JoinRequest, join_member, unjoin_member
+from propagator.cli.fleet import JoinRequest, add_join_flags, join_member, unjoin_member
 from propagator.cli.parser import KubectlParser
 from propagator.cli.schedule import decide, decision_text, live_objects
 from propagator.cli.status import read_status as application_status
@@ -111,23 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
         "(in the controller's namespace), the MemberCluster and, with --fleet, the fleet "
         "membership. Nothing is written if any check fails.",
     )
-    join.add_argument("name", metavar="NAME", help="the MemberCluster's name")
-    join.add_argument(
-        "--member-kubeconfig", type=Path, required=True, help="the member's kubeconfig"
-    )
-    join.add_argument("--member-context", help="that kubeconfig's context (default: current)")
-    join.add_argument("--fleet", help="add the member to this Fleet (created if missing)")
-    join.add_argument("--layer", help="scheduling layer, a DNS label (default: default)")
-    join.add_argument("--region", help="region of the member")
-    join.add_argument("--zone", help="zone of the member")
-    join.add_argument(
-        "--label",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="label of the MemberCluster (repeatable)",
-    )
-    _controller_flags(join)
+    add_join_flags(join, "--member-kubeconfig", "--member-context")
+    _controller_flag(join)
     join.set_defaults(run=_join)
     unjoin = commands.add_parser(
         "unjoin",
@@ -137,18 +122,18 @@ def build_parser() -> argparse.ArgumentParser:
         "entries. What applications ran there stays on the member.",
     )
     unjoin.add_argument("name", metavar="NAME", help="the MemberCluster")
-    _controller_flags(unjoin)
+    unjoin.add_argument("--dry-run", action="store_true", help="show what would be removed")
+    _controller_flag(unjoin)
     unjoin.set_defaults(run=_unjoin)
     return parser
 
 
-def _controller_flags(parser: argparse.ArgumentParser) -> None:
+def _controller_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--controller-namespace",
         help="the controller's namespace on the hub, where member kubeconfig Secrets live "
         "(default: $PROPAGATOR_NAMESPACE or propagator-system)",
     )
-    parser.add_argument("--dry-run", action="store_true", help="check everything, write nothing")
 
 
 def _wait_flags(parser: argparse.ArgumentParser, what: str) -> None:
@@ -287,19 +272,7 @@ def _join(args: argparse.Namespace) -> int:
     settings = _hub_settings(args, "join")
     if settings is None:
         return 2
-    request = JoinRequest(
-        args.name,
-        args.member_kubeconfig,
-        args.member_context,
-        args.fleet,
-        args.layer,
-        args.region,
-        args.zone,
-        tuple(args.label),
-        args.dry_run,
-        "--member-kubeconfig",
-    )
-    return join_member(request, settings, "kubectl propagator join")
+    return join_member(JoinRequest.of(args), settings, "kubectl propagator join")
 
 
 def _unjoin(args: argparse.Namespace) -> int:

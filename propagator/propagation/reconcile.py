@@ -303,10 +303,19 @@ class Reconciler:
         due = self.table.set_work(
             key, works, now=time.monotonic(), recheck_after_s=self.settings.resync_period_s
         )
-        if due:  # one line per change (the resync's rechecks included), not per object
-            shown = ", ".join(due[:LOGGED_CLUSTERS])
-            more = f" and {len(due) - LOGGED_CLUSTERS} more" if len(due) > LOGGED_CLUSTERS else ""
-            log.info("%s: syncing %d clusters (%s%s)", key, len(due), shown, more)
+        # One line per change of the work (not per object, nor for the resync's rechecks:
+        # a state not yet tried is new work).
+        changed = [c for c in due if (s := self.table.state(key, c)) and s.tried_at is None]
+        if changed:
+            shown = ", ".join(changed[:LOGGED_CLUSTERS])
+            more = len(changed) - LOGGED_CLUSTERS
+            log.info(
+                "%s: syncing %d clusters (%s%s)",
+                key,
+                len(changed),
+                shown,
+                f" and {more} more" if more > 0 else "",
+            )
         queued = False
         for cluster in due:
             why = self.members.enqueue(cluster, key)

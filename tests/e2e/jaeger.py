@@ -13,8 +13,8 @@ from typing import Any
 import yaml
 
 from tests.e2e.controller import free_port
-from tests.e2e.tools import built
-from tests.e2e.waiting import HANG_GUARD_S, eventually
+from tests.e2e.tools import built, terminate
+from tests.e2e.waiting import eventually
 
 
 class Jaeger:
@@ -88,9 +88,5 @@ class Jaeger:
         ]
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(HANG_GUARD_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        terminate(self.proc)
         self.log.close()

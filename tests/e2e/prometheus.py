@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.controller import free_port
-from tests.e2e.tools import built
-from tests.e2e.waiting import HANG_GUARD_S, eventually
+from tests.e2e.tools import built, terminate
+from tests.e2e.waiting import eventually
 
 
 def prometheus_dir() -> Path:
@@ -111,11 +111,7 @@ class Prometheus:
             return list(json.load(answer)["data"])
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(HANG_GUARD_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        terminate(self.proc)
         self.log.close()
 
 
