@@ -61,7 +61,7 @@ class Harness:
 
     def use(self, namespace: str, **used: str) -> None:
         key = ("v1", "ResourceQuota", namespace, "propagator-tenant-team")
-        self.fake.edit(key, lambda rq: rq.__setitem__("status", {"used": used}))
+        self.fake.objects[key]["status"] = {"used": used}  # the member's quota admission
 
 
 async def test_the_first_namespace_gets_the_whole_limit_then_they_share() -> None:
@@ -116,3 +116,28 @@ async def test_the_stored_values_never_sum_above_the_limit_between_writes() -> N
     assert len(sums) == 3  # a alone; a lowered; then b
     assert sums[-1] == (Decimal(6), Decimal(2))
     assert all(pods <= 6 and cpu <= 2 for pods, cpu in sums), sums
+
+
+async def test_a_raise_is_capped_by_what_the_others_hold_now_not_by_a_stale_cache() -> None:
+    h = Harness([quota(pods=6)])
+    await h.enforcer.guard(h.member, h.work("a"))
+    await h.enforcer.guard(h.member, h.work("b"))
+    assert (h.hard("a"), h.hard("b")) == ({"pods": "3"}, {"pods": "3"})
+    h.use("a", pods="3")
+    h.use("b", pods="1")
+    stale = await h.fake.caches(h.member, [RQ], 5.0)  # the cache saw b at 1 pod
+    h.use("b", pods="3")  # b filled up since
+
+    async def behind(*_: Any) -> Any:
+        return stale
+
+    h.enforcer.caches = behind
+    await h.enforcer.rebalance(h.member, quota(pods=6))
+    # From the cache a would get 4 and b 2; b comes down to 2 but still runs 3 pods, so a
+    # may not grow: 3 + 3 is the limit already.
+    assert h.hard("b") == {"pods": "2"}
+    assert h.hard("a") == {"pods": "3"}
+    # once the cache catches up, each holds its use: the limit is reached
+    h.enforcer.caches = h.fake.caches
+    await h.enforcer.rebalance(h.member, quota(pods=6))
+    assert (h.hard("a"), h.hard("b")) == ({"pods": "3"}, {"pods": "3"})

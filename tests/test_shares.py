@@ -7,7 +7,7 @@ from decimal import Decimal
 from hypothesis import given
 from hypothesis import strategies as st
 
-from propagator.tenancy.shares import split, split_all
+from propagator.tenancy.shares import capped_raise, split, split_all
 
 D = Decimal
 
@@ -57,3 +57,50 @@ def test_the_sum_never_exceeds_the_limit(
         assert all(hard[ns] >= used[ns] for ns in used)  # nobody is cut below its use
     else:
         assert all(hard[ns] <= used[ns] for ns in used)  # nobody grows
+
+
+def test_a_raise_is_capped_by_what_the_others_hold() -> None:
+    limits = {"pods": D(6)}
+    # b was lowered to 2 but still runs 3 pods: a may not go from 3 to 4
+    in_force = {"a": {"pods": D(3)}, "b": {"pods": D(2)}}
+    used = {"a": {"pods": D(3)}, "b": {"pods": D(3)}}
+    assert capped_raise(limits, "a", {"pods": D(4)}, in_force, used) == {"pods": D(3)}
+    # with b really at 1, a gets its 4; a resource with no limit is left as asked
+    used["b"] = {"pods": D(1)}
+    asked = {"pods": D(4), "configmaps": D(9)}
+    assert capped_raise(limits, "a", asked, in_force, used) == asked
+    # a new namespace (no quota yet) gets what is left, never below zero
+    assert capped_raise(limits, "c", {"pods": D(3)}, in_force, used) == {"pods": D(1)}
+    in_force["b"] = {"pods": D(3)}
+    assert capped_raise(limits, "c", {"pods": D(3)}, in_force, used) == {"pods": D(0)}
+
+
+@given(
+    amounts,
+    st.dictionaries(st.sampled_from("abcdef"), amounts, min_size=1),
+    st.dictionaries(st.sampled_from("abcdef"), amounts),
+    st.sampled_from("abcdef"),
+    amounts,
+)
+def test_a_capped_raise_keeps_what_the_namespaces_may_hold_within_the_limit(
+    limit: Decimal,
+    hard: dict[str, Decimal],
+    used: dict[str, Decimal],
+    namespace: str,
+    asked: Decimal,
+) -> None:
+    def holdable(h: dict[str, Decimal]) -> Decimal:
+        return sum((max(h.get(ns, D(0)), used.get(ns, D(0))) for ns in set(h) | set(used)), D(0))
+
+    in_force = {ns: {"pods": v} for ns, v in hard.items()}
+    per_ns_used = {ns: {"pods": v} for ns, v in used.items()}
+    got = capped_raise({"pods": limit}, namespace, {"pods": asked}, in_force, per_ns_used)["pods"]
+    after = {**hard, namespace: got}
+    current = hard.get(namespace)
+    if current is not None and asked <= current:
+        assert got == asked  # not a raise: untouched
+    else:
+        assert got <= asked
+        assert current is None or got >= current
+        if holdable(hard) <= limit:
+            assert holdable(after) <= limit

@@ -28,7 +28,7 @@ from propagator.propagation.work import ClusterWork, WorkTable
 from propagator.runtime.members import Member
 from propagator.runtime.workqueue import WorkQueue
 from propagator.tenancy.quota import hard_for, tenant_of
-from propagator.tenancy.shares import split_all
+from propagator.tenancy.shares import capped_raise, split_all
 
 log = logging.getLogger(__name__)
 
@@ -153,19 +153,44 @@ class QuotaEnforcer:
             if not limits:
                 return
             target = split_all(limits, used, active)
-            now = {
+            in_force = {
                 ns: parse_quantities((rq.get("spec") or {}).get("hard"))
                 for ns, rq in current.items()
             }
-            # Every value that comes down is written before any that goes up: the stored
-            # values never sum above the limit, even in between.
-            first = {ns: _lowered(now[ns], target[ns]) for ns in now if ns in target}
-            for ns, values in first.items():
-                if values != now[ns]:
-                    await self._write(member, tenant, ns, values)
-            for ns, values in target.items():
-                if values != first.get(ns, now.get(ns)):
-                    await self._write(member, tenant, ns, values)
+            await self._write_split(member, tenant, limits, target, in_force)
+
+    async def _write_split(
+        self,
+        member: Member,
+        tenant: str,
+        limits: Mapping[str, Decimal],
+        target: Mapping[str, Mapping[str, Decimal]],
+        in_force: dict[str, dict[str, Decimal]],
+    ) -> None:
+        """Write ``target`` over the quotas ``in_force`` (as the cache saw them)."""
+        # Every value that comes down is written before any that goes up: the stored
+        # values never sum above the limit, even in between.
+        fresh: dict[str, dict[str, Decimal]] = {}
+        """Namespace -> use, as the member answered during this rebalance."""
+        for ns, now in list(in_force.items()):
+            lowered = _lowered(now, target[ns]) if ns in target else now
+            if lowered != now:
+                fresh[ns] = await self._write(member, tenant, ns, lowered)
+                in_force[ns] = lowered
+        raises = {ns: values for ns, values in target.items() if values != in_force.get(ns)}
+        if not raises:
+            return
+        # The cache may be behind: a namespace it saw below its use can already hold
+        # more. Raises are capped by what the member says the others hold right now.
+        for ns in set(in_force) - set(fresh):
+            fresh[ns] = await self._read_used(member, tenant, ns)
+        for ns, values in raises.items():
+            capped = capped_raise(limits, ns, values, in_force, fresh)
+            if capped != values:
+                log.info("%s: quota of tenant %s in %s held at %s", member.name, tenant, ns, capped)
+            if capped != in_force.get(ns):
+                fresh[ns] = await self._write(member, tenant, ns, capped)
+                in_force[ns] = capped
 
     def _namespaces(self, cluster: str, tenant: str) -> set[str]:
         """Namespaces the tenant's applications write on ``cluster`` (from the work)."""
@@ -194,9 +219,22 @@ class QuotaEnforcer:
             self.usage[tenant, cluster] = usage
             self.on_usage(tenant)
 
+    async def _read_used(self, member: Member, tenant: str, namespace: str) -> dict[str, Decimal]:
+        """The use a tenant quota reports on the member now (none if it is gone)."""
+        try:
+            rq = await member.connection.get(
+                *RESOURCE_QUOTA, name=quota_name(tenant), namespace=namespace
+            )
+        except ApiError as exc:
+            if exc.not_found:
+                return {}
+            raise
+        return parse_quantities((rq.get("status") or {}).get("used"))
+
     async def _write(
         self, member: Member, tenant: str, namespace: str, hard: Mapping[str, Decimal]
-    ) -> None:
+    ) -> dict[str, Decimal]:
+        """Write a tenant quota; returns the use the member's answer reports."""
         rq = {
             "apiVersion": "v1",
             "kind": "ResourceQuota",
@@ -208,8 +246,9 @@ class QuotaEnforcer:
             },
             "spec": {"hard": {r: written(r, v) for r, v in sorted(hard.items())}},
         }
-        await apply_creating_namespace(member.connection, rq)
+        answer = await apply_creating_namespace(member.connection, rq)
         log.info("%s: quota of tenant %s in %s: %s", member.name, tenant, namespace, hard)
+        return parse_quantities((answer.get("status") or {}).get("used"))
 
 
 def written(resource: str, value: Decimal) -> str:

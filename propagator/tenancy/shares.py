@@ -61,3 +61,38 @@ def split_all(
         for ns, value in split(limit, per_namespace, resource, active).items():
             hard[ns][resource] = value
     return hard
+
+
+def capped_raise(
+    limits: Mapping[str, Decimal],
+    namespace: str,
+    target: Mapping[str, Decimal],
+    in_force: Mapping[str, Mapping[str, Decimal]],
+    used: Mapping[str, Mapping[str, Decimal]],
+) -> dict[str, Decimal]:
+    """``target`` for ``namespace`` with every raise capped so that, with the other
+    namespaces' room, the tenant still fits its limit. A namespace may hold more than its
+    ``hard`` (a quota lowered below use evicts nothing), so another's room is the larger of
+    its ``in_force`` hard and its ``used`` — both as the member answered just now, not as a
+    cache last saw them. Never below what is in force for ``namespace``."""
+    own = in_force.get(namespace, {})
+    out = dict(target)
+    with arithmetic():
+        for resource, value in target.items():
+            limit = limits.get(resource)
+            current = own.get(resource)
+            if limit is None or (current is not None and value <= current):
+                continue  # not a raise
+            others = sum(
+                (
+                    max(
+                        in_force.get(ns, {}).get(resource, Decimal(0)),
+                        used.get(ns, {}).get(resource, Decimal(0)),
+                    )
+                    for ns in (set(in_force) | set(used)) - {namespace}
+                ),
+                Decimal(0),
+            )
+            allowed = _floor(limit - others, unit_of(resource))
+            out[resource] = max(current or Decimal(0), min(value, allowed))
+    return out
