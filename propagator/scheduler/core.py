@@ -307,13 +307,15 @@ class Scheduler:
                 totals[j] += value * weight
             columns.append((scorer.name, column))
         weight_sum = self._weight_sum
-        scored = []
-        for j, cluster in enumerate(feasible):
-            if j in failed:
-                reasons[failed[j].reason or ""] += 1
-                verdicts[cluster.name] = failed[j]
-                continue
-            scored.append((-totals[j] / weight_sum, cluster.name, cluster, j))
+        scored = [
+            (-total / weight_sum, cluster.name, cluster, j)
+            for j, (cluster, total) in enumerate(zip(feasible, totals, strict=True))
+            if j not in failed
+        ]
+        for j in sorted(failed):
+            verdict = failed[j]
+            reasons[verdict.reason or ""] += 1
+            verdicts[verdict.cluster] = verdict
         if ctx.current or ctx.application:
             current, tie_rank = ctx.current, ctx.tie_rank
             scored.sort(key=lambda s: (s[1] not in current, s[0], tie_rank(s[1]), s[1]))

@@ -159,19 +159,16 @@ def _spread(
             chosen = _cover(combination, ranked, limit, minimum, room, kept)
             if chosen is None:
                 continue
-            picked = {c.name for c in chosen}
-            used = {c.name for group in combination for c in group}
-            dropped += [
-                (c.name, f"{what} {value} is not among the {k} group(s) used")
-                for value, group in groups.items()
-                for c in group
-                if c.name not in used
-            ]
-            dropped += [
-                (c.name, f"beyond maxClusters {limit}")
-                for c in ranked
-                if c.name in used and c.name not in picked
-            ]
+            used = {id(group) for group in combination}
+            for value, group in groups.items():
+                if id(group) not in used:  # one reason per group, not per cluster
+                    why = f"{what} {value} is not among the {k} group(s) used"
+                    dropped += [(c.name, why) for c in group]
+            if len(chosen) < sum(len(group) for group in combination):
+                picked = {c.name for c in chosen}
+                left = {c.name for group in combination for c in group} - picked
+                why = f"beyond maxClusters {limit}"
+                dropped += [(c.name, why) for c in ranked if c.name in left]
             return Selection(tuple(chosen), None, tuple(dropped))
     bound = f"{need_groups}" if most_groups <= need_groups else f"{need_groups} to {most_groups}"
     needs = f"minClusters {minimum}"
@@ -194,9 +191,11 @@ def _cover(
     ``limit`` (Aggregated: only as many as hold the replicas, those it runs on first);
     None when that cannot meet ``minimum`` or hold the replicas."""
     heads = [group[0] for group in groups]
-    names = {c.name for c in heads}
-    allowed = {c.name for group in groups for c in group}
-    rest = [c for c in ranked if c.name in allowed and c.name not in names]
+    if len(groups) == 1:
+        rest = list(groups[0][1:])  # a group keeps rank order
+    else:
+        allowed = {c.name for group in groups for c in group[1:]}
+        rest = [c for c in ranked if c.name in allowed]
     free = limit - len(heads)
     if room is not None and room.fewest:
         chosen = list(heads)
