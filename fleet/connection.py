@@ -44,10 +44,12 @@ class ConnectionOptions:
     pool_size: int = 16
     """Idle connections kept per server (more are opened while calls and watches need
     them; the callers bound how many run at once)."""
-    http2: bool = False
-    """HTTP/2 would carry every call and watch of a server over one connection, but
-    httpcore's HTTP/2 (1.0.9) can wedge a connection while long-lived watch streams are open
-    (encode/httpcore#1022, pydantic/httpx2#1133, #1216): off until that is fixed."""
+    http2: bool = True
+    """Calls to a server share one HTTP/2 connection (a fresh member's objects go out in
+    one round trip, not a TLS handshake each); a server that does not offer HTTP/2 gets
+    HTTP/1.1. Watches stay on HTTP/1.1 connections of their own: httpcore's HTTP/2 (1.0.9)
+    can wedge a connection while long-lived streams are open on it (encode/httpcore#1022,
+    pydantic/httpx2#1133, #1216)."""
 
 
 class ApiError(Exception):
@@ -265,7 +267,8 @@ class KubeConnection:
         self._creds = creds
         self._options = options
         self._exec: _ExecToken | None = None
-        self._client: httpx.AsyncClient | None = None
+        self._clients: dict[bool, httpx.AsyncClient] = {}
+        """The client for calls (False) and the one for watches (True)."""
         self._client_lock: anyio.Lock | None = None
         self.discovery = Discovery(self)
         self.answered_at: float | None = None
@@ -281,7 +284,7 @@ class KubeConnection:
             self._exec = await anyio.to_thread.run_sync(_run_exec, creds.exec, self.name)
         return self._exec.client, self._exec.token
 
-    async def _new_client(self) -> httpx.AsyncClient:
+    async def _new_client(self, http2: bool) -> httpx.AsyncClient:
         client, token = await self._client_material()
         headers = {"User-Agent": "propagator", "Accept": "application/json"}
         tls = _ssl_context(self._creds, client)
@@ -296,7 +299,7 @@ class KubeConnection:
             headers=headers,
             auth=auth,
             verify=tls,
-            http2=options.http2,
+            http2=http2,
             timeout=httpx.Timeout(
                 options.read_timeout_s, connect=options.connect_timeout_s, pool=None
             ),
@@ -312,8 +315,9 @@ class KubeConnection:
             trust_env=False,  # a proxy from the environment never sees member credentials
         )
 
-    async def _http(self) -> httpx.AsyncClient:
-        """The client, (re)made on first use and when an exec credential expired."""
+    async def _http(self, watch: bool = False) -> httpx.AsyncClient:
+        """The client for calls, or for watches; (re)made on first use and when an exec
+        credential expired."""
         if self._client_lock is None:
             self._client_lock = anyio.Lock()
         async with self._client_lock:
@@ -322,20 +326,24 @@ class KubeConnection:
                 and self._exec.expires is not None
                 and self._exec.expires <= dt.datetime.now(dt.UTC)
             )
-            if self._client is None or expired:
+            stale = list(self._clients.values()) if expired else []
+            if expired:
+                self._clients.clear()
+            client = self._clients.get(watch)
+            if client is None:
                 try:
-                    fresh = await self._new_client()
+                    client = await self._new_client(http2=self._options.http2 and not watch)
                 except (ssl.SSLError, ValueError, OSError) as exc:  # unusable TLS material
                     raise ApiError(self.name, tls_problem(self._creds) or str(exc)) from exc
-                old, self._client = self._client, fresh
-                if old is not None:
-                    await old.aclose()
-            return self._client
+                self._clients[watch] = client
+            for old in stale:
+                await old.aclose()
+            return client
 
     async def close(self) -> None:
-        """Drop the connection (watches on it end)."""
-        client, self._client = self._client, None
-        if client is not None:
+        """Drop the connections (watches on them end)."""
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
             await client.aclose()
 
     # -- raw calls -----------------------------------------------------------------------
@@ -427,7 +435,7 @@ class KubeConnection:
     ) -> AsyncIterator[dict[str, Any]]:
         """A watch: yields each event ({"type", "object"}) until the server ends the
         stream."""
-        client = await self._http()
+        client = await self._http(watch=True)
         what = f"WATCH {path}"
         try:
             async with client.stream(

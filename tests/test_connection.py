@@ -83,6 +83,19 @@ def test_an_answer_is_decoded_and_the_token_sent_as_a_header(server: str) -> Non
     assert SEEN[-1]["authorization"] == "Bearer s3cret"
 
 
+def test_calls_may_share_an_http2_connection_but_watches_stay_on_http1(server: str) -> None:
+    async def clients() -> tuple[bool, bool]:
+        conn = _conn(server)
+        try:
+            calls, watches = await conn._http(), await conn._http(watch=True)
+            # (httpx keeps the choice on its connection pool)
+            return calls._transport._pool._http2, watches._transport._pool._http2  # type: ignore[attr-defined]
+        finally:
+            await conn.close()
+
+    assert anyio.run(clients) == (True, False)
+
+
 class _Lookups:
     """A meta-path finder that records every module the import system searches for."""
 
