@@ -6,8 +6,10 @@ would overflow, whatever writes it, however many at once.
 
 Rebalanced (per member and tenant, one at a time) before a sync writes into a namespace
 and whenever a quota's use changes; lowered values are written before raised ones, so the
-stored values never sum above the limit. The use the members report is kept for the
-TenantQuota status and the metrics.
+stored values never sum above the limit, and a raise is capped by what the other
+namespaces hold as the member answers at that moment (a quota lowered below its use
+evicts nothing, and the cache the split came from may lag). The use the members report
+is kept for the TenantQuota status and the metrics.
 """
 
 from __future__ import annotations
