@@ -5,7 +5,13 @@ whole-value expressions keep their type; published sandbox escapes stay blocked.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -15,7 +21,7 @@ from hypothesis import strategies as st
 
 from api.application import Override
 from propagator.propagation.render import ApplicationRef, RenderError, render_for_cluster
-from propagator.propagation.renderworker import RenderTarget, render_bounded
+from propagator.propagation.renderworker import NICENESS, RenderTarget, render_bounded
 
 APP = ApplicationRef("web", "shop")
 EDGE = RenderTarget("edge-1", {"tier": "edge"}, "edge", "eu-west")
@@ -91,6 +97,62 @@ def test_a_render_past_the_deadline_is_stopped() -> None:
     # the next render gets a fresh worker
     assert _bounded(config(v="{{ cluster.name }}"))["edge-1"][0]["data"]["v"] == "edge-1"
     assert time.monotonic() - started < 60  # a hang guard, not a performance check
+
+
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command (state first); None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))) and fields[1] == str(pid):
+            out.append(int(entry.name))
+    return out
+
+
+def test_a_render_worker_dies_with_the_controller() -> None:
+    # A controller killed mid-render must not leave the tenant's template running.
+    script = textwrap.dedent(
+        """
+        import anyio
+        from propagator.propagation.render import ApplicationRef
+        from propagator.propagation.renderworker import NICENESS, RenderTarget, render_bounded
+        loop = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+        manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+                    "data": {"v": loop}}
+        anyio.run(lambda: render_bounded([manifest], [], [RenderTarget("e")],
+                                         ApplicationRef("w", "s"), timeout_s=600,
+                                         max_bytes=1 << 20))
+        """
+    )
+    controller = subprocess.Popen([sys.executable, "-c", script])
+    workers: list[int] = []
+    try:
+        for _ in range(600):  # until a worker runs the template (it lowered its priority)
+            workers = [
+                w for w in _children(controller.pid) if (f := _stat(w)) and f[16] == str(NICENESS)
+            ]
+            if workers or controller.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert workers, "no render worker started"
+    finally:
+        controller.send_signal(signal.SIGKILL)
+        controller.wait()
+    for _ in range(300):
+        if all((f := _stat(w)) is None or f[0] == "Z" for w in workers):
+            break
+        time.sleep(0.1)
+    left = {w: _stat(w) for w in workers}
+    for worker, fields in left.items():
+        if fields is not None and fields[0] != "Z":
+            os.kill(worker, signal.SIGKILL)  # do not leave it spinning either way
+    assert all(f is None or f[0] == "Z" for f in left.values()), left
 
 
 def test_memory_and_output_are_bounded() -> None:

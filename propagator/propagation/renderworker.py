@@ -14,9 +14,12 @@ that names it, as every template failure does.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import resource
+import signal
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,17 +59,33 @@ template that loops until its deadline slows nobody else's work."""
 
 
 def _confine() -> None:
-    """Lower this worker's CPU priority and cap its address space, once (it is kept
-    between calls)."""
+    """Lower this worker's CPU priority, cap its address space and tie its life to the
+    controller's, once (it is kept between calls)."""
     global _confined
     if _confined:
         return
     _confined = True
+    _die_with_parent()
     os.nice(NICENESS)
     with open("/proc/self/statm") as statm:
         pages = int(statm.read().split()[0])
     limit = pages * resource.getpagesize() + MEMORY_HEADROOM
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Have the kernel kill this worker when the controller that started it dies: a
+    controller killed mid-render (SIGKILL, OOM) must not leave a tenant's endless template
+    spinning on its own (an idle worker ends anyway, at end of input). Linux only."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() == 1:  # the controller died before that took hold
+        os._exit(1)
 
 
 def render_targets(
