@@ -241,13 +241,10 @@ class FleetManager:
             return
         snapshot = self.store.publish(infos.values(), fleets)
         self.metrics.snapshot_generation.set(snapshot.generation)
+        ready = sum(i.ready for i in infos.values())
         self.metrics.snapshot_clusters.set(len(infos))
-        log.info(
-            "fleet snapshot %d: %d clusters, %d ready",
-            snapshot.generation,
-            len(infos),
-            sum(i.ready for i in infos.values()),
-        )
+        self.metrics.snapshot_ready_clusters.set(ready)
+        log.info("fleet snapshot %d: %d clusters, %d ready", snapshot.generation, len(infos), ready)
 
     async def run(
         self,

@@ -86,6 +86,11 @@ class Metrics:
             "Member clusters in the current snapshot",
             registry=r,
         )
+        self.snapshot_ready_clusters = Gauge(
+            "propagator_fleet_snapshot_ready_clusters",
+            "Member clusters Ready in the current snapshot (the scheduler's view)",
+            registry=r,
+        )
 
         # -- propagation ---------------------------------------------------------------
         self.propagation_duration = Histogram(

@@ -14,6 +14,7 @@ from api.taints import NOT_READY_TAINT
 from fleet.local import HUB
 from fleet.local import cluster as local_cluster
 from tests.e2e.conftest import Fleet
+from tests.e2e.controller import Controller
 from tests.e2e.test_propagation import MEMBERS
 from tests.e2e.waiting import HANG_GUARD_S, eventually
 
@@ -35,9 +36,19 @@ def back(fleet: Fleet, cluster: str) -> bool:
     return not tainted(fleet, cluster) and nodes.get("total", 0) == nodes.get("ready", -1) > 0
 
 
-def all_back(fleet: Fleet) -> None:
-    """Every member is back (an earlier test stopped one)."""
+def all_back(fleet: Fleet, controller: Controller | None = None) -> None:
+    """Every member is back (an earlier test stopped one); with ``controller``, also in
+    the fleet snapshot its scheduler places from (written a moment after the members'
+    status: an application created in between would be placed without the member)."""
     eventually(lambda: all(back(fleet, c) for c in MEMBERS) or None, "every member back")
+    if controller is not None:
+        eventually(
+            lambda: (
+                controller.scrape().get("propagator_fleet_snapshot_ready_clusters") == len(MEMBERS)
+                or None
+            ),
+            "every member Ready in the controller's fleet snapshot",
+        )
 
 
 @contextlib.contextmanager

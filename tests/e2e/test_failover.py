@@ -97,7 +97,7 @@ def _app(namespace: str, replicas: int, placement: dict[str, Any], tolerate: str
 def test_divided_replicas_leave_a_member_that_stopped_and_come_off_it_when_it_returns(
     fleet: Fleet, controller: Controller
 ) -> None:
-    all_back(fleet)
+    all_back(fleet, controller)
     create(fleet, _app("evict", 12, {"replicas": {"mode": "Divided"}}, "2s"))
     wait_ap(
         fleet,
@@ -158,7 +158,7 @@ def test_divided_replicas_leave_a_member_that_stopped_and_come_off_it_when_it_re
 def test_a_duplicated_application_gets_a_replacement_cluster(
     fleet: Fleet, controller: Controller
 ) -> None:
-    all_back(fleet)
+    all_back(fleet, controller)
     create(fleet, _app("replace", 2, {"maxClusters": 2}, "2s"))
     first = wait_ap(
         fleet, "replace", "web", "on two members", lambda a: len(_placed(a)) == 2 and _available(a)
@@ -182,7 +182,7 @@ def test_a_duplicated_application_gets_a_replacement_cluster(
 def test_an_outage_shorter_than_the_toleration_moves_nothing(
     fleet: Fleet, controller: Controller
 ) -> None:
-    all_back(fleet)
+    all_back(fleet, controller)
     create(fleet, _app("flap", 6, {"replicas": {"mode": "Divided"}}, "120s"))
     wait_ap(
         fleet,
@@ -201,7 +201,7 @@ def test_an_outage_shorter_than_the_toleration_moves_nothing(
 def test_failback_when_ready_returns_the_replicas_to_a_member_that_isback(
     fleet: Fleet, controller: Controller
 ) -> None:
-    all_back(fleet)
+    all_back(fleet, controller)
     app = _app("failback", 6, {"replicas": {"mode": "Divided"}}, "2s")
     app["spec"]["failover"].update(failback="WhenReady", failbackAfter="3s")
     create(fleet, app)
@@ -236,7 +236,7 @@ def _unready_on(cluster: str) -> list[dict[str, Any]]:
 def test_an_application_unhealthy_on_one_member_is_moved_off_it_only_with_application_failover(
     fleet: Fleet, controller: Controller
 ) -> None:
-    all_back(fleet)
+    all_back(fleet, controller)
     victim, others = MEMBERS[2], MEMBERS[:2]
     for namespace, application_failover in (
         ("sick-off", None),
@@ -279,7 +279,7 @@ def test_an_application_unhealthy_on_one_member_is_moved_off_it_only_with_applic
 def test_failback_never_stays_and_a_rebalance_moves_back_gracefully(
     fleet: Fleet, controller: Controller
 ) -> None:
-    all_back(fleet)
+    all_back(fleet, controller)
     namespace, victim, survivors = "rebalance", MEMBERS[0], MEMBERS[1:]
     create(fleet, _app(namespace, 6, {"replicas": {"mode": "Divided"}}, "2s"))
     even = dict.fromkeys(MEMBERS, 2)
