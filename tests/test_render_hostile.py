@@ -155,6 +155,18 @@ def test_a_render_worker_dies_with_the_controller() -> None:
     assert all(f is None or f[0] == "Z" for f in left.values()), left
 
 
+def test_a_worker_lives_while_the_process_that_started_it_does_whatever_its_pid() -> None:
+    # In a pod the controller is PID 1: the check is against its pid, not against 1.
+    script = (
+        "import os, sys; from propagator.propagation.renderworker import _die_with; "
+        "_die_with(os.getppid() + int(sys.argv[1])); print('alive')"
+    )
+    kept = subprocess.run([sys.executable, "-c", script, "0"], capture_output=True, text=True)
+    assert (kept.returncode, kept.stdout.strip()) == (0, "alive")
+    orphan = subprocess.run([sys.executable, "-c", script, "1"], capture_output=True, text=True)
+    assert (orphan.returncode, orphan.stdout) == (1, "")
+
+
 def test_memory_and_output_are_bounded() -> None:
     with pytest.raises(RenderError, match=r"MiB a render may use|MemoryError"):
         _bounded(config(v="{{ 'x' | center(10**9) }}"))

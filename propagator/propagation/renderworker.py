@@ -58,14 +58,14 @@ NICENESS = 10
 template that loops until its deadline slows nobody else's work."""
 
 
-def _confine() -> None:
+def _confine(controller: int) -> None:
     """Lower this worker's CPU priority, cap its address space and tie its life to the
-    controller's, once (it is kept between calls)."""
+    ``controller`` process's, once (it is kept between calls)."""
     global _confined
     if _confined:
         return
     _confined = True
-    _die_with_parent()
+    _die_with(controller)
     os.nice(NICENESS)
     with open("/proc/self/statm") as statm:
         pages = int(statm.read().split()[0])
@@ -76,7 +76,7 @@ def _confine() -> None:
 PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
+def _die_with(controller: int) -> None:
     """Have the kernel kill this worker when the controller that started it dies: a
     controller killed mid-render (SIGKILL, OOM) must not leave a tenant's endless template
     spinning on its own (an idle worker ends anyway, at end of input). Linux only."""
@@ -84,7 +84,8 @@ def _die_with_parent() -> None:
         return
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() == 1:  # the controller died before that took hold
+    # Compared with the controller's pid, not with 1: in a pod the controller is PID 1.
+    if os.getppid() != controller:  # it died before that took hold
         os._exit(1)
 
 
@@ -94,9 +95,11 @@ def render_targets(
     targets: Sequence[RenderTarget],
     app: ApplicationRef,
     max_bytes: int,
+    controller: int,
 ) -> dict[str, list[dict[str, Any]]]:
-    """The objects for each target (runs in the worker); raises RenderError."""
-    _confine()
+    """The objects for each target (runs in the worker, which ``controller``, a pid,
+    started); raises RenderError."""
+    _confine(controller)
     try:
         rendered = {
             t.name: render_for_cluster(manifests, overrides, t, app, t.replicas) for t in targets
@@ -134,6 +137,7 @@ async def render_bounded(
                 list(targets),
                 app,
                 max_bytes,
+                os.getpid(),
                 cancellable=True,
                 limiter=_WORKERS,
             )
