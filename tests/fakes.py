@@ -17,7 +17,7 @@ from fleet.circuit import CircuitBreaker
 from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import ResourceInfo, UnknownKind
 from fleet.informer import Informer, cache_key
-from propagator.propagation.resources import APP_LABEL
+from propagator.propagation.resources import APP_LABEL, MEMBER_LABEL, member_label_value
 from propagator.runtime.members import KindKey, Member, cached_form
 from propagator.runtime.workqueue import WorkQueue
 
@@ -149,13 +149,16 @@ class FakeMember:
         self, member: Member, kinds: Iterable[KindKey], timeout_s: float
     ) -> dict[KindKey, Informer]:
         """Caches of ``kinds`` holding what the member holds now: as the registry's, only
-        stamped objects, namespaces all."""
+        objects stamped for this member, namespaces all."""
         await anyio.sleep(self.delay_s)
         out = {}
         for api_version, kind in kinds:
             informer = Informer(cast(KubeConnection, self), api_version, kind, lambda *_: None)
             for key, obj in self.objects.items():
-                stamped = APP_LABEL in (obj["metadata"].get("labels") or {})
+                labels = obj["metadata"].get("labels") or {}
+                stamped = APP_LABEL in labels and labels.get(MEMBER_LABEL) == member_label_value(
+                    self.name
+                )
                 if key[:2] == (api_version, kind) and (stamped or kind == "Namespace"):
                     informer.cache[cache_key(obj)] = cached_form(obj, api_version, kind)
             informer.mark_synced()

@@ -9,7 +9,7 @@ import pytest
 
 from fleet.connection import ApiError, KubeConnection
 from propagator.propagation.clustersync import apply_creating_namespace, sync_cluster
-from propagator.propagation.resources import Owner
+from propagator.propagation.resources import MEMBER_LABEL, Owner
 from propagator.propagation.work import ClusterWork, SyncPolicy
 from tests.e2e.manifests import config_map, deployment
 from tests.fakes import FakeMember
@@ -102,6 +102,60 @@ async def test_drift_and_deletion_are_healed_and_counted() -> None:
     assert ("v1", "ConfigMap", "shop", "web-config") in fake.objects
 
 
+async def test_our_object_whose_label_was_removed_is_healed_after_a_restart() -> None:
+    fake = FakeMember()
+    await _sync(fake, _work(_objects()))
+
+    def unlabel(obj: dict[str, Any]) -> None:
+        del obj["metadata"]["labels"]
+
+    fake.edit(("v1", "ConfigMap", "shop", "web-config"), unlabel)
+    report = await _sync(fake, _work(_objects()), fake.unit())  # nothing recorded
+    assert report.conflicts == ()  # its annotations still name the application and UID
+    assert report.applied == 1
+    live = fake.objects["v1", "ConfigMap", "shop", "web-config"]
+    assert Owner("shop", "web", "uid-web").owns(live)
+    assert live["metadata"]["labels"][MEMBER_LABEL] == "m1"
+
+
+async def test_an_object_written_before_the_member_label_gets_it() -> None:
+    fake = FakeMember(namespaces=["shop"])
+    older = Owner("shop", "web", "uid-web").stamp(
+        config_map("web-config", "shop", a="1"), "r0", "m1"
+    )
+    del older["metadata"]["labels"][MEMBER_LABEL]
+    fake.put(older)
+    report = await _sync(fake, _work([config_map("web-config", "shop", a="1")]))
+    assert report.conflicts == ()
+    assert (
+        fake.objects["v1", "ConfigMap", "shop", "web-config"]["metadata"]["labels"][MEMBER_LABEL]
+        == "m1"
+    )
+
+
+async def test_two_member_clusters_on_one_api_server_do_not_take_objects_from_each_other() -> None:
+    one = FakeMember("m1")
+    two = FakeMember("m2")
+    two.objects = one.objects  # the same API server, registered twice
+    await _sync(one, _work(_objects()))
+    report = await _sync(two, _work(_objects()))
+    assert report.conflicts == (
+        "apps/v1 Deployment shop/web is propagated there through MemberCluster m1 as well "
+        "(two MemberClusters reach the same API server)",
+        "v1 ConfigMap shop/web-config is propagated there through MemberCluster m1 as well "
+        "(two MemberClusters reach the same API server)",
+        "v1 Namespace shop is propagated there through MemberCluster m1 as well "
+        "(two MemberClusters reach the same API server)",
+    )
+    assert report.applied == 0
+    assert not two.writes()
+    labels = one.objects["apps/v1", "Deployment", "shop", "web"]["metadata"]["labels"]
+    assert labels[MEMBER_LABEL] == "m1"
+    # m2's caches hold nothing of m1's, so m1's prune of its own objects is not m2's
+    caches = await two.caches(two.unit(), [("v1", "ConfigMap")], 1.0)
+    assert caches["v1", "ConfigMap"].snapshot() == []
+
+
 async def test_a_status_update_on_the_member_is_not_drift() -> None:
     fake = FakeMember()
     member = fake.unit()
@@ -118,7 +172,7 @@ async def test_only_this_applications_unwanted_objects_are_deleted() -> None:
     fake = FakeMember()
     member = fake.unit()
     await _sync(fake, _work(_objects()), member)
-    fake.put(Owner("shop", "other", "").stamp(config_map("theirs", "shop", a="1"), "x"))
+    fake.put(Owner("shop", "other", "").stamp(config_map("theirs", "shop", a="1"), "x", "m1"))
     fake.put(config_map("unowned", "shop", a="1"))
     kinds = frozenset({"v1/ConfigMap", "apps/v1/Deployment"})
     report = await _sync(fake, _work(_objects()[:1], kinds), member)
@@ -192,7 +246,9 @@ async def test_in_flight_applies_are_bounded() -> None:
 
 async def test_another_applications_object_is_left_alone_and_named() -> None:
     fake = FakeMember(namespaces=["shop"])
-    theirs = Owner("shop", "api", "uid-api").stamp(config_map("web-config", "shop", a="x"), "r9")
+    theirs = Owner("shop", "api", "uid-api").stamp(
+        config_map("web-config", "shop", a="x"), "r9", "m1"
+    )
     fake.put(theirs)
     before = fake.objects["v1", "ConfigMap", "shop", "web-config"]["metadata"]["resourceVersion"]
     report = await _sync(fake, _work(_objects()))
@@ -235,7 +291,7 @@ async def test_prune_deletes_only_objects_with_this_applications_uid() -> None:
     member = fake.unit()
     await _sync(fake, _work(_objects()), member)
     # an application of the same name created anew (another UID) left one behind
-    fake.put(Owner("shop", "web", "uid-old").stamp(config_map("older", "shop", a="1"), "r0"))
+    fake.put(Owner("shop", "web", "uid-old").stamp(config_map("older", "shop", a="1"), "r0", "m1"))
     kinds = frozenset({"v1/ConfigMap", "apps/v1/Deployment"})
     report = await _sync(fake, _work([], kinds), member)
     assert report.deleted == 2

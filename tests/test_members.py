@@ -17,7 +17,7 @@ def test_a_namespace_that_is_not_ours_is_cached_as_its_name_only() -> None:
         "metadata": {"name": "team-b", "resourceVersion": "9"},
     }
     ours = Owner("shop", "web", "").stamp(
-        {"metadata": {"name": "shop", "managedFields": [{}]}}, "r1"
+        {"metadata": {"name": "shop", "managedFields": [{}]}}, "r1", "m1"
     )
     kept = cached_form(ours, "v1", "Namespace", APP_LABEL)
     assert kept["metadata"]["annotations"] == ours["metadata"]["annotations"]

@@ -4,8 +4,11 @@ from typing import Any
 
 from propagator.propagation.resources import (
     APP_LABEL,
+    MEMBER_LABEL,
     Owner,
     app_label_value,
+    member_label_value,
+    member_selector,
     owner_named,
     revision_of,
     strip_server_fields,
@@ -46,9 +49,10 @@ def test_revision_follows_content_not_key_order() -> None:
 
 def test_only_the_stamp_with_the_application_uid_owns_an_object() -> None:
     web = Owner("shop", "web", "uid-1")
-    mine = web.stamp(cm("keep"), "r1")
+    mine = web.stamp(cm("keep"), "r1", "m1")
     assert web.owns(mine)
     assert mine["metadata"]["labels"][APP_LABEL] == app_label_value("shop", "web")
+    assert mine["metadata"]["labels"][MEMBER_LABEL] == "m1"
     # another application, or one of the same name created anew (another UID)
     assert not Owner("shop", "api", "uid-2").owns(mine)
     assert not Owner("shop", "web", "uid-3").owns(mine)
@@ -66,3 +70,12 @@ def test_kinds_name_api_version_and_kind() -> None:
 
     assert kind_of({"apiVersion": "apps/v1", "kind": "Deployment"}) == "apps/v1/Deployment"
     assert kinds_of([{"apiVersion": "v1", "kind": "ConfigMap"}] * 2) == {"v1/ConfigMap"}
+
+
+def test_the_member_label_names_the_member_cluster_within_a_label_values_length() -> None:
+    assert member_label_value("member-1") == "member-1"
+    assert member_selector("member-1") == f"{APP_LABEL},{MEMBER_LABEL}=member-1"
+    long_a, long_b = "a" * 63 + ".eu", "a" * 63 + ".us"
+    assert len(member_label_value(long_a)) <= 63
+    assert member_label_value(long_a) != member_label_value(long_b)
+    assert member_label_value(long_a) == member_label_value(long_a)

@@ -25,7 +25,7 @@ def _setup(obj: dict[str, Any]) -> tuple[Any, WorkTable, dict[str, Any]]:
         now=0,
         recheck_after_s=60,
     )
-    desired = Owner("shop", "web", "").stamp(obj, "r1")
+    desired = Owner("shop", "web", "").stamp(obj, "r1", "m1")
     live = {**copy.deepcopy(desired), "status": {"readyReplicas": 1}}
     live["metadata"]["resourceVersion"] = "5"
     member.applied[
@@ -61,7 +61,7 @@ def test_a_deleted_object_is_synced_again_and_a_config_map_needs_no_refresh() ->
 
 def test_objects_of_applications_without_work_here_are_ignored() -> None:
     member, table, live = _setup(config_map("settings", "shop", a="1"))
-    other = Owner("shop", "other", "").stamp(config_map("x", "shop", a="1"), "r1")
+    other = Owner("shop", "other", "").stamp(config_map("x", "shop", a="1"), "r1", "m1")
     assert route_member_event(member, table, other, None).sync is None
     table.forget(APP)
     assert route_member_event(member, table, live, None).sync is None
@@ -69,5 +69,5 @@ def test_objects_of_applications_without_work_here_are_ignored() -> None:
 
 def test_our_own_apply_of_a_new_revision_is_not_drift() -> None:
     member, table, live = _setup(config_map("settings", "shop", a="1"))
-    newer = Owner("shop", "web", "").stamp(config_map("settings", "shop", a="2"), "r2")
+    newer = Owner("shop", "web", "").stamp(config_map("settings", "shop", a="2"), "r2", "m1")
     assert route_member_event(member, table, live, newer).sync is None

@@ -20,7 +20,15 @@ from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
 from fleet.informer import Informer, cache_key
 from propagator.propagation.drift import fingerprint, in_line
-from propagator.propagation.resources import REVISION_ANNOTATION, key_of, owner_named, revision_of
+from propagator.propagation.resources import (
+    MEMBER_LABEL,
+    REVISION_ANNOTATION,
+    ObjectKey,
+    key_of,
+    member_label_value,
+    owner_named,
+    revision_of,
+)
 from propagator.propagation.work import ClusterWork
 from propagator.runtime.members import NAMESPACES, Applied, KindKey, Member
 from propagator.tenancy.policy import describe
@@ -135,7 +143,7 @@ async def sync_cluster(
     conflicts."""
     conn, owner = member.connection, work.owner
     objects = await in_default_namespace(conn, work.objects, work.namespace)
-    desired = [owner.stamp(o, revision_of([o])) for o in objects]
+    desired = [owner.stamp(o, revision_of([o]), member.name) for o in objects]
     kinds = {_kind_key(k) for k in work.prune_kinds} | {
         (str(o["apiVersion"]), str(o["kind"])) for o in desired
     }
@@ -144,28 +152,32 @@ async def sync_cluster(
     stale: list[dict[str, Any]] = []
     unknown: list[dict[str, Any]] = []
     conflicts: list[str] = []
-    healed = 0
+    drifted: set[ObjectKey] = set()
+    """Objects that were in line after an earlier apply of this revision."""
+    written: set[ObjectKey] = set()
     for obj in desired:
         key = key_of(obj)
         live = cache[key[0], key[1]].get(cache_key(obj))
-        if live is not None and not owner.owns(live):
-            if key[:2] == NAMESPACES:
+        if live is not None:
+            if key[:2] == NAMESPACES and not owner.annotated(live):
                 continue  # a namespace is shared: one that exists is left as it is
-            if problem := _conflict(obj, live, work):
+            if problem := _claimed(obj, live, work, member.name):
                 conflicts.append(problem)
                 continue
         before = member.applied.get(key)
         recorded = before if before and _revision(before.desired) == _revision(obj) else None
         if in_line(live, obj, recorded.fingerprint if recorded else None):
             continue
-        # The caches hold stamped objects only: look before writing one they lack, unless
+        if recorded is not None:
+            drifted.add(key)
+        # The caches hold only what carries our labels: look before writing an object
+        # they lack (it may exist unstamped, or through another MemberCluster), unless
         # its namespace is new (nothing can be in it yet).
         in_new_namespace = bool(key[2]) and cache[NAMESPACES].get(key[2]) is None
-        if live is None and before is None and key[:2] != NAMESPACES and not in_new_namespace:
+        if live is None and key[:2] != NAMESPACES and not in_new_namespace:
             unknown.append(obj)
         else:
             stale.append(obj)
-        healed += recorded is not None
 
     async def apply(obj: dict[str, Any]) -> None:
         answer = await apply_creating_namespace(conn, obj)
@@ -173,6 +185,7 @@ async def sync_cluster(
         member.applied[key_of(obj)] = Applied(
             obj, fingerprint(answer, obj), generation if isinstance(generation, int) else None
         )
+        written.add(key_of(obj))
 
     async def apply_first(obj: dict[str, Any]) -> None:
         if owner.owns(obj):
@@ -182,7 +195,8 @@ async def sync_cluster(
 
     async def look(obj: dict[str, Any]) -> None:
         """Read an object the caches cannot see before writing it: one that exists
-        unstamped or stamped by another application is not this one's."""
+        unstamped, stamped by another application or propagated through another
+        MemberCluster is not this sync's to write."""
         meta = obj["metadata"]
         try:
             live = await conn.get(
@@ -192,7 +206,7 @@ async def sync_cluster(
             if not exc.not_found:
                 raise
             live = None
-        problem = None if live is None or owner.owns(live) else _conflict(obj, live, work)
+        problem = None if live is None else _claimed(obj, live, work, member.name)
         if problem is not None:
             conflicts.append(problem)
         elif (obj["apiVersion"], obj["kind"]) in FIRST_KINDS:
@@ -227,7 +241,26 @@ async def sync_cluster(
         deleted += gone
 
     await _each(sorted(unwanted), delete)
-    return SyncReport(len(stale), deleted, healed, tuple(sorted(conflicts)))
+    return SyncReport(len(written), deleted, len(written & drifted), tuple(sorted(conflicts)))
+
+
+def _claimed(
+    obj: dict[str, Any], live: dict[str, Any], work: ClusterWork, cluster: str
+) -> str | None:
+    """Why ``obj`` must not be written over ``live`` as read from the member, which the
+    caches did not show (None: it may). The application's own object is written whatever
+    labels someone took off it, unless another MemberCluster's label says it was
+    propagated through that one: two MemberClusters reach this API server, and writing
+    would take it from the other."""
+    if not work.owner.annotated(live):
+        return _conflict(obj, live, work)
+    through = ((live.get("metadata") or {}).get("labels") or {}).get(MEMBER_LABEL)
+    if through is not None and through != member_label_value(cluster):
+        return (
+            f"{describe(obj)} is propagated there through MemberCluster {through} as well "
+            "(two MemberClusters reach the same API server)"
+        )
+    return None
 
 
 def _conflict(obj: dict[str, Any], live: dict[str, Any], work: ClusterWork) -> str | None:

@@ -29,6 +29,10 @@ OWNER_UID_ANNOTATION = "propagator.io/owner-uid"
 """Annotation with the owning application's UID: prune and clean-up delete only these."""
 REVISION_ANNOTATION = "propagator.io/revision"
 """Annotation with the revision (content hash) the object was rendered from."""
+MEMBER_LABEL = "propagator.io/member-cluster"
+"""Label naming the MemberCluster an object was propagated through: a member's caches
+list only objects carrying its own name, so MemberClusters that share an API server never
+cache (or take over) each other's objects."""
 
 _SERVER_METADATA = (
     "uid",
@@ -50,6 +54,17 @@ ObjectKey = tuple[str, str, str, str]
 def app_label_value(namespace: str, name: str) -> str:
     """A label value naming the application (a hash: namespace/name may exceed 63 chars)."""
     return hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:40]
+
+
+def member_label_value(cluster: str) -> str:
+    """The member label's value: the MemberCluster's name, or a hash of it when it is
+    longer than a label value may be (63 characters)."""
+    return cluster if len(cluster) <= 63 else hashlib.sha256(cluster.encode()).hexdigest()[:40]
+
+
+def member_selector(cluster: str) -> str:
+    """The label selector of a member's caches: our objects propagated through it."""
+    return f"{APP_LABEL},{MEMBER_LABEL}={member_label_value(cluster)}"
 
 
 def strip_server_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -140,11 +155,14 @@ class Owner:
     name: str
     uid: str
 
-    def stamp(self, obj: Mapping[str, Any], revision: str) -> dict[str, Any]:
-        """The object with its owner label and annotations (a copy)."""
+    def stamp(self, obj: Mapping[str, Any], revision: str, cluster: str) -> dict[str, Any]:
+        """The object with its owner and member labels and annotations (a copy), as
+        propagated through MemberCluster ``cluster``."""
         out = copy.deepcopy(dict(obj))
         meta = out.setdefault("metadata", {})
-        meta.setdefault("labels", {})[APP_LABEL] = app_label_value(self.namespace, self.name)
+        labels = meta.setdefault("labels", {})
+        labels[APP_LABEL] = app_label_value(self.namespace, self.name)
+        labels[MEMBER_LABEL] = member_label_value(cluster)
         annotations = meta.setdefault("annotations", {})
         annotations[APP_ANNOTATION] = f"{self.namespace}/{self.name}"
         annotations[OWNER_UID_ANNOTATION] = self.uid
@@ -155,11 +173,16 @@ class Owner:
         """Whether ``obj`` was propagated by this application: label, annotation and UID
         all name it (a label alone anyone could set; a UID tells a re-created application
         of the same name apart)."""
-        meta = obj.get("metadata") or {}
-        annotations = meta.get("annotations") or {}
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        mine = app_label_value(self.namespace, self.name)
+        return labels.get(APP_LABEL) == mine and self.annotated(obj)
+
+    def annotated(self, obj: Mapping[str, Any]) -> bool:
+        """Whether ``obj``'s annotations name this application and its UID, whatever its
+        labels say (someone may have removed our label: the object is still ours)."""
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
         return (
-            (meta.get("labels") or {}).get(APP_LABEL) == app_label_value(self.namespace, self.name)
-            and annotations.get(APP_ANNOTATION) == f"{self.namespace}/{self.name}"
+            annotations.get(APP_ANNOTATION) == f"{self.namespace}/{self.name}"
             and annotations.get(OWNER_UID_ANNOTATION) == self.uid
         )
 

@@ -104,6 +104,7 @@ class MemberRegistry:
         self,
         *,
         owner_label: str,
+        selector: Callable[[str], str],
         sync: SyncFn,
         on_object: ObjectFn,
         on_added: Callable[[Member], None],
@@ -113,8 +114,11 @@ class MemberRegistry:
         requeue_max_delay_s: float,
     ) -> None:
         self._owner_label = owner_label
-        """The label every propagated object carries; caches list what has it (an
-        existence selector on its key)."""
+        """The label every propagated object carries (a namespace without it is cached
+        slim)."""
+        self._selector = selector
+        """The label selector of a member's caches (by member name): our objects
+        propagated through it."""
         self._sync = sync
         self._on_object = on_object
         self._on_added = on_added
@@ -199,7 +203,7 @@ class MemberRegistry:
     # -- caches ---------------------------------------------------------------------------
 
     def cache(self, member: Member, api_version: str, kind: str) -> Informer:
-        """The member's watch cache of ``kind`` (objects carrying our label; every
+        """The member's watch cache of ``kind`` (our objects propagated through it; every
         Namespace and LimitRange), started on first use."""
         informer = member.cached(api_version, kind)
         if informer is None:
@@ -215,7 +219,7 @@ class MemberRegistry:
                 api_version,
                 kind,
                 changed,
-                label_selector=None if whole else self._owner_label,
+                label_selector=None if whole else self._selector(member.name),
                 transform=lambda obj: cached_form(obj, api_version, kind, slim),
             )
             member.caches[api_version, kind] = informer

@@ -25,7 +25,12 @@ import anyio
 from api.quantity import Format, arithmetic, format_quantity, parse_quantities
 from fleet.connection import ApiError
 from propagator.propagation.clustersync import apply_creating_namespace
-from propagator.propagation.resources import APP_LABEL, app_label_value
+from propagator.propagation.resources import (
+    APP_LABEL,
+    MEMBER_LABEL,
+    app_label_value,
+    member_label_value,
+)
 from propagator.propagation.work import ClusterWork, WorkTable
 from propagator.runtime.members import Member
 from propagator.runtime.workqueue import WorkQueue
@@ -243,7 +248,10 @@ class QuotaEnforcer:
             "metadata": {
                 "name": quota_name(tenant),
                 "namespace": namespace,
-                "labels": {APP_LABEL: app_label_value("tenant", tenant)},
+                "labels": {
+                    APP_LABEL: app_label_value("tenant", tenant),
+                    MEMBER_LABEL: member_label_value(member.name),
+                },
                 "annotations": {TENANT_ANNOTATION: tenant},
             },
             "spec": {"hard": {r: written(r, v) for r, v in sorted(hard.items())}},

@@ -12,7 +12,7 @@ from fleet.health import HealthPolicy
 from fleet.kubeconfig import load_kubeconfig
 from fleet.member import MemberMonitor
 from propagator.propagation.clustersync import SyncReport, sync_cluster
-from propagator.propagation.resources import APP_LABEL, Owner
+from propagator.propagation.resources import APP_LABEL, Owner, member_selector
 from propagator.propagation.work import ClusterWork, SyncPolicy
 from propagator.runtime.members import Member, MemberRegistry
 from tests.e2e.conftest import Fleet
@@ -79,6 +79,7 @@ def test_a_member_sync_creates_the_namespace_and_writes_only_what_changed(fleet:
     async def scenario() -> None:
         registry = MemberRegistry(
             owner_label=APP_LABEL,
+            selector=member_selector,
             sync=noop,
             on_object=lambda *_: None,
             on_added=lambda _: None,

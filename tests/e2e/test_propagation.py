@@ -15,10 +15,10 @@ from kubernetes import client as k8s
 from fleet.local import HUB
 from fleet.local import cluster as local_cluster
 from propagator.propagation.reconcile import FINALIZER
-from propagator.propagation.resources import APP_LABEL, app_label_value
+from propagator.propagation.resources import APP_LABEL, MEMBER_LABEL, app_label_value
 from tests.e2e import manifests as manifests_module
 from tests.e2e.conftest import FLEET_NAME, Fleet
-from tests.e2e.controller import Controller, running
+from tests.e2e.controller import Controller, propagator, running
 from tests.e2e.manifests import GROUP, PLURAL, VERSION, config_map, deployment, service
 from tests.e2e.waiting import HANG_GUARD_S, eventually
 
@@ -640,3 +640,71 @@ def test_applications_keep_reconciling_while_a_member_is_down(
         wait_ap(fleet, ns, name, "3/3 once member-3 is back", ready_everywhere)
         assert member_object(fleet, "member-3", "ConfigMap", ns, name) is not None
         delete_ap(fleet, ns, name)
+
+
+def _applies(controller: Controller, cluster: str, result: str) -> float:
+    series = f'propagator_applies_total{{cluster="{cluster}",result="{result}"}}'
+    return controller.scrape().get(series, 0.0)
+
+
+def test_a_member_joined_twice_gets_each_object_once_without_a_fight(
+    fleet: Fleet, controller: Controller
+) -> None:
+    """member-1's API server joined again under a second name: the objects are written
+    there through one MemberCluster, the other reports the conflict and never writes
+    (each would otherwise take the objects from the other, again and again)."""
+    twice, ns, name = "member-1-again", "twice", "web"
+    hub = str(fleet.kubeconfig(HUB))
+    joined = propagator(
+        "fleet", "join", twice, "--kubeconfig", str(fleet.kubeconfig("member-1")),
+        "--fleet", "twice", "--hub-kubeconfig", hub,
+    )  # fmt: skip
+    assert joined.returncode == 0, joined.stderr
+    try:
+        both = '{"spec":{"clusters":["member-1","member-1-again"]}}'
+        kubectl(fleet, "patch", "fleet", "twice", "--type=merge", "-p", both)
+        create(fleet, manifests_module.application(name, ns, [config_map("s", ns, a="1")], "twice"))
+
+        def one_each(app: dict[str, Any], data: str) -> bool:
+            entries = (app.get("status") or {}).get("clusters") or []
+            errors = [c.get("lastError") or "" for c in entries]
+            live = member_object(fleet, "member-1", "ConfigMap", ns, "s")
+            return (
+                len(entries) == 2
+                and sum("as well" in e for e in errors) == 1
+                and live is not None
+                and live.data == {"a": data}
+            )
+
+        app = wait_ap(fleet, ns, name, "one writer, one conflict", lambda a: one_each(a, "1"))
+        loser = next(c["name"] for c in app["status"]["clusters"] if c.get("lastError"))
+        winner = next(c for c in ("member-1", twice) if c != loser)
+        assert condition(app, "Applied").get("reason") == "Conflict"
+        assert (
+            f"v1 ConfigMap {ns}/s is propagated there through MemberCluster {winner} as well "
+            "(two MemberClusters reach the same API server)"
+        ) in cluster_entry(app, loser)["lastError"]
+        conflicts = _applies(controller, loser, "conflict")
+        writes = _applies(controller, loser, "applied")  # 1 if both wrote at first, racing
+
+        # A new revision: written once more by the winner; the loser looks and holds off.
+        update_spec(
+            fleet,
+            ns,
+            name,
+            lambda spec: spec["resources"].update(manifests=[config_map("s", ns, a="2")]),
+        )
+        wait_ap(fleet, ns, name, "the new revision, one writer", lambda a: one_each(a, "2"))
+        eventually(
+            lambda: _applies(controller, loser, "conflict") > conflicts, "loser looked again"
+        )
+        live = member_object(fleet, "member-1", "ConfigMap", ns, "s")
+        assert live.metadata.labels[MEMBER_LABEL] == winner
+        assert _applies(controller, loser, "applied") == writes
+
+        delete_ap(fleet, ns, name)
+        eventually(lambda: ap_gone(fleet, ns, name), "application deleted")
+        assert member_object(fleet, "member-1", "ConfigMap", ns, "s") is None
+    finally:
+        propagator("fleet", "unjoin", twice, "--hub-kubeconfig", hub)
+        kubectl(fleet, "delete", "fleet", "twice", "--ignore-not-found")
