@@ -210,6 +210,7 @@ async def test_a_conflict_fails_the_cluster_names_the_object_and_is_not_retried(
     assert state.error.startswith("conflict: v1 ConfigMap shop/c exists on the member")
     assert len(member.queue) == 0  # waits for a change or the resync
     assert h.value("propagator_applies_total", cluster="m1", result="conflict") == 1
+    assert h.value("propagator_applies_total", cluster="m1", result="applied") == 0
     assert h.fakes["m1"].objects["v1", "ConfigMap", "shop", "c"]["data"] == {"a": "theirs"}
 
 

@@ -124,7 +124,6 @@ class MemberSync:
             if report.conflicts:  # the rest is in line; these wait for a change or resync
                 state.applied, state.failed, state.conflict = False, True, True
                 state.error = "conflict: " + "; ".join(report.conflicts)
-                self.metrics.applies.labels(member.name, "conflict").inc()
         else:
             member.breaker.record(answered)
             self._record_failure(member, work, state, reason, retryable, retry_after)
@@ -156,7 +155,7 @@ class MemberSync:
         state.attempts, state.tries = state.tries, 0
         state.tried_at = time.monotonic()
         cluster = member.name
-        self.metrics.applies.labels(cluster, "applied").inc()
+        self.metrics.applies.labels(cluster, "conflict" if report.conflicts else "applied").inc()
         self.metrics.member_writes.labels(cluster, "apply").inc(report.applied)
         self.metrics.member_writes.labels(cluster, "delete").inc(report.deleted)
         if report.healed:
