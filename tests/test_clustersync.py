@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from fleet.connection import ApiError, KubeConnection
-from propagator.propagation.clustersync import apply_creating_namespace, sync_cluster
+from propagator.propagation.clustersync import IN_FLIGHT, apply_creating_namespace, sync_cluster
 from propagator.propagation.resources import MEMBER_LABEL, Owner
 from propagator.propagation.work import ClusterWork, SyncPolicy
 from tests.e2e.manifests import config_map, deployment
@@ -217,10 +217,10 @@ async def test_objects_without_a_namespace_go_into_the_applications() -> None:
 async def test_a_refusal_fails_the_sync_and_starts_nothing_new() -> None:
     fake = FakeMember(namespaces=["shop"])
     fake.failures = [ApiError("m1", "422 Invalid: spec.replicas", status=422)]
-    many = [config_map(f"c{i}", "shop", a="1") for i in range(30)]
+    many = [config_map(f"c{i}", "shop", a="1") for i in range(3 * IN_FLIGHT)]
     with pytest.raises(ApiError, match="422"):
         await _sync(fake, _work(many))
-    assert len(fake.objects) < 30  # stopped early (8 in flight at most)
+    assert len(fake.objects) < 3 * IN_FLIGHT  # stopped early (IN_FLIGHT at once at most)
 
 
 async def test_in_flight_applies_are_bounded() -> None:
@@ -237,8 +237,8 @@ async def test_in_flight_applies_are_bounded() -> None:
         return await apply(obj, **kw)
 
     fake.apply = slow_apply  # type: ignore[method-assign]
-    await _sync(fake, _work([config_map(f"c{i}", "shop", a="1") for i in range(20)]))
-    assert 1 < peak <= 8
+    await _sync(fake, _work([config_map(f"c{i}", "shop", a="1") for i in range(3 * IN_FLIGHT)]))
+    assert peak == IN_FLIGHT
 
 
 # -- ownership ----------------------------------------------------------------------------

@@ -37,8 +37,10 @@ FIRST_KINDS = frozenset(
     {("v1", "Namespace"), ("apiextensions.k8s.io/v1", "CustomResourceDefinition")}
 )
 """Applied before everything else: other objects may live in or be of them."""
-IN_FLIGHT = 8
-"""Requests at once to one member within one sync."""
+IN_FLIGHT = 16
+"""Requests at once to one member within one sync: an application of up to 16 objects
+goes out in one round trip to a far member (on one HTTP/2 connection), while a member's
+API server (400 requests in flight by default) is not flooded by one application."""
 
 Caches = Callable[[Member, Iterable[KindKey], float], Awaitable[dict[KindKey, Informer]]]
 Guard = Callable[[Member, ClusterWork], Awaitable[None]]
