@@ -187,6 +187,7 @@ def _applications(hub: Any, count: int) -> float:
     def all_applied() -> bool:
         listing: Any = api.list_namespaced_custom_object(GROUP, VERSION, "scale", PLURAL)
         items = listing["items"]
+        _refused(items)
         return len(items) == count and all(_condition(a, "Applied") == "True" for a in items)
 
     start = time.perf_counter()
@@ -194,6 +195,15 @@ def _applications(hub: Any, count: int) -> float:
         list(pool.map(create, range(count)))
     _wait(all_applied, f"{count} applications Applied", limit_s=1800, every_s=0.5)
     return time.perf_counter() - start
+
+
+def _refused(apps: list[dict[str, Any]]) -> None:
+    """Stop at once when an application was refused (waiting would only time out)."""
+    for app in apps:
+        for c in (app.get("status") or {}).get("conditions") or []:
+            if c["type"] == "Applied" and c.get("reason") == "Forbidden":
+                name = app["metadata"]["name"]
+                raise SystemExit(f"bench.scale: application {name} refused: {c.get('message')}")
 
 
 def _latencies(hub: Any, names: list[tuple[str, str]]) -> list[float]:
@@ -212,6 +222,7 @@ def _latencies(hub: Any, names: list[tuple[str, str]]) -> list[float]:
 
     def watch() -> bool:
         listing: Any = api.list_namespaced_custom_object(GROUP, VERSION, "latency", PLURAL)
+        _refused(listing["items"])
         now = time.perf_counter()
         for item in listing["items"]:
             name = item["metadata"]["name"]
@@ -285,6 +296,9 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
                 "PROPAGATOR_PROBE_FAILURE_THRESHOLD": str(PROBE_FAILURE_THRESHOLD),
                 "PROPAGATOR_MAX_CONCURRENCY": str(CONCURRENCY),
                 "PROPAGATOR_NAMESPACE": NAMESPACE,
+                # The far clusters' applications write a namespace of their own on each
+                # member: the platform's applications, which tenancy lets write anywhere.
+                "PROPAGATOR_PLATFORM_NAMESPACES": f"{NAMESPACE},scale,latency",
             }
         )
         started = time.perf_counter()

@@ -10,6 +10,7 @@ from fleet.health import Health
 from fleet.member import MemberMonitor
 from fleet.snapshot import SnapshotStore
 from propagator.fleetmanager import FleetManager
+from propagator.fleetmanager.manager import FRESH_SCAN_REUSE_S
 from propagator.settings import Settings
 
 
@@ -57,3 +58,24 @@ def test_fresh_clusters_show_what_the_probes_see_not_what_the_hub_last_stored() 
     ]
     assert fresh["up"].taints == ()  # the stale not-ready taint is gone
     assert (fresh["down"].layer, dict(fresh["down"].labels)) == ("edge", {"env": "prod"})
+
+
+def test_a_fresh_scan_serves_the_decisions_of_the_next_second(monkeypatch: Any) -> None:
+    manager = FleetManager(cast(KubeConnection, object()), Settings(), SnapshotStore())
+    manager.members.cache["m1"] = _member("m1", "True", [])
+    monitor = MemberMonitor(
+        "m1",
+        "1",
+        manager.policy,
+        connection=cast(KubeConnection, object()),
+        health=Health(ready=True),
+    )
+    manager.monitors["m1"] = monitor
+    clock = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    assert manager.fresh_clusters()[0].ready
+    monitor.health = Health(ready=False, not_ready_since=time.time())
+    clock[0] += FRESH_SCAN_REUSE_S / 2
+    assert manager.fresh_clusters()[0].ready  # the same scan, half a second later
+    clock[0] += FRESH_SCAN_REUSE_S
+    assert not manager.fresh_clusters()[0].ready  # a new scan

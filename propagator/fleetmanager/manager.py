@@ -36,6 +36,12 @@ HEALTH_MANAGER = "propagator-health"
 _DEBOUNCE_S = 0.2
 
 
+FRESH_SCAN_REUSE_S = 1.0
+"""Seconds a fresh scan of the members serves further decisions. On a stale snapshot every
+decision asks for one, each O(members): at 1,000 members a burst of decisions kept the
+event loop too busy for the status pass that would have refreshed the snapshot."""
+
+
 class FleetManager:
     """Runs until cancelled; ``store`` always holds the latest fleet snapshot."""
 
@@ -59,6 +65,8 @@ class FleetManager:
         self.on_monitors: Callable[[Mapping[str, MemberMonitor]], None] | None = None
         """Told (in the event loop) whenever a monitor is added, rebuilt or dropped."""
         self._infos = ClusterInfoCache()
+        self._fresh: tuple[float, list[ClusterInfo]] | None = None
+        """The last fresh scan and when it was made (time.monotonic())."""
         self._wake: anyio.Event | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self.members = Informer(hub, API_VERSION, "MemberCluster", self._on_hub_change)
@@ -206,8 +214,11 @@ class FleetManager:
     def fresh_clusters(self) -> list[ClusterInfo]:
         """Every member as its probes see it now — the status and taints the next status
         pass would write — for a scheduling decision when the snapshot is stale (status
-        writes failing, say)."""
+        writes failing, say). One scan serves the decisions of the next
+        ``FRESH_SCAN_REUSE_S``."""
         stamp, now = now_iso(), time.monotonic()
+        if self._fresh is not None and now - self._fresh[0] < FRESH_SCAN_REUSE_S:
+            return self._fresh[1]
         infos = []
         for member in self.members.snapshot():
             name = member["metadata"]["name"]
@@ -220,6 +231,7 @@ class FleetManager:
             spec["taints"] = users + fleetstatus.desired_taints(monitor, now)
             status = fleetstatus.member_status(member, monitor, stamp)
             infos.append(cluster_info({**member, "spec": spec, "status": status}))
+        self._fresh = (now, infos)
         return infos
 
     async def _patch_status(self, kind: str, name: str, status: dict[str, Any]) -> None:

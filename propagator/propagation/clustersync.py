@@ -249,11 +249,10 @@ async def sync_cluster(
 def _claimed(
     obj: dict[str, Any], live: dict[str, Any], work: ClusterWork, cluster: str
 ) -> str | None:
-    """Why ``obj`` must not be written over ``live`` as read from the member, which the
-    caches did not show (None: it may). The application's own object is written whatever
-    labels someone took off it, unless another MemberCluster's label says it was
-    propagated through that one: two MemberClusters reach this API server, and writing
-    would take it from the other."""
+    """Why ``obj`` must not be written over ``live`` (None: it may). The application's
+    own object is written whatever labels someone took off it, unless another
+    MemberCluster's label says it was propagated through that one: then two MemberClusters
+    reach this API server, and writing would take it from the other, again and again."""
     if not work.owner.annotated(live):
         return _conflict(obj, live, work)
     through = ((live.get("metadata") or {}).get("labels") or {}).get(MEMBER_LABEL)
