@@ -434,9 +434,11 @@ class KubeConnection:
         self, path: str, params: dict[str, Any], read_timeout_s: float
     ) -> AsyncIterator[dict[str, Any]]:
         """A watch: yields each event ({"type", "object"}) until the server ends the
-        stream."""
+        stream, or says nothing for ``read_timeout_s`` (then the stream just ends: the
+        caller watches again from the last version it saw)."""
         client = await self._http(watch=True)
         what = f"WATCH {path}"
+        opened = False
         try:
             async with client.stream(
                 "GET",
@@ -448,10 +450,15 @@ class KubeConnection:
                 if resp.status_code >= 400:
                     data = await resp.aread()
                     raise self._error_for(resp.status_code, data, resp.headers, what)
+                opened = True
                 async for line in resp.aiter_lines():
                     self.answered_at = time.monotonic()
                     if line.strip():
                         yield json.loads(line)
+        except httpx.ReadTimeout as exc:
+            if not opened:
+                raise self._transport_error(exc, what) from exc
+            # Quiet for too long (a bookmark comes about every minute): watch again.
         except httpx.TransportError as exc:
             raise self._transport_error(exc, what) from exc
         except httpx.StreamError as exc:

@@ -26,7 +26,13 @@ Object = dict[str, Any]
 Handler = Callable[[str, Object | None, Object | None], None]
 """Called as handler(event, old, new) with event ADDED, MODIFIED or DELETED."""
 
-_WATCH_TIMEOUT_S = 60
+WATCH_TIMEOUT_S = (300, 600)
+"""A watch asks the server to end it after a random time in this range (as client-go
+does): a shorter watch makes every member's watches start over more often, which at
+1,000 members (~5,000 watches) costs the controller a good part of a core at rest."""
+QUIET_S = 90.0
+"""A watch that hears nothing (not even a bookmark, sent about every minute) for this long
+is started again from its last version: its connection may be gone without a word."""
 _MAX_BACKOFF_S = 30.0
 
 
@@ -133,11 +139,9 @@ class Informer:
             "watch": "1",
             "allowWatchBookmarks": "true",
             "resourceVersion": version,
-            "timeoutSeconds": _WATCH_TIMEOUT_S,
+            "timeoutSeconds": random.randint(*WATCH_TIMEOUT_S),
         }
-        events = self.connection.stream(
-            info.path(self.namespace), params, read_timeout_s=_WATCH_TIMEOUT_S + 30
-        )
+        events = self.connection.stream(info.path(self.namespace), params, read_timeout_s=QUIET_S)
         async for event in events:
             kind, obj = str(event.get("type")), event.get("object") or {}
             if kind == "ERROR":

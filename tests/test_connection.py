@@ -8,6 +8,7 @@ import socket
 import ssl
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -52,6 +53,13 @@ class Handler(BaseHTTPRequestHandler):
                 {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "2"}}},
             ]
             self._send(200, b"".join(json.dumps(e).encode() + b"\n" for e in events))
+        elif path == "/quiet-watch":  # one event, then nothing for a while
+            self.send_response(200)
+            self.end_headers()
+            event = {"type": "ADDED", "object": {"metadata": {"name": "a"}}}
+            self.wfile.write(json.dumps(event).encode() + b"\n")
+            self.wfile.flush()
+            time.sleep(2)
         else:
             self._send(404, b'{"reason": "NotFound", "message": "no"}')
 
@@ -161,6 +169,21 @@ def test_a_watch_yields_each_event(server: str) -> None:
             await conn.close()
 
     assert anyio.run(watch) == ["ADDED", "BOOKMARK"]
+
+
+def test_a_quiet_watch_just_ends_so_that_it_is_started_again(server: str) -> None:
+    events: list[str] = []
+    conn = _conn(server)
+
+    async def watch() -> None:
+        try:
+            async for event in conn.stream("/quiet-watch", {"watch": "1"}, 0.3):
+                events.append(event["type"])
+        finally:
+            await conn.close()
+
+    anyio.run(watch)  # no error: the informer watches again from the last version
+    assert events == ["ADDED"]
 
 
 def test_a_tls_failure_is_found_behind_the_wrappers() -> None:
