@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import time
-from typing import Any, cast
+from typing import Any
 
-from api.taints import NOT_READY_TAINT, UNREACHABLE_TAINT
-from fleet.connection import ConnectionOptions, KubeConnection
-from fleet.health import Health, HealthPolicy
+from api.taints import NOT_READY_TAINT
+from fleet.connection import ConnectionOptions
+from fleet.health import HealthPolicy
 from fleet.member import MemberMonitor
 from propagator.fleetmanager import status as fleetstatus
 
@@ -76,50 +74,3 @@ def test_fleet_status_counts_ready_and_layers() -> None:
     assert ready["message"] == "2/3 clusters ready; not ready: b"
     empty = fleetstatus.fleet_status({"metadata": {"name": "e"}, "spec": {}}, members, "T")
     assert empty["conditions"][0]["reason"] == "Empty"
-
-
-def _recorded(status: str, reason: str, since: str, message: str = "") -> dict[str, Any]:
-    recorded = member("m")
-    recorded["status"]["conditions"] = [
-        {
-            "type": "Ready",
-            "status": status,
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": since,
-            "observedGeneration": 1,
-        }
-    ]
-    return recorded
-
-
-def _monitor(health: Health) -> MemberMonitor:
-    return MemberMonitor("m", "1", POLICY, connection=cast(KubeConnection, object()), health=health)
-
-
-def test_a_controller_that_takes_over_starts_from_the_recorded_verdict() -> None:
-    now = time.monotonic()
-    # Ready on the hub: still Ready, untainted, the condition written back unchanged
-    ready = _recorded(
-        "True", "ProbeSucceeded", "2026-01-01T00:00:00Z", "the API server answers /readyz"
-    )
-    monitor = _monitor(fleetstatus.recorded_health(ready, now))
-    assert (
-        fleetstatus.member_status(ready, monitor, "2026-01-02T00:00:00Z")["conditions"]
-        == (ready["status"]["conditions"])
-    )
-    assert fleetstatus.desired_taints(monitor, now) == []
-    # NotReady for an hour: both taints stay on (unreachable after 10 s here)
-    an_hour_ago = dt.datetime.fromtimestamp(time.time() - 3600, dt.UTC).isoformat()
-    down = _recorded("False", "ProbeFailed", an_hour_ago, "probes fail: connection refused")
-    monitor = _monitor(fleetstatus.recorded_health(down, now))
-    assert [t["key"] for t in fleetstatus.desired_taints(monitor, now)] == [
-        NOT_READY_TAINT,
-        UNREACHABLE_TAINT,
-    ]
-    status = fleetstatus.member_status(down, monitor, "2026-01-02T00:00:00Z")
-    assert status["conditions"][0]["message"] == "probes fail: connection refused"
-    assert status["conditions"][0]["lastTransitionTime"] == an_hour_ago
-    # never probed by anyone: Probing, as before
-    fresh = fleetstatus.recorded_health(member("m"), now)
-    assert fresh.ready is None
