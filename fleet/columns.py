@@ -11,9 +11,9 @@ kinds are bitsets; free and available resources are tuples indexed by position.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from api.selectors import LabelSelector, LabelSelectorRequirement
 from api.taints import Taint
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 TaintKey = tuple[str, str, str]
 """(key, value, effect) of a taint."""
 
+MEMO_ENTRIES = 1024
+"""Plugin answers a generation's columns keep (see :meth:`Columns.remembered`); past
+this many keys the memo starts over, so hostile variety costs time, not memory."""
 SCALE_LIMIT = 40
 """Decimal exponents beyond ±this are not turned into integers (10**40 is already more
 than any cluster holds; such values take the exact decimal path)."""
@@ -123,6 +126,7 @@ class Columns:
         self.total_cpu = [c.total_cpu for c in self.infos]
         self.total_memory = [c.total_memory for c in self.infos]
         ready: list[int] = []
+        layers: dict[str, list[int]] = {}
         labels: dict[str, dict[str, list[int]]] = {}
         taints: dict[TaintKey, tuple[Taint, list[int]]] = {}
         serves: dict[tuple[str, str], list[int]] = {}
@@ -134,6 +138,7 @@ class Columns:
         for i, c in enumerate(self.infos):
             if c.ready:
                 ready.append(i)
+            layers.setdefault(c.layer, []).append(i)
             for key, value in c.labels.items():
                 labels.setdefault(key, {}).setdefault(value, []).append(i)
             if not _distinct(c.taints):
@@ -148,6 +153,8 @@ class Columns:
             for i, c in enumerate(self.infos):
                 column[i] = c.available.get(resource)
         self.ready = _bitset(ready, n)
+        self.in_layer: dict[str, int] = {k: _bitset(at, n) for k, at in layers.items()}
+        """layer -> the clusters in it."""
         self.labels: dict[str, dict[str, int]] = {
             k: {v: _bitset(at, n) for v, at in values.items()} for k, values in labels.items()
         }
@@ -158,6 +165,7 @@ class Columns:
         """Each distinct taint, with the clusters carrying it."""
         self.serves: dict[tuple[str, str], int] = {k: _bitset(at, n) for k, at in serves.items()}
         self._scaled: dict[str, ScaledColumn | None] = {}
+        self._memo: dict[Hashable, Any] = {}
 
     def updated(self, clusters: Mapping[str, ClusterInfo]) -> Columns:
         """The columns of ``clusters`` made from these: when the same clusters are there
@@ -174,9 +182,10 @@ class Columns:
         for column in ("free_cpu", "free_memory", "total_cpu", "total_memory"):
             setattr(new, column, list(getattr(self, column)))
         new.labels = {k: dict(values) for k, values in self.labels.items()}
+        new.in_layer = dict(self.in_layer)
         new.taints, new.serves = dict(self.taints), dict(self.serves)
         new.available = {r: list(column) for r, column in self.available.items()}
-        new._scaled = {}
+        new._scaled, new._memo = {}, {}
         for i in changed:
             new._replace(i, self.infos[i], clusters[self.names[i]])
         new._carry_scaled(self, changed)
@@ -189,6 +198,8 @@ class Columns:
         self.free_cpu[i], self.free_memory[i] = info.free_cpu, info.free_memory
         self.total_cpu[i], self.total_memory[i] = info.total_cpu, info.total_memory
         self.ready = self.ready | bit if info.ready else self.ready & ~bit
+        self.in_layer[old.layer] &= ~bit
+        self.in_layer[info.layer] = self.in_layer.get(info.layer, 0) | bit
         for key, value in old.labels.items():
             self.labels[key][value] &= ~bit
         for key, value in info.labels.items():
@@ -234,6 +245,30 @@ class Columns:
         if resource not in self._scaled:
             self._scaled[resource] = _scale(self.available.get(resource) or [])
         return self._scaled[resource]
+
+    def recall(self, key: Hashable) -> Any:
+        """What :meth:`remember` kept under ``key`` for this generation (None: nothing)."""
+        return self._memo.get(key)
+
+    def remember(self, key: Hashable, value: Any) -> None:
+        """Keep ``value`` under ``key`` while these columns are current. Only for answers
+        that depend on nothing but the clusters and ``key``: a new generation has new
+        columns, and with them an empty memo."""
+        if len(self._memo) >= MEMO_ENTRIES and key not in self._memo:
+            self._memo.clear()
+        self._memo[key] = value
+
+    def remembered(self, key: Hashable, alive: int, judge: Callable[[int], int]) -> int:
+        """The clusters of ``alive`` that ``judge`` picks (it is given a bitset and returns
+        a subset of it), each cluster judged at most once per generation and ``key``:
+        ``judge``'s answer for a cluster must depend on nothing but that cluster and
+        ``key``."""
+        known, picked = self._memo.get(key) or (0, 0)
+        todo = alive & ~known
+        if todo:
+            picked |= judge(todo)
+            self.remember(key, (known | todo, picked))
+        return picked & alive
 
     def bits(self, names: Iterable[str]) -> int:
         """The bitset of ``names`` (names not in the snapshot are left out)."""

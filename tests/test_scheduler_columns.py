@@ -210,6 +210,63 @@ def test_the_columnar_path_decides_as_the_per_cluster_reference(data: st.DataObj
     _same(*decisions)
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_answers_kept_from_earlier_decisions_decide_as_the_reference(
+    data: st.DataObject,
+) -> None:
+    """One scheduler, one snapshot, several applications: what the built-ins answered for
+    the earlier ones (kept per generation and memo key) never changes a later decision."""
+    fleet = data.draw(fleets())
+    names = [c.name for c in fleet]
+    snapshot = build_snapshot(fleet, {"f": names}, generation=1)
+    kept = Scheduler(PROFILE)
+    shared = data.draw(placements(names))
+    for _ in range(data.draw(st.integers(2, 5))):
+        # Often the same template (tolerations, preferences, layers), sometimes not.
+        spec = shared if data.draw(st.booleans()) else data.draw(placements(names))
+        excluded = data.draw(st.lists(st.sampled_from(names), unique=True, max_size=2))
+        spec = {**spec, "excludeClusters": excluded}
+        placement = Placement.model_validate(spec)
+        demand = data.draw(demands())
+        current = data.draw(st.dictionaries(st.sampled_from(names), st.integers(0, 4), max_size=3))
+        explain = data.draw(st.booleans())
+        decisions = [
+            scheduler.schedule(
+                snapshot,
+                "f",
+                placement,
+                demand,
+                age_s=0.0,
+                explain=explain,
+                current=current,
+                application="uid-1",
+            )
+            for scheduler in (kept, Scheduler(PROFILE, columnar=False))
+        ]
+        _same(*decisions)
+
+
+def test_a_kept_answer_is_judged_once_per_generation_and_key() -> None:
+    fleet = {n: ClusterInfo(n, MappingProxyType({}), "gold") for n in ("a", "b", "c", "d")}
+    cols = Columns(fleet)
+    judged: list[int] = []
+
+    def odd(bits: int) -> int:
+        judged.append(bits)
+        return bits & 0b1010
+
+    assert cols.remembered("k", 0b0011, odd) == 0b0010
+    assert cols.remembered("k", 0b1111, odd) == 0b1010  # only c and d judged now
+    assert cols.remembered("k", 0b0110, odd) == 0b0010
+    assert judged == [0b0011, 0b1100]
+    assert cols.remembered("other", 0b0001, odd) == 0
+    assert judged[-1] == 0b0001
+    # the next generation's columns start with nothing kept
+    changed = {**fleet, "a": ClusterInfo("a", MappingProxyType({}), "edge")}
+    assert cols.updated(changed).recall("k") is None
+
+
 def test_columns_hold_what_the_filters_read() -> None:
     a = ClusterInfo(
         "a",
@@ -247,6 +304,7 @@ def _normal(cols: Columns) -> dict[str, Any]:
         "infos": list(cols.infos),
         "ready": cols.ready,
         "layers": list(cols.layers),
+        "in_layer": {k: bits for k, bits in cols.in_layer.items() if bits},
         "labels": {
             (k, v): bits for k, values in cols.labels.items() for v, bits in values.items() if bits
         },

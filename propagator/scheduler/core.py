@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import NamedTuple, cast
 
 from api.placement import Placement, ReplicaWeights
 from fleet.columns import Columns
 from fleet.snapshot import ClusterInfo, FleetSnapshot
 from propagator.scheduler.plugins import (
     Failed,
+    FilterPlugin,
     columnar_capacity,
     replicas_capacity,
 )
@@ -59,29 +61,46 @@ class _Pass:
     decisions are read for their placement alone."""
 
 
+_Filter = tuple[
+    FilterPlugin,
+    Callable[[Columns, int, SchedulingContext], int | None] | None,
+    Callable[[SchedulingContext], Hashable] | None,
+]
+"""A filter plugin, its columnar method and its memo key method (None: it has none)."""
+
+
+class _MemoKeys(NamedTuple):
+    """What one decision's answers are kept under (see ``Columns.remembered``)."""
+
+    filters: list[Hashable | None]
+    """Per filter (None: not kept)."""
+    scores: Hashable | None
+    """The scores together (None: not kept)."""
+
+
 def _indexed_candidates(
-    snapshot: FleetSnapshot, members: frozenset[str], layer: str | None, placement: Placement
-) -> frozenset[str]:
-    """Candidates from the indexes: layer, names, exclusions and the selector's matchLabels
-    and In/Exists expressions. The remaining rules are checked by the filter plugins."""
-    candidates = members
+    snapshot: FleetSnapshot, cols: Columns, fleet: str, layer: str | None, placement: Placement
+) -> int:
+    """Candidates from the indexes, as a bitset of ``cols``: the fleet, layer, names,
+    exclusions and the selector's matchLabels and In/Exists expressions. The remaining
+    rules are checked by the filter plugins."""
+    candidates: int | None = cols.recall(("fleet", fleet))
+    if candidates is None:
+        candidates = cols.bits(snapshot.fleet(fleet))
+        cols.remember(("fleet", fleet), candidates)
     if layer is not None:
-        candidates = candidates & snapshot.in_layer(layer)
+        candidates &= cols.in_layer.get(layer, 0)
     if placement.cluster_names:
-        candidates = candidates & frozenset(placement.cluster_names)
+        candidates &= cols.bits(placement.cluster_names)
     selector = placement.cluster_selector
     if selector is not None:
         for key, value in selector.match_labels.items():
-            candidates = candidates & snapshot.with_label(key, value)
+            candidates &= cols.with_label(key, value)
         for req in selector.match_expressions:
-            if req.operator == "In":
-                candidates = candidates & frozenset().union(
-                    *(snapshot.with_label(req.key, v) for v in req.values)
-                )
-            elif req.operator == "Exists":
-                candidates = candidates & snapshot.with_label(req.key)
+            if req.operator in ("In", "Exists"):
+                candidates &= cols.requirement(req)
     if placement.exclude_clusters:
-        candidates = candidates - frozenset(placement.exclude_clusters)
+        candidates &= ~cols.bits(placement.exclude_clusters)
     return candidates
 
 
@@ -101,14 +120,28 @@ class Scheduler:
         path is proven equal to)."""
         self.profile = profile
         self.columnar = columnar
-        # (plugin, its columnar method or None), looked up once
-        self._filters = [
-            (f, getattr(f, "filter_columns", None) if columnar else None) for f in profile.filters
+        # (plugin, its columnar method, its memo key), looked up once (None: it has none)
+        self._filters: list[_Filter] = [
+            (
+                f,
+                getattr(f, "filter_columns", None) if columnar else None,
+                getattr(f, "memo_key", None) if columnar else None,
+            )
+            for f in profile.filters
         ]
         self._scores = [
             (s, w, getattr(s, "score_columns", None) if columnar else None)
             for s, w in profile.scores
         ]
+        keys = [getattr(s, "memo_key", None) for s, _, v in self._scores if v]
+        # A score without one: every score is reckoned anew.
+        self._score_keys: list[Callable[[SchedulingContext], Hashable]] = (
+            [k for k in keys if k is not None] if len(keys) == len(self._scores) else []
+        )
+        if len(self._score_keys) != len(self._scores):
+            self._score_keys = []
+        self._score_names = tuple((s.name, w) for s, w in profile.scores)
+        self._filter_names = tuple(f.name for f in profile.filters)
         self._weight_sum = sum(w for _, w in profile.scores) or 1
         self.stale_after_s = stale_after_s
         self.fresh_for_s = fresh_for_s
@@ -188,37 +221,51 @@ class Scheduler:
         )
         passes: list[_Pass] = []
         timings: dict[str, float] = {}
+        keys = self._memo_keys(ctx)
         tries: list[str | None] = [*layers] if layers else [None]
         overflow = placement.overflow and placement.replicas.mode != "Duplicated"
         wanted = demand.replicas
         for layer in tries:
             if not indexed:
-                candidates = frozenset(
+                candidates = cols.bits(
                     n
                     for n in members
                     if n in clusters and (layer is None or clusters[n].layer == layer)
                 )
             else:
-                candidates = _indexed_candidates(snapshot, members, layer, placement)
-            layer_ctx = ctx
+                candidates = _indexed_candidates(snapshot, cols, fleet, layer, placement)
+            layer_ctx, layer_keys = ctx, keys
             if overflow:  # what earlier layers could not hold
                 left = wanted - sum(p.replicas for q in passes for p in q.placed)
                 layer_ctx = replace(ctx, demand=replace(demand, replicas=left))
-            passes.append(self._pass(layer, candidates, cols, layer_ctx, timings, partial=overflow))
+                layer_keys = self._memo_keys(layer_ctx)
+            passes.append(
+                self._pass(layer, candidates, cols, layer_ctx, layer_keys, timings, overflow)
+            )
             placed = sum(p.replicas for q in passes for p in q.placed)
             if passes[-1].placed and (not overflow or placed >= wanted):
                 break
         return self._decision(passes, snapshot, members, clusters, full_scan_reason, ctx, timings)
 
+    def _memo_keys(self, ctx: SchedulingContext) -> _MemoKeys:
+        """What each filter's answers, and the scores together, are kept under for this
+        decision (None: not kept)."""
+        filters = [key(ctx) if key is not None else None for _, _, key in self._filters]
+        if not self._score_keys:
+            return _MemoKeys(filters, None)
+        scores = tuple([key(ctx) for key in self._score_keys])
+        # None: a plugin's answers cannot be kept this time
+        return _MemoKeys(filters, None if None in scores else ("score", self._score_names, scores))
+
     def _pass(
         self,
         layer: str | None,
-        candidates: frozenset[str],
+        candidates: int,
         cols: Columns,
         ctx: SchedulingContext,
+        keys: _MemoKeys,
         timings: dict[str, float],
-        *,
-        partial: bool = False,
+        partial: bool,
     ) -> _Pass:
         """Filter, score, select and assign within one layer (each stage timed into
         ``timings``). With ``partial`` (layer overflow), the chosen clusters are filled as
@@ -226,13 +273,22 @@ class Scheduler:
         verdicts: dict[str, Verdict] = {}
         reasons: Counter[str] = Counter()
         t0 = time.perf_counter()
-        feasible = self._filter(cols, cols.bits(candidates), ctx, verdicts, reasons)
+        feasible = self._filter(cols, candidates, ctx, keys.filters, verdicts, reasons)
         t1 = time.perf_counter()
         timings["filter"] = timings.get("filter", 0.0) + t1 - t0
-        scored, parts = self._score(cols, feasible, ctx, verdicts, reasons)
+        scored, parts = self._score(cols, feasible, ctx, keys.scores, verdicts, reasons)
         timings["score"] = timings.get("score", 0.0) + time.perf_counter() - t1
         return self._choose(
-            layer, len(candidates), cols, scored, parts, ctx, verdicts, reasons, timings, partial
+            layer,
+            candidates.bit_count(),
+            cols,
+            scored,
+            parts,
+            ctx,
+            verdicts,
+            reasons,
+            timings,
+            partial,
         )
 
     def _filter(
@@ -240,31 +296,87 @@ class Scheduler:
         cols: Columns,
         alive: int,
         ctx: SchedulingContext,
+        keys: list[Hashable | None],
         verdicts: dict[str, Verdict],
         reasons: Counter[str],
     ) -> list[ClusterInfo]:
         """The clusters of ``alive`` every filter keeps; a verdict for each one dropped,
         from the first filter that drops it. A built-in judges the whole set from the
-        columns; any other plugin (or a built-in that declines) runs per cluster."""
-        for plugin, vector in self._filters:
-            rejected = vector(cols, alive, ctx) if vector is not None else None
-            if rejected == 0:
-                continue
-            for i in cols.each(rejected if rejected is not None else alive):
-                cluster = cols.infos[i]
-                verdict = judge(plugin, cluster, ctx)
-                if verdict is None:
-                    continue  # kept (a vector rejection the cluster's own check overrules)
-                reasons[verdict.reason or ""] += 1
-                verdicts[cluster.name] = verdict
+        columns; any other plugin (or a built-in that declines) runs per cluster. The
+        filters up to the first without a memo key judge each cluster once per snapshot
+        generation and keys (where the application runs: every time)."""
+        memoised = next((n for n, key in enumerate(keys) if key is None), len(keys))
+        dropped: list[tuple[int, Verdict]] = []
+        if memoised:
+            chain = self._filters[:memoised]
+            mine = cols.bits(ctx.current) & alive if ctx.current else 0
+            memo = ("filters", self._filter_names[:memoised], tuple(keys[:memoised]))
+            known, out, by_position = cols.recall(memo) or (0, 0, {})
+            by_position = cast(dict[int, Verdict], by_position)
+            todo = alive & ~known & ~mine
+            if todo:
+                for i, verdict in self._judged_by(chain, cols, todo, ctx):
+                    out |= 1 << i
+                    by_position[i] = verdict
+                cols.remember(memo, (known | todo, out, by_position))
+            dropped = [(i, by_position[i]) for i in cols.each(out & alive & ~mine)]
+            if mine:
+                dropped += self._judged_by(chain, cols, mine, ctx)
+                dropped.sort(key=lambda d: d[0])
+            for i, _ in dropped:
                 alive &= ~(1 << i)
+        dropped += self._judged_by(self._filters[memoised:], cols, alive, ctx)
+        for i, verdict in dropped:
+            reasons[verdict.reason or ""] += 1
+            verdicts[verdict.cluster] = verdict
+            alive &= ~(1 << i)
         return [cols.infos[i] for i in cols.each(alive)]
+
+    def _judged_by(
+        self,
+        filters: list[_Filter],
+        cols: Columns,
+        alive: int,
+        ctx: SchedulingContext,
+    ) -> list[tuple[int, Verdict]]:
+        """(position, verdict) of each cluster of ``alive`` one of ``filters`` drops (the
+        first that does), filter by filter."""
+        out: list[tuple[int, Verdict]] = []
+        for plugin, vector, _ in filters:
+            if not alive:
+                break
+            for i, verdict in self._judged(plugin, vector, cols, alive, ctx):
+                out.append((i, verdict))
+                alive &= ~(1 << i)
+        return out
+
+    @staticmethod
+    def _judged(
+        plugin: FilterPlugin,
+        vector: Callable[[Columns, int, SchedulingContext], int | None] | None,
+        cols: Columns,
+        alive: int,
+        ctx: SchedulingContext,
+    ) -> list[tuple[int, Verdict]]:
+        """(position, verdict) of each cluster of ``alive`` the filter drops, lowest
+        position first: the clusters the columns reject, each explained by the plugin's
+        own check (which may overrule the columns); every cluster when there are none."""
+        rejected = vector(cols, alive, ctx) if vector is not None else None
+        if rejected == 0:
+            return []
+        out = []
+        for i in cols.each(alive if rejected is None else rejected):
+            verdict = judge(plugin, cols.infos[i], ctx)
+            if verdict is not None:
+                out.append((i, verdict))
+        return out
 
     def _score(
         self,
         cols: Columns,
         feasible: list[ClusterInfo],
         ctx: SchedulingContext,
+        key: Hashable | None,
         verdicts: dict[str, Verdict],
         reasons: Counter[str],
     ) -> tuple[list[tuple[float, str, ClusterInfo, int]], Callable[[int], dict[str, float]]]:
@@ -286,6 +398,36 @@ class Scheduler:
                     "no weights.static entry names or selects it",
                 )
         positions = [cols.position[c.name] for c in feasible]
+        if key is not None:
+            negs, parts, failed = self._remembered_scores(cols, feasible, positions, ctx, key)
+        else:
+            negs, parts, failed = self._reckon(cols, feasible, positions, ctx)
+        scored = [
+            (neg, cluster.name, cluster, j)
+            for j, (cluster, neg) in enumerate(zip(feasible, negs, strict=True))
+            if j not in failed
+        ]
+        for j in sorted(failed):
+            verdict = failed[j]
+            reasons[verdict.reason or ""] += 1
+            verdicts[verdict.cluster] = verdict
+        if ctx.current or ctx.application:
+            current, tie_rank = ctx.current, ctx.tie_rank
+            scored.sort(key=lambda s: (s[1] not in current, s[0], tie_rank(s[1]), s[1]))
+        else:
+            scored.sort()  # (score, name): names are unique, so nothing further is compared
+        return scored, parts
+
+    def _reckon(
+        self,
+        cols: Columns,
+        feasible: list[ClusterInfo],
+        positions: list[int],
+        ctx: SchedulingContext,
+    ) -> tuple[list[float], Callable[[int], dict[str, float]], dict[int, Verdict]]:
+        """Per cluster of ``feasible`` (at ``positions``): its negative weighted score,
+        each plugin's clamped scores (by index), and the verdicts of the clusters a score
+        plugin failed on (by index)."""
         totals = [0.0] * len(feasible)
         columns: list[tuple[str, list[float]]] = []
         failed: dict[int, Verdict] = {}
@@ -307,25 +449,49 @@ class Scheduler:
                 totals[j] += value * weight
             columns.append((scorer.name, column))
         weight_sum = self._weight_sum
-        scored = [
-            (-total / weight_sum, cluster.name, cluster, j)
-            for j, (cluster, total) in enumerate(zip(feasible, totals, strict=True))
-            if j not in failed
-        ]
-        for j in sorted(failed):
-            verdict = failed[j]
-            reasons[verdict.reason or ""] += 1
-            verdicts[verdict.cluster] = verdict
-        if ctx.current or ctx.application:
-            current, tie_rank = ctx.current, ctx.tie_rank
-            scored.sort(key=lambda s: (s[1] not in current, s[0], tie_rank(s[1]), s[1]))
-        else:
-            scored.sort()  # (score, name): names are unique, so nothing further is compared
 
         def parts(j: int) -> dict[str, float]:
             return {name: column[j] for name, column in columns}
 
-        return scored, parts
+        return [-total / weight_sum for total in totals], parts, failed
+
+    def _remembered_scores(
+        self,
+        cols: Columns,
+        feasible: list[ClusterInfo],
+        positions: list[int],
+        ctx: SchedulingContext,
+        memo: Hashable,
+    ) -> tuple[list[float], Callable[[int], dict[str, float]], dict[int, Verdict]]:
+        """:meth:`_reckon`, each cluster's scores reckoned once per generation and
+        ``memo`` (a failed score is reckoned again)."""
+        entry = cols.recall(memo)
+        if entry is None:
+            n = len(cols.names)
+            entry = ([None] * n, [[0.0] * n for _ in self._scores])
+        negs, by_plugin = entry
+        todo = [j for j, i in enumerate(positions) if negs[i] is None]
+        failed: dict[int, Verdict] = {}
+        if todo:
+            fresh, fresh_parts, failures = self._reckon(
+                cols, [feasible[j] for j in todo], [positions[j] for j in todo], ctx
+            )
+            for t, j in enumerate(todo):
+                if t in failures:
+                    failed[j] = failures[t]
+                    continue
+                i = positions[j]
+                negs[i] = fresh[t]
+                for k, value in enumerate(fresh_parts(t).values()):
+                    by_plugin[k][i] = value
+            cols.remember(memo, entry)
+        names = [name for name, _ in self._score_names]
+
+        def parts(j: int) -> dict[str, float]:
+            i = positions[j]
+            return {name: column[i] for name, column in zip(names, by_plugin, strict=True)}
+
+        return [0.0 if (neg := negs[i]) is None else neg for i in positions], parts, failed
 
     def _choose(
         self,
@@ -380,14 +546,15 @@ class Scheduler:
             held = sum(p.replicas for p in placed)
             if held < ctx.demand.replicas:
                 partial_note = f"held {held} of {ctx.demand.replicas} replicas, the rest overflow"
-        if selection.dropped:
-            reasons["spread"] += len(selection.dropped)
+        if selection.dropped_count:
+            reasons["spread"] += selection.dropped_count
 
         def ranked() -> dict[str, Verdict]:
             by_name = {p.cluster: p for p in placed}
-            dropped = frozenset(verdicts) | {name for name, _ in selection.dropped}
+            spread_out = selection.dropped()
+            dropped = frozenset(verdicts) | {name for name, _ in spread_out}
             out = {}
-            for name, why in selection.dropped:
+            for name, why in spread_out:
                 neg, j = index[name]
                 out[name] = Verdict(name, "Spread", "spread", why, parts(j), round(-neg))
             for neg, name, _, j in scored:

@@ -10,17 +10,29 @@ The built-ins also judge a whole candidate set at once from the snapshot's colum
 (``filter_columns``: the rejected clusters as a bitset; ``score_columns``: one score per
 position), with results equal to their per-cluster methods; returning None from
 ``filter_columns`` hands the set to the per-cluster method.
+
+A plugin may also say what its answers depend on besides the cluster: ``memo_key(ctx)``
+returns a hashable value (None: nothing can be kept), and the scheduler keeps its answers
+for each cluster under that key until the snapshot's next generation — applications made
+from one template share tolerations, selectors and demand, so most decisions find the
+built-ins' answers made. A filter's answer on a cluster where the application runs is
+never kept (it counts the application's own use there).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol, runtime_checkable
 
-from api.selectors import selects
-from api.taints import FILTERING_EFFECTS, NOT_READY_TAINT, UNREACHABLE_TAINT, untolerated
+from api.selectors import LabelSelector, selects
+from api.taints import (
+    FILTERING_EFFECTS,
+    NOT_READY_TAINT,
+    UNREACHABLE_TAINT,
+    untolerated,
+)
 from fleet.columns import Columns
 from fleet.snapshot import ClusterInfo
 from propagator.scheduler.types import (
@@ -84,6 +96,15 @@ def taint_name(key: str) -> str:
     return _SHORT_TAINTS.get(key, key)
 
 
+def selector_key(selector: LabelSelector) -> Hashable:
+    """A label selector as a hashable value (equal selectors, equal keys)."""
+    labels = selector.match_labels
+    return (
+        tuple(sorted(labels.items())) if len(labels) > 1 else tuple(labels.items()),
+        tuple([(r.key, r.operator, tuple(r.values)) for r in selector.match_expressions]),
+    )
+
+
 class TaintToleration:
     """Drops clusters with a taint the placement does not tolerate, and NotReady ones."""
 
@@ -100,6 +121,9 @@ class TaintToleration:
         if not cluster.ready:
             return "not ready", "the cluster's Ready condition is not True"
         return None
+
+    def memo_key(self, ctx: SchedulingContext) -> Hashable:
+        return ctx.tolerations_key
 
     def filter_columns(self, cols: Columns, alive: int, ctx: SchedulingContext) -> int | None:
         tolerations = ctx.placement.tolerations
@@ -128,6 +152,9 @@ class TaintPreference:
             if t.effect == "PreferNoSchedule"
         ]
         return 100 / (1 + len(avoided))
+
+    def memo_key(self, ctx: SchedulingContext) -> Hashable:
+        return ctx.tolerations_key
 
     def score_columns(
         self, cols: Columns, positions: Sequence[int], ctx: SchedulingContext
@@ -161,6 +188,9 @@ class ClusterAffinity:
             return "selector mismatch", "labels do not match placement.clusterSelector"
         return None
 
+    def memo_key(self, ctx: SchedulingContext) -> Hashable:
+        return "indexed" if ctx.affinity_indexed else None  # else: names differ per placement
+
     def filter_columns(self, cols: Columns, alive: int, ctx: SchedulingContext) -> int | None:
         if ctx.affinity_indexed:
             return 0
@@ -184,6 +214,9 @@ class ApiEnablement:
             api_version, kind = sorted(missing)[0]
             return f"no {kind}", f"does not serve {kind} in {api_version}"
         return None
+
+    def memo_key(self, ctx: SchedulingContext) -> Hashable:
+        return ctx.demand.kinds
 
     def filter_columns(self, cols: Columns, alive: int, ctx: SchedulingContext) -> int | None:
         serving = cols.all
@@ -227,6 +260,10 @@ class Capacity:
 
     def filter(self, cluster: ClusterInfo, ctx: SchedulingContext) -> Rejection | None:
         return _fit(cluster, ctx.available(cluster), ctx, "capacity")
+
+    def memo_key(self, ctx: SchedulingContext) -> Hashable:
+        duplicated = ctx.placement.replicas.mode == "Duplicated"
+        return ctx.demand.resources_key, ctx.demand.replicas if duplicated else 1
 
     def filter_columns(self, cols: Columns, alive: int, ctx: SchedulingContext) -> int | None:
         """The clusters without room, as ``_fit`` judges them, from the available columns;
@@ -274,6 +311,9 @@ class TenantQuota:
         remaining = ctx.quota_for(cluster.name)
         return None if remaining is None else _fit(cluster, remaining, ctx, "quota")
 
+    def memo_key(self, ctx: SchedulingContext) -> Hashable:
+        return "no quota" if ctx.quota is None else None
+
     def filter_columns(self, cols: Columns, alive: int, ctx: SchedulingContext) -> int | None:
         return 0 if ctx.quota is None else None
 
@@ -291,6 +331,9 @@ class LeastAllocated:
 
     def score(self, cluster: ClusterInfo, ctx: SchedulingContext) -> float:
         return _least_allocated(cluster.free_cpu, cluster.free_memory)
+
+    def memo_key(self, ctx: SchedulingContext) -> Hashable:
+        return ()
 
     def score_columns(
         self, cols: Columns, positions: Sequence[int], ctx: SchedulingContext
@@ -325,6 +368,9 @@ class BalancedAllocation:
             cluster.free_cpu, cluster.free_memory, cluster.total_cpu, cluster.total_memory, ctx
         )
 
+    def memo_key(self, ctx: SchedulingContext) -> Hashable:
+        return ctx.demand.cpu, ctx.demand.memory
+
     def score_columns(
         self, cols: Columns, positions: Sequence[int], ctx: SchedulingContext
     ) -> list[float] | None:
@@ -358,6 +404,9 @@ class Preference:
         got = sum(p.weight for p in preferred if p.selector.matches(cluster.labels))
         return 100 * got / total
 
+    def memo_key(self, ctx: SchedulingContext) -> Hashable:
+        return tuple([(p.weight, selector_key(p.selector)) for p in ctx.placement.preferred])
+
     def score_columns(
         self, cols: Columns, positions: Sequence[int], ctx: SchedulingContext
     ) -> list[float] | None:
@@ -384,6 +433,9 @@ class LayerOrder:
             return 0.0
         rank = ctx.layer_rank.get(cluster.layer, len(ctx.layer_rank))
         return 100 * (1 - rank / len(ctx.layer_rank))
+
+    def memo_key(self, ctx: SchedulingContext) -> Hashable:
+        return tuple(ctx.layer_rank.items())
 
     def score_columns(
         self, cols: Columns, positions: Sequence[int], ctx: SchedulingContext
@@ -412,9 +464,18 @@ def replicas_capacity(cluster: ClusterInfo, ctx: SchedulingContext) -> int | Non
 def columnar_capacity(cols: Columns, ctx: SchedulingContext) -> Callable[[ClusterInfo], int | None]:
     """:func:`replicas_capacity` as a function of the cluster, from the columns' exact
     integers where the application does not run yet and no tenant quota applies (else per
-    cluster). The integers are prepared once; each cluster is reckoned only when asked."""
+    cluster). The integers are prepared once per generation and demand, and each cluster
+    is reckoned once per generation and demand, when first asked."""
     demand = ctx.demand
-    plan = None if demand.per_node or ctx.quota is not None else _integer_plan(cols, demand)
+    if demand.per_node or ctx.quota is not None:
+        return lambda cluster: replicas_capacity(cluster, ctx)
+    memo = ("replicas capacity", demand.resources_key)
+    kept: tuple[list[tuple[list[int | None], int, int]] | None, dict[int, int | None]] | None
+    kept = cols.recall(memo)
+    if kept is None:
+        kept = (_integer_plan(cols, demand), {})
+        cols.remember(memo, kept)
+    plan, known = kept
     if plan is None:
         return lambda cluster: replicas_capacity(cluster, ctx)
     position, current = cols.position, ctx.current
@@ -423,6 +484,8 @@ def columnar_capacity(cols: Columns, ctx: SchedulingContext) -> Callable[[Cluste
         if cluster.name in current:
             return replicas_capacity(cluster, ctx)
         i = position[cluster.name]
+        if i in known:
+            return known[i]
         fits: int | None = None
         for values, fixed, need in plan:
             have = values[i]
@@ -434,6 +497,7 @@ def columnar_capacity(cols: Columns, ctx: SchedulingContext) -> Callable[[Cluste
                 n = MAX_REPLICAS
             if fits is None or n < fits:
                 fits = n
+        known[i] = fits
         return fits
 
     return capacity

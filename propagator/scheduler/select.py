@@ -22,12 +22,23 @@ MAX_COMBINATIONS = 2000
 """Combinations looked at per size before falling back to the ones with the most room."""
 
 
+Dropped = tuple[tuple[str, str], ...]
+"""(cluster, reason) for feasible clusters that spread could not use."""
+
+
+def _none() -> Dropped:
+    return ()
+
+
 class Selection(NamedTuple):
     chosen: tuple[ClusterInfo, ...]
     problem: str | None = None
     """Why the placement cannot be satisfied (None when it can)."""
-    dropped: tuple[tuple[str, str], ...] = ()
-    """(cluster, reason) for feasible clusters that spread could not use."""
+    dropped_count: int = 0
+    """How many feasible clusters spread could not use."""
+    dropped: Callable[[], Dropped] = _none
+    """Which ones and why, made when asked (most decisions are read for their placement
+    alone)."""
 
 
 @dataclass
@@ -131,14 +142,17 @@ def _spread(
     assert spread is not None
     what = spread.by_label or spread.by_field or ""
     groups: dict[str, list[ClusterInfo]] = {}
-    dropped: list[tuple[str, str]] = []
+    ungrouped: list[tuple[str, str]] = []
     group_of = spread_group(spread.by_field, spread.by_label)
     for c in ranked:
         value = group_of(c)
         if value is None:
-            dropped.append((c.name, f"no {what} to spread by"))
+            ungrouped.append((c.name, f"no {what} to spread by"))
             continue
-        groups.setdefault(value, []).append(c)  # dicts keep order: best group first
+        if value in groups:
+            groups[value].append(c)
+        else:
+            groups[value] = [c]  # dicts keep order: best group first
     ordered = list(groups.values())
     need_groups = spread.min_groups or 1
     most_groups = min(spread.max_groups or len(ordered), len(ordered), limit)
@@ -148,34 +162,49 @@ def _spread(
         return Selection(
             (),
             f"only {len(ordered)} {what} group(s) fit; minGroups is {need_groups}",
-            tuple(dropped),
+            len(ungrouped),
+            lambda: tuple(ungrouped),
         )
     if limit < need_groups:
         return Selection(
-            (), f"maxClusters {limit} cannot cover minGroups {need_groups}", tuple(dropped)
+            (),
+            f"maxClusters {limit} cannot cover minGroups {need_groups}",
+            len(ungrouped),
+            lambda: tuple(ungrouped),
         )
     for k in range(fewest_groups, most_groups + 1):
         for combination in itertools.islice(itertools.combinations(ordered, k), MAX_COMBINATIONS):
             chosen = _cover(combination, ranked, limit, minimum, room, kept)
             if chosen is None:
                 continue
-            used = {id(group) for group in combination}
-            for value, group in groups.items():
-                if id(group) not in used:  # one reason per group, not per cluster
-                    why = f"{what} {value} is not among the {k} group(s) used"
-                    dropped += [(c.name, why) for c in group]
-            if len(chosen) < sum(len(group) for group in combination):
+
+            def dropped(
+                combination: Sequence[list[ClusterInfo]] = combination,
+                chosen: list[ClusterInfo] = chosen,
+            ) -> Dropped:
+                out = list(ungrouped)
+                used = {id(group) for group in combination}
+                for value, group in groups.items():
+                    if id(group) not in used:  # one reason per group, not per cluster
+                        why = f"{what} {value} is not among the {len(combination)} group(s) used"
+                        out += [(c.name, why) for c in group]
                 picked = {c.name for c in chosen}
                 left = {c.name for group in combination for c in group} - picked
                 why = f"beyond maxClusters {limit}"
-                dropped += [(c.name, why) for c in ranked if c.name in left]
-            return Selection(tuple(chosen), None, tuple(dropped))
+                out += [(c.name, why) for c in ranked if c.name in left]
+                return tuple(out)
+
+            # Every feasible cluster is chosen, or dropped by one of the reasons above.
+            return Selection(tuple(chosen), None, len(ranked) - len(chosen), dropped)
     bound = f"{need_groups}" if most_groups <= need_groups else f"{need_groups} to {most_groups}"
     needs = f"minClusters {minimum}"
     if room is not None:
         needs += f" and room for {room.replicas} replicas"
     return Selection(
-        (), f"no {bound} {what} group(s) within maxClusters {limit} hold {needs}", tuple(dropped)
+        (),
+        f"no {bound} {what} group(s) within maxClusters {limit} hold {needs}",
+        len(ungrouped),
+        lambda: tuple(ungrouped),
     )
 
 

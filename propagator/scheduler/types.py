@@ -69,10 +69,21 @@ class Demand:
             out[resource] = (need_exp, need_int, fixed_exp, fixed_int)
         return out
 
+    @functools.cached_property
+    def resources_key(self) -> tuple[tuple[tuple[str, str], ...], ...]:
+        """What the demand asks of a cluster besides the replica count, as a hashable
+        value: per replica, fixed and per node. Amounts as written (``0.25`` and ``0.250``
+        are told apart: explanations quote them)."""
+        return tuple(
+            tuple(sorted((r, str(v)) for r, v in amounts.items()))
+            for amounts in (self.per_replica, self.fixed, self.per_node)
+        )
 
-@dataclass(frozen=True)
+
+@dataclass(eq=False)
 class SchedulingContext:
-    """Everything one decision reads besides the clusters themselves."""
+    """Everything one decision reads besides the clusters themselves. Not changed once
+    made (not frozen only because a frozen dataclass costs a fifth of a decision to make)."""
 
     placement: Placement
     demand: Demand
@@ -88,6 +99,13 @@ class SchedulingContext:
     application: str = ""
     """The application's UID: ties between clusters hash on it, so that applications
     with equal scores spread over the fleet instead of filling the same clusters."""
+
+    tolerations_key: tuple[tuple[str, str, str, str | None], ...] = field(init=False)
+    """The placement's tolerations as a hashable value (equal tolerations, equal keys)."""
+
+    def __post_init__(self) -> None:
+        tolerations = self.placement.tolerations
+        self.tolerations_key = tuple([(t.key, t.operator, t.value, t.effect) for t in tolerations])
 
     def quota_for(self, cluster: str) -> ResourceAmounts | None:
         return None if self.quota is None else self.quota.get(cluster, {})
