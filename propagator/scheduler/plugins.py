@@ -40,6 +40,7 @@ from propagator.scheduler.types import (
     Demand,
     ResourceAmounts,
     SchedulingContext,
+    add,
     first_short,
     left_after,
     mul,
@@ -47,6 +48,7 @@ from propagator.scheduler.types import (
     sub,
 )
 
+_ZERO = Decimal(0)
 Rejection = tuple[str, str]
 """(short reason counted in summaries, detail for explanations)."""
 
@@ -266,25 +268,28 @@ class Capacity:
         return ctx.demand.resources_key, ctx.demand.replicas if duplicated else 1
 
     def filter_columns(self, cols: Columns, alive: int, ctx: SchedulingContext) -> int | None:
-        """The clusters without room, as ``_fit`` judges them, from the available columns;
-        where the application runs (its own use counts back) by the per-cluster check."""
+        """The clusters without room, as ``_fit`` judges them, from the available columns
+        (where the application runs, with its own use counted back as
+        ``SchedulingContext.available`` counts it)."""
         demand = ctx.demand
         if demand.per_node:
             return None  # what DaemonSets need depends on each cluster's nodes
         beside = demand.fixed
         need = demand.replicas if ctx.placement.replicas.mode == "Duplicated" else 1
-        # (column, taken beside the replicas, what the replicas need) per resource checked
-        checks: list[tuple[list[Decimal | None], Decimal | None, Decimal]] = []
+        # (resource, column, taken beside the replicas, what the replicas need) per check
+        checks: list[tuple[str, list[Decimal | None], Decimal | None, Decimal]] = []
         for r, amount in beside.items():  # first_short(available, beside, 1)
             if (column := cols.available.get(r)) is not None:
-                checks.append((column, None, amount))
+                checks.append((r, column, None, amount))
         if need > 0:  # first_short(left_after(available, beside), per_replica, need)
             for r, amount in demand.per_replica.items():
                 if (column := cols.available.get(r)) is not None:
-                    checks.append((column, beside.get(r), mul(amount, need)))
+                    checks.append((r, column, beside.get(r), mul(amount, need)))
+        current = ctx.current
+        mine = cols.bits(current) & alive if current else 0
         rejected = 0
-        for i in cols.each(alive):
-            for column, taken, wanted in checks:
+        for i in cols.each(alive & ~mine):
+            for _, column, taken, wanted in checks:
                 have = column[i]
                 if have is None:
                     continue
@@ -293,12 +298,22 @@ class Capacity:
                 if wanted > have:
                     rejected |= 1 << i
                     break
-        mine = cols.bits(ctx.current)
-        if mine & alive:  # counted back: the per-cluster check
-            rejected &= ~mine
-            for i in cols.each(mine & alive):
-                if self.filter(cols.infos[i], ctx) is not None:
+        per_replica = demand.per_replica
+        for i in cols.each(mine):
+            replicas = current[cols.names[i]]
+            for r, column, taken, wanted in checks:
+                have = column[i]
+                if have is None:
+                    continue
+                own = beside.get(r, _ZERO)  # SchedulingContext.own_use
+                if r in per_replica:
+                    own = add(own, mul(per_replica[r], replicas))
+                have = add(have, own)
+                if taken is not None:
+                    have = sub(have, taken)
+                if wanted > have:
                     rejected |= 1 << i
+                    break
         return rejected
 
 
@@ -463,8 +478,8 @@ def replicas_capacity(cluster: ClusterInfo, ctx: SchedulingContext) -> int | Non
 
 def columnar_capacity(cols: Columns, ctx: SchedulingContext) -> Callable[[ClusterInfo], int | None]:
     """:func:`replicas_capacity` as a function of the cluster, from the columns' exact
-    integers where the application does not run yet and no tenant quota applies (else per
-    cluster). The integers are prepared once per generation and demand, and each cluster
+    integers when no tenant quota applies (else per cluster). The integers are prepared
+    once per generation and demand, and each cluster where the application does not run
     is reckoned once per generation and demand, when first asked."""
     demand = ctx.demand
     if demand.per_node or ctx.quota is not None:
@@ -481,23 +496,25 @@ def columnar_capacity(cols: Columns, ctx: SchedulingContext) -> Callable[[Cluste
     position, current = cols.position, ctx.current
 
     def capacity(cluster: ClusterInfo) -> int | None:
-        if cluster.name in current:
-            return replicas_capacity(cluster, ctx)
         i = position[cluster.name]
-        if i in known:
+        running = current.get(cluster.name)
+        if running is None and i in known:
             return known[i]
         fits: int | None = None
         for values, fixed, need in plan:
             have = values[i]
             if have is None:
                 continue  # not tracked there: no limit
-            left = have - fixed
+            # Its own use counts back (SchedulingContext.own_use): what runs beside the
+            # replicas, which is the fixed need, and its replicas.
+            left = have - fixed if running is None else have + need * running
             n = 0 if left <= 0 else left // need
             if n > MAX_REPLICAS:
                 n = MAX_REPLICAS
             if fits is None or n < fits:
                 fits = n
-        known[i] = fits
+        if running is None:
+            known[i] = fits
         return fits
 
     return capacity
