@@ -433,6 +433,46 @@ def test_a_plugin_that_fails_or_raises_leaves_the_cluster_out_and_scheduling_goe
     assert "1 plugin error" in decision.summary
 
 
+def test_a_plugin_with_a_memo_key_is_asked_once_per_cluster_and_generation() -> None:
+    asked: list[str] = []
+
+    class Inventory:
+        name = "Inventory"
+
+        def filter(self, c: ClusterInfo, _: SchedulingContext) -> tuple[str, str] | None:
+            asked.append(f"filter {c.name}")
+            return ("retired", "the inventory retired it") if c.name == "a" else None
+
+        def score(self, c: ClusterInfo, _: SchedulingContext) -> float | Failed:
+            asked.append(f"score {c.name}")
+            return Failed("no data", "unknown") if c.name == "c" else 10.0
+
+        def memo_key(self, ctx: SchedulingContext) -> str:
+            return "inventory v1"
+
+    factories = {**discover(), "Inventory": Inventory}
+    profile = build_profile("Inventory=1,Capacity", factories)
+    fleet = [cluster(n) for n in "abcd"]
+    snap = build_snapshot(fleet, {"f": list("abcd")}, 1)
+    scheduler = Scheduler(profile)
+    decisions = [
+        scheduler.schedule(snap, "f", placement(excludeClusters=[x]), demand(), age_s=0)
+        for x in ("none", "d", "none")
+    ]
+    assert [d.clusters for d in decisions] == [["b", "d"], ["b"], ["b", "d"]]
+    assert decisions[2].verdicts["a"].reason == "retired"
+    assert decisions[2].verdicts["c"].reason == "no data"
+    # a, b, c and d judged once; the failed score of c asked again each time
+    assert sorted(asked) == sorted(
+        ["filter a", "filter b", "filter c", "filter d", "score b", "score d"] + ["score c"] * 3
+    )
+    # the next generation asks again
+    asked.clear()
+    snap = build_snapshot(fleet, {"f": list("abcd")}, 2, previous=snap)
+    scheduler.schedule(snap, "f", placement(), demand(), age_s=0)
+    assert sorted(asked) == [*(f"filter {n}" for n in "abcd"), *(f"score {n}" for n in "bcd")]
+
+
 # -- properties ----------------------------------------------------------------------------
 
 

@@ -133,12 +133,12 @@ class Scheduler:
             (s, w, getattr(s, "score_columns", None) if columnar else None)
             for s, w in profile.scores
         ]
-        keys = [getattr(s, "memo_key", None) for s, _, v in self._scores if v]
+        keys = [getattr(s, "memo_key", None) if columnar else None for s, _ in profile.scores]
         # A score without one: every score is reckoned anew.
-        self._score_keys: list[Callable[[SchedulingContext], Hashable]] = (
-            [k for k in keys if k is not None] if len(keys) == len(self._scores) else []
-        )
-        if len(self._score_keys) != len(self._scores):
+        self._score_keys: list[Callable[[SchedulingContext], Hashable]] = [
+            k for k in keys if k is not None
+        ]
+        if len(self._score_keys) != len(keys):
             self._score_keys = []
         self._score_names = tuple((s.name, w) for s, w in profile.scores)
         self._filter_names = tuple(f.name for f in profile.filters)
