@@ -96,9 +96,12 @@ class MemberMonitor:
             try:
                 await self.connection.readyz(timeout_s)
                 if self.version is None or self._probes % _DISCOVERY_EVERY == 0:
-                    self.version = str((await self.connection.version()).get("gitVersion"))
+                    version = str((await self.connection.version()).get("gitVersion"))
                     await self.connection.discovery.refresh()
+                    # Both at once: a status pass between the two awaits would write the
+                    # version with no kinds served, and the scheduler would read that.
                     self.enablements = await self.connection.discovery.enablements()
+                    self.version = version
                 result = ProbeResult(True)
             except ApiError as exc:
                 # /readyz failures carry every check; the first line says which failed.

@@ -137,6 +137,8 @@ class FleetManager:
                 )
             if current is not None:
                 monitor.health = current.health  # a new Secret does not reset readiness
+            else:  # taken over: from the last verdict on the hub, until probes say more
+                monitor.health = fleetstatus.recorded_health(member, time.monotonic())
             self.monitors[name] = monitor
             for informer in monitor.informers:
                 self._task_group.start_soon(informer.run)

@@ -6,16 +6,23 @@ changed" is a plain comparison and no write is sent for it.
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from api.selectors import selects, stored_selector
 from api.taints import NOT_READY_TAINT, UNREACHABLE_TAINT
+from fleet.health import Health
 from fleet.member import MemberMonitor
 from propagator.conditions import condition
 
 CONTROLLER_TAINTS = (NOT_READY_TAINT, UNREACHABLE_TAINT)
 TAINT_EFFECT = "NoSchedule"
+PROBE_FAILED_PREFIX = "probes fail: "
+DISCOVERY_FIELDS = ("kubernetesVersion", "apiEnablements")
+CAPACITY_FIELDS = ("nodes", "resources")
+"""The status fields of ``fleet.capacity.summarize``."""
 
 
 def member_status(
@@ -58,19 +65,51 @@ def member_status(
             False,
             "ProbeFailed",
             # No counters or times: the message must not change on every probe.
-            f"probes fail: {health.last_error}",
+            f"{PROBE_FAILED_PREFIX}{health.last_error}",
             generation,
             previous,
             now,
         )
     status["conditions"] = [ready]
+    # Until a new monitor (a restart, another replica taking the lead) has discovered the
+    # member and listed its nodes and pods, what the status records stays: the hub keeps
+    # it anyway (a merge patch), and the fleet snapshot must not read a Ready member as
+    # serving no kind and holding nothing, which would make every decision unschedulable.
+    recorded = member.get("status") or {}
     if monitor.version:
         status["kubernetesVersion"] = monitor.version
         status["apiEnablements"] = monitor.enablements
+    else:
+        status.update({k: recorded[k] for k in DISCOVERY_FIELDS if k in recorded})
     if (capacity := monitor.capacity()) is not None:
         status.update(capacity)
+    else:
+        status.update({k: recorded[k] for k in CAPACITY_FIELDS if k in recorded})
     status["lastProbeTime"] = now
     return status
+
+
+def recorded_health(member: Mapping[str, Any], now: float) -> Health:
+    """The health the MemberCluster's status records, as the start of a new monitor's
+    (``now``: time.monotonic()). A controller that takes over (a restart, another replica
+    leading) would otherwise read every member as never probed until its own probes
+    decide: Ready would turn Unknown on the hub, and the not-ready and unreachable taints
+    would come off meanwhile."""
+    conditions = (member.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    if ready is None or ready.get("reason") not in ("ProbeSucceeded", "ProbeFailed"):
+        return Health()
+    if ready.get("status") == "True":
+        return Health(ready=True)
+    try:
+        since = dt.datetime.fromisoformat(str(ready.get("lastTransitionTime"))).timestamp()
+    except ValueError:
+        since = time.time()
+    return Health(
+        ready=False,
+        not_ready_since=now - max(0.0, time.time() - since),
+        last_error=str(ready.get("message") or "").removeprefix(PROBE_FAILED_PREFIX) or None,
+    )
 
 
 def desired_taints(monitor: MemberMonitor | None, now: float) -> list[dict[str, str]]:

@@ -374,10 +374,15 @@ def test_a_controller_killed_mid_fan_out_converges_without_duplicates(
         return 0 < applied < count * len(MEMBERS)
 
     eventually(started_not_finished, "fan-out in progress")
+    readiness = {c: _ready_condition(fleet, c) for c in MEMBERS}
+    assert all(r["status"] == "True" for r in readiness.values()), readiness
     controller.kill()
     controller.start()
 
     wait_ap(fleet, ns, name, "3/3 after the restart", ready_everywhere)
+    # The restarted controller started from the members' recorded health: Ready never
+    # turned Unknown ("not probed yet") meanwhile.
+    assert {c: _ready_condition(fleet, c) for c in MEMBERS} == readiness
     for cluster in MEMBERS:
         owned = owned_config_maps(fleet, cluster, ns, name)
         assert sorted(cm.metadata.name for cm in owned) == [f"cm-{i:02d}" for i in range(count)]
@@ -385,6 +390,15 @@ def test_a_controller_killed_mid_fan_out_converges_without_duplicates(
             managers = [f.manager for f in cm.metadata.managed_fields or []]
             assert managers == ["propagator"], managers
     delete_ap(fleet, ns, name)
+
+
+def _ready_condition(fleet: Fleet, cluster: str) -> dict[str, Any]:
+    member: Any = k8s.CustomObjectsApi(fleet.api(HUB)).get_cluster_custom_object(
+        "propagator.io", "v1alpha1", "memberclusters", cluster
+    )
+    conditions = (member.get("status") or {}).get("conditions") or []
+    ready = next(c for c in conditions if c["type"] == "Ready")
+    return {k: ready.get(k) for k in ("status", "reason", "lastTransitionTime")}
 
 
 def test_propagation_metrics_move(fleet: Fleet, controller: Controller) -> None:
