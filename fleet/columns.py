@@ -11,7 +11,7 @@ kinds are bitsets; free and available resources are tuples indexed by position.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ TaintKey = tuple[str, str, str]
 """(key, value, effect) of a taint."""
 
 MEMO_ENTRIES = 1024
-"""Plugin answers a generation's columns keep (see :meth:`Columns.remembered`); past
+"""Plugin answers a generation's columns keep (see :meth:`Columns.remember`); past
 this many keys the memo starts over, so hostile variety costs time, not memory."""
 SCALE_LIMIT = 40
 """Decimal exponents beyond ±this are not turned into integers (10**40 is already more
@@ -166,6 +166,7 @@ class Columns:
         self.serves: dict[tuple[str, str], int] = {k: _bitset(at, n) for k, at in serves.items()}
         self._scaled: dict[str, ScaledColumn | None] = {}
         self._memo: dict[Hashable, Any] = {}
+        self._asked: set[Hashable] = set()
 
     def updated(self, clusters: Mapping[str, ClusterInfo]) -> Columns:
         """The columns of ``clusters`` made from these: when the same clusters are there
@@ -185,7 +186,7 @@ class Columns:
         new.in_layer = dict(self.in_layer)
         new.taints, new.serves = dict(self.taints), dict(self.serves)
         new.available = {r: list(column) for r, column in self.available.items()}
-        new._scaled, new._memo = {}, {}
+        new._scaled, new._memo, new._asked = {}, {}, set()
         for i in changed:
             new._replace(i, self.infos[i], clusters[self.names[i]])
         new._carry_scaled(self, changed)
@@ -250,6 +251,16 @@ class Columns:
         """What :meth:`remember` kept under ``key`` for this generation (None: nothing)."""
         return self._memo.get(key)
 
+    def worth_keeping(self, key: Hashable) -> bool:
+        """Whether answers under ``key`` should be kept: from the second time it is asked
+        about in this generation (a one-off key costs no memory and no bookkeeping)."""
+        if key in self._asked or key in self._memo:
+            return True
+        if len(self._asked) >= MEMO_ENTRIES:
+            self._asked.clear()
+        self._asked.add(key)
+        return False
+
     def remember(self, key: Hashable, value: Any) -> None:
         """Keep ``value`` under ``key`` while these columns are current. Only for answers
         that depend on nothing but the clusters and ``key``: a new generation has new
@@ -257,18 +268,6 @@ class Columns:
         if len(self._memo) >= MEMO_ENTRIES and key not in self._memo:
             self._memo.clear()
         self._memo[key] = value
-
-    def remembered(self, key: Hashable, alive: int, judge: Callable[[int], int]) -> int:
-        """The clusters of ``alive`` that ``judge`` picks (it is given a bitset and returns
-        a subset of it), each cluster judged at most once per generation and ``key``:
-        ``judge``'s answer for a cluster must depend on nothing but that cluster and
-        ``key``."""
-        known, picked = self._memo.get(key) or (0, 0)
-        todo = alive & ~known
-        if todo:
-            picked |= judge(todo)
-            self.remember(key, (known | todo, picked))
-        return picked & alive
 
     def bits(self, names: Iterable[str]) -> int:
         """The bitset of ``names`` (names not in the snapshot are left out)."""

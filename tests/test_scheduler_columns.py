@@ -247,24 +247,19 @@ def test_answers_kept_from_earlier_decisions_decide_as_the_reference(
         _same(*decisions)
 
 
-def test_a_kept_answer_is_judged_once_per_generation_and_key() -> None:
-    fleet = {n: ClusterInfo(n, MappingProxyType({}), "gold") for n in ("a", "b", "c", "d")}
+def test_answers_are_kept_from_the_second_time_their_key_is_asked_about() -> None:
+    fleet = {n: ClusterInfo(n, MappingProxyType({}), "gold") for n in ("a", "b")}
     cols = Columns(fleet)
-    judged: list[int] = []
-
-    def odd(bits: int) -> int:
-        judged.append(bits)
-        return bits & 0b1010
-
-    assert cols.remembered("k", 0b0011, odd) == 0b0010
-    assert cols.remembered("k", 0b1111, odd) == 0b1010  # only c and d judged now
-    assert cols.remembered("k", 0b0110, odd) == 0b0010
-    assert judged == [0b0011, 0b1100]
-    assert cols.remembered("other", 0b0001, odd) == 0
-    assert judged[-1] == 0b0001
-    # the next generation's columns start with nothing kept
+    assert not cols.worth_keeping("k")  # a one-off so far
+    assert cols.worth_keeping("k")
+    cols.remember("k", 1)
+    assert cols.recall("k") == 1
+    assert not cols.worth_keeping("other")
+    # the next generation's columns start with nothing kept or asked
     changed = {**fleet, "a": ClusterInfo("a", MappingProxyType({}), "edge")}
-    assert cols.updated(changed).recall("k") is None
+    updated = cols.updated(changed)
+    assert updated.recall("k") is None
+    assert not updated.worth_keeping("k")
 
 
 def test_columns_hold_what_the_filters_read() -> None:

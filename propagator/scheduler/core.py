@@ -70,7 +70,7 @@ _Filter = tuple[
 
 
 class _MemoKeys(NamedTuple):
-    """What one decision's answers are kept under (see ``Columns.remembered``)."""
+    """What one decision's answers are kept under (see ``Columns.remember``)."""
 
     filters: list[Hashable | None]
     """Per filter (None: not kept)."""
@@ -141,6 +141,7 @@ class Scheduler:
         if len(self._score_keys) != len(keys):
             self._score_keys = []
         self._score_names = tuple((s.name, w) for s, w in profile.scores)
+        self._score_plugin_names = [s.name for s, _ in profile.scores]
         self._filter_names = tuple(f.name for f in profile.filters)
         self._weight_sum = sum(w for _, w in profile.scores) or 1
         self.stale_after_s = stale_after_s
@@ -306,12 +307,15 @@ class Scheduler:
         filters up to the first without a memo key judge each cluster once per snapshot
         generation and keys (where the application runs: every time)."""
         memoised = next((n for n, key in enumerate(keys) if key is None), len(keys))
+        memo = ("filters", self._filter_names[:memoised], tuple(keys[:memoised]))
+        entry = cols.recall(memo) if memoised else None
+        if entry is None and memoised and not cols.worth_keeping(memo):
+            memoised = 0  # a one-off: judged as if it had no key
         dropped: list[tuple[int, Verdict]] = []
         if memoised:
             chain = self._filters[:memoised]
             mine = cols.bits(ctx.current) & alive if ctx.current else 0
-            memo = ("filters", self._filter_names[:memoised], tuple(keys[:memoised]))
-            known, out, by_position = cols.recall(memo) or (0, 0, {})
+            known, out, by_position = entry or (0, 0, {})
             by_position = cast(dict[int, Verdict], by_position)
             todo = alive & ~known & ~mine
             if todo:
@@ -401,7 +405,7 @@ class Scheduler:
         if key is not None:
             negs, parts, failed = self._remembered_scores(cols, feasible, positions, ctx, key)
         else:
-            negs, parts, failed = self._reckon(cols, feasible, positions, ctx)
+            negs, parts, failed = self._reckoned(cols, feasible, positions, ctx)
         scored = [
             (neg, cluster.name, cluster, j)
             for j, (cluster, neg) in enumerate(zip(feasible, negs, strict=True))
@@ -424,12 +428,12 @@ class Scheduler:
         feasible: list[ClusterInfo],
         positions: list[int],
         ctx: SchedulingContext,
-    ) -> tuple[list[float], Callable[[int], dict[str, float]], dict[int, Verdict]]:
+    ) -> tuple[list[float], list[list[float]], dict[int, Verdict]]:
         """Per cluster of ``feasible`` (at ``positions``): its negative weighted score,
-        each plugin's clamped scores (by index), and the verdicts of the clusters a score
-        plugin failed on (by index)."""
+        each plugin's clamped scores (a list per plugin, by index), and the verdicts of
+        the clusters a score plugin failed on (by index)."""
         totals = [0.0] * len(feasible)
-        columns: list[tuple[str, list[float]]] = []
+        columns: list[list[float]] = []
         failed: dict[int, Verdict] = {}
         for scorer, weight, vector in self._scores:
             column: list[float] | None = vector(cols, positions, ctx) if vector else None
@@ -447,13 +451,25 @@ class Scheduler:
                 if not 0.0 <= value <= 100.0:
                     value = column[j] = clamped(value)
                 totals[j] += value * weight
-            columns.append((scorer.name, column))
+            columns.append(column)
         weight_sum = self._weight_sum
+        return [-total / weight_sum for total in totals], columns, failed
+
+    def _reckoned(
+        self,
+        cols: Columns,
+        feasible: list[ClusterInfo],
+        positions: list[int],
+        ctx: SchedulingContext,
+    ) -> tuple[list[float], Callable[[int], dict[str, float]], dict[int, Verdict]]:
+        """:meth:`_reckon` with the per-plugin scores of an index as a function."""
+        negs, columns, failed = self._reckon(cols, feasible, positions, ctx)
+        names = self._score_plugin_names
 
         def parts(j: int) -> dict[str, float]:
-            return {name: column[j] for name, column in columns}
+            return {name: column[j] for name, column in zip(names, columns, strict=True)}
 
-        return [-total / weight_sum for total in totals], parts, failed
+        return negs, parts, failed
 
     def _remembered_scores(
         self,
@@ -463,35 +479,31 @@ class Scheduler:
         ctx: SchedulingContext,
         memo: Hashable,
     ) -> tuple[list[float], Callable[[int], dict[str, float]], dict[int, Verdict]]:
-        """:meth:`_reckon`, each cluster's scores reckoned once per generation and
+        """:meth:`_reckoned`, each cluster's scores reckoned once per generation and
         ``memo`` (a failed score is reckoned again)."""
-        entry = cols.recall(memo)
-        if entry is None:
-            n = len(cols.names)
-            entry = ([None] * n, [[0.0] * n for _ in self._scores])
-        negs, by_plugin = entry
-        todo = [j for j, i in enumerate(positions) if negs[i] is None]
+        known: dict[int, tuple[float, tuple[float, ...]]] | None = cols.recall(memo)
+        if known is None:
+            if not cols.worth_keeping(memo):
+                return self._reckoned(cols, feasible, positions, ctx)
+            known = {}
+            cols.remember(memo, known)
+        todo = [j for j, i in enumerate(positions) if i not in known]
         failed: dict[int, Verdict] = {}
         if todo:
-            fresh, fresh_parts, failures = self._reckon(
+            fresh, columns, failures = self._reckon(
                 cols, [feasible[j] for j in todo], [positions[j] for j in todo], ctx
             )
             for t, j in enumerate(todo):
                 if t in failures:
                     failed[j] = failures[t]
-                    continue
-                i = positions[j]
-                negs[i] = fresh[t]
-                for k, value in enumerate(fresh_parts(t).values()):
-                    by_plugin[k][i] = value
-            cols.remember(memo, entry)
-        names = [name for name, _ in self._score_names]
+                else:
+                    known[positions[j]] = (fresh[t], tuple([column[t] for column in columns]))
+        names = self._score_plugin_names
 
         def parts(j: int) -> dict[str, float]:
-            i = positions[j]
-            return {name: column[i] for name, column in zip(names, by_plugin, strict=True)}
+            return dict(zip(names, known[positions[j]][1], strict=True))
 
-        return [0.0 if (neg := negs[i]) is None else neg for i in positions], parts, failed
+        return [known[i][0] if i in known else 0.0 for i in positions], parts, failed
 
     def _choose(
         self,

@@ -489,7 +489,8 @@ def columnar_capacity(cols: Columns, ctx: SchedulingContext) -> Callable[[Cluste
     kept = cols.recall(memo)
     if kept is None:
         kept = (_integer_plan(cols, demand), {})
-        cols.remember(memo, kept)
+        if cols.worth_keeping(memo):
+            cols.remember(memo, kept)
     plan, known = kept
     if plan is None:
         return lambda cluster: replicas_capacity(cluster, ctx)
