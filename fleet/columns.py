@@ -25,8 +25,10 @@ TaintKey = tuple[str, str, str]
 """(key, value, effect) of a taint."""
 
 MEMO_ENTRIES = 1024
-"""Plugin answers a generation's columns keep (see :meth:`Columns.remember`); past
-this many keys the memo starts over, so hostile variety costs time, not memory."""
+"""Keys a generation's columns keep plugin answers under (see :meth:`Columns.remember`)."""
+MEMO_ANSWERS = 200_000
+"""Per-cluster answers kept under all keys together (a few tens of MiB). Past either
+bound the memo starts over: hostile variety costs time, not memory."""
 SCALE_LIMIT = 40
 """Decimal exponents beyond ±this are not turned into integers (10**40 is already more
 than any cluster holds; such values take the exact decimal path)."""
@@ -167,6 +169,7 @@ class Columns:
         self._scaled: dict[str, ScaledColumn | None] = {}
         self._memo: dict[Hashable, Any] = {}
         self._asked: set[Hashable] = set()
+        self._answers = 0
 
     def updated(self, clusters: Mapping[str, ClusterInfo]) -> Columns:
         """The columns of ``clusters`` made from these: when the same clusters are there
@@ -186,7 +189,7 @@ class Columns:
         new.in_layer = dict(self.in_layer)
         new.taints, new.serves = dict(self.taints), dict(self.serves)
         new.available = {r: list(column) for r, column in self.available.items()}
-        new._scaled, new._memo, new._asked = {}, {}, set()
+        new._scaled, new._memo, new._asked, new._answers = {}, {}, set(), 0
         for i in changed:
             new._replace(i, self.infos[i], clusters[self.names[i]])
         new._carry_scaled(self, changed)
@@ -266,8 +269,18 @@ class Columns:
         that depend on nothing but the clusters and ``key``: a new generation has new
         columns, and with them an empty memo."""
         if len(self._memo) >= MEMO_ENTRIES and key not in self._memo:
-            self._memo.clear()
+            self._forget()
         self._memo[key] = value
+
+    def answered(self, count: int) -> None:
+        """``count`` more per-cluster answers are kept (under any key)."""
+        self._answers += count
+        if self._answers > MEMO_ANSWERS:
+            self._forget()
+
+    def _forget(self) -> None:
+        self._memo.clear()
+        self._answers = 0
 
     def bits(self, names: Iterable[str]) -> int:
         """The bitset of ``names`` (names not in the snapshot are left out)."""

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from api.placement import Placement
 from api.taints import NOT_READY_TAINT, Taint
-from fleet.columns import Columns
+from fleet.columns import MEMO_ANSWERS, Columns
 from fleet.snapshot import ClusterInfo, build_snapshot
 from propagator.scheduler import Demand, Scheduler
 from tests.test_scheduler import PROFILE
@@ -255,6 +255,11 @@ def test_answers_are_kept_from_the_second_time_their_key_is_asked_about() -> Non
     cols.remember("k", 1)
     assert cols.recall("k") == 1
     assert not cols.worth_keeping("other")
+    # past the bound on answers kept, the memo starts over
+    cols.answered(MEMO_ANSWERS)
+    assert cols.recall("k") == 1
+    cols.answered(1)
+    assert cols.recall("k") is None
     # the next generation's columns start with nothing kept or asked
     changed = {**fleet, "a": ClusterInfo("a", MappingProxyType({}), "edge")}
     updated = cols.updated(changed)

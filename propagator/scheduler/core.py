@@ -1,4 +1,5 @@
-"""The layered scheduler: pre-filter by index, filter, score, select, assign replicas.
+"""The layered scheduler: pre-filter by index, filter, score (``stages.py``), select,
+assign replicas.
 
 Pure: a decision reads an immutable fleet snapshot and makes no API call. Layers are tried
 in order; the next one only when the current one cannot satisfy the placement. When the
@@ -11,22 +12,20 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import NamedTuple, cast
 
-from api.placement import Placement, ReplicaWeights
+from api.placement import Placement
 from fleet.columns import Columns
 from fleet.snapshot import ClusterInfo, FleetSnapshot
 from propagator.scheduler.plugins import (
-    Failed,
-    FilterPlugin,
     columnar_capacity,
     replicas_capacity,
 )
 from propagator.scheduler.registry import Profile
 from propagator.scheduler.replicas import apportion, rescale
 from propagator.scheduler.select import Room, select
+from propagator.scheduler.stages import MemoKeys, Stages, static_weight
 from propagator.scheduler.types import (
     Decision,
     Demand,
@@ -39,10 +38,7 @@ from propagator.scheduler.types import (
 )
 from propagator.scheduler.verdicts import (
     ANY_LAYER,
-    clamped,
-    judge,
     prefiltered,
-    score_of,
     summary,
 )
 
@@ -59,23 +55,6 @@ class _Pass:
     ranked: Callable[[], dict[str, Verdict]] = dict
     """The verdicts of the clusters ranked and not dropped, made only when asked: most
     decisions are read for their placement alone."""
-
-
-_Filter = tuple[
-    FilterPlugin,
-    Callable[[Columns, int, SchedulingContext], int | None] | None,
-    Callable[[SchedulingContext], Hashable] | None,
-]
-"""A filter plugin, its columnar method and its memo key method (None: it has none)."""
-
-
-class _MemoKeys(NamedTuple):
-    """What one decision's answers are kept under (see ``Columns.remember``)."""
-
-    filters: list[Hashable | None]
-    """Per filter (None: not kept)."""
-    scores: Hashable | None
-    """The scores together (None: not kept)."""
 
 
 def _indexed_candidates(
@@ -120,30 +99,7 @@ class Scheduler:
         path is proven equal to)."""
         self.profile = profile
         self.columnar = columnar
-        # (plugin, its columnar method, its memo key), looked up once (None: it has none)
-        self._filters: list[_Filter] = [
-            (
-                f,
-                getattr(f, "filter_columns", None) if columnar else None,
-                getattr(f, "memo_key", None) if columnar else None,
-            )
-            for f in profile.filters
-        ]
-        self._scores = [
-            (s, w, getattr(s, "score_columns", None) if columnar else None)
-            for s, w in profile.scores
-        ]
-        keys = [getattr(s, "memo_key", None) if columnar else None for s, _ in profile.scores]
-        # A score without one: every score is reckoned anew.
-        self._score_keys: list[Callable[[SchedulingContext], Hashable]] = [
-            k for k in keys if k is not None
-        ]
-        if len(self._score_keys) != len(keys):
-            self._score_keys = []
-        self._score_names = tuple((s.name, w) for s, w in profile.scores)
-        self._score_plugin_names = [s.name for s, _ in profile.scores]
-        self._filter_names = tuple(f.name for f in profile.filters)
-        self._weight_sum = sum(w for _, w in profile.scores) or 1
+        self._stages = Stages(profile, columnar=columnar)
         self.stale_after_s = stale_after_s
         self.fresh_for_s = fresh_for_s
         self.full_scans = 0
@@ -222,7 +178,7 @@ class Scheduler:
         )
         passes: list[_Pass] = []
         timings: dict[str, float] = {}
-        keys = self._memo_keys(ctx)
+        keys = self._stages.memo_keys(ctx)
         tries: list[str | None] = [*layers] if layers else [None]
         overflow = placement.overflow and placement.replicas.mode != "Duplicated"
         wanted = demand.replicas
@@ -239,7 +195,7 @@ class Scheduler:
             if overflow:  # what earlier layers could not hold
                 left = wanted - sum(p.replicas for q in passes for p in q.placed)
                 layer_ctx = replace(ctx, demand=replace(demand, replicas=left))
-                layer_keys = self._memo_keys(layer_ctx)
+                layer_keys = self._stages.memo_keys(layer_ctx)
             passes.append(
                 self._pass(layer, candidates, cols, layer_ctx, layer_keys, timings, overflow)
             )
@@ -248,23 +204,13 @@ class Scheduler:
                 break
         return self._decision(passes, snapshot, members, clusters, full_scan_reason, ctx, timings)
 
-    def _memo_keys(self, ctx: SchedulingContext) -> _MemoKeys:
-        """What each filter's answers, and the scores together, are kept under for this
-        decision (None: not kept)."""
-        filters = [key(ctx) if key is not None else None for _, _, key in self._filters]
-        if not self._score_keys:
-            return _MemoKeys(filters, None)
-        scores = tuple([key(ctx) for key in self._score_keys])
-        # None: a plugin's answers cannot be kept this time
-        return _MemoKeys(filters, None if None in scores else ("score", self._score_names, scores))
-
     def _pass(
         self,
         layer: str | None,
         candidates: int,
         cols: Columns,
         ctx: SchedulingContext,
-        keys: _MemoKeys,
+        keys: MemoKeys,
         timings: dict[str, float],
         partial: bool,
     ) -> _Pass:
@@ -274,10 +220,10 @@ class Scheduler:
         verdicts: dict[str, Verdict] = {}
         reasons: Counter[str] = Counter()
         t0 = time.perf_counter()
-        feasible = self._filter(cols, candidates, ctx, keys.filters, verdicts, reasons)
+        feasible = self._stages.filter(cols, candidates, ctx, keys.filters, verdicts, reasons)
         t1 = time.perf_counter()
         timings["filter"] = timings.get("filter", 0.0) + t1 - t0
-        scored, parts = self._score(cols, feasible, ctx, keys.scores, verdicts, reasons)
+        scored, parts = self._stages.score(cols, feasible, ctx, keys.scores, verdicts, reasons)
         timings["score"] = timings.get("score", 0.0) + time.perf_counter() - t1
         return self._choose(
             layer,
@@ -291,219 +237,6 @@ class Scheduler:
             timings,
             partial,
         )
-
-    def _filter(
-        self,
-        cols: Columns,
-        alive: int,
-        ctx: SchedulingContext,
-        keys: list[Hashable | None],
-        verdicts: dict[str, Verdict],
-        reasons: Counter[str],
-    ) -> list[ClusterInfo]:
-        """The clusters of ``alive`` every filter keeps; a verdict for each one dropped,
-        from the first filter that drops it. A built-in judges the whole set from the
-        columns; any other plugin (or a built-in that declines) runs per cluster. The
-        filters up to the first without a memo key judge each cluster once per snapshot
-        generation and keys (where the application runs: every time)."""
-        memoised = next((n for n, key in enumerate(keys) if key is None), len(keys))
-        memo = ("filters", self._filter_names[:memoised], tuple(keys[:memoised]))
-        entry = cols.recall(memo) if memoised else None
-        if entry is None and memoised and not cols.worth_keeping(memo):
-            memoised = 0  # a one-off: judged as if it had no key
-        dropped: list[tuple[int, Verdict]] = []
-        if memoised:
-            chain = self._filters[:memoised]
-            mine = cols.bits(ctx.current) & alive if ctx.current else 0
-            known, out, by_position = entry or (0, 0, {})
-            by_position = cast(dict[int, Verdict], by_position)
-            todo = alive & ~known & ~mine
-            if todo:
-                for i, verdict in self._judged_by(chain, cols, todo, ctx):
-                    out |= 1 << i
-                    by_position[i] = verdict
-                cols.remember(memo, (known | todo, out, by_position))
-            dropped = [(i, by_position[i]) for i in cols.each(out & alive & ~mine)]
-            if mine:
-                dropped += self._judged_by(chain, cols, mine, ctx)
-                dropped.sort(key=lambda d: d[0])
-            for i, _ in dropped:
-                alive &= ~(1 << i)
-        dropped += self._judged_by(self._filters[memoised:], cols, alive, ctx)
-        for i, verdict in dropped:
-            reasons[verdict.reason or ""] += 1
-            verdicts[verdict.cluster] = verdict
-            alive &= ~(1 << i)
-        return [cols.infos[i] for i in cols.each(alive)]
-
-    def _judged_by(
-        self,
-        filters: list[_Filter],
-        cols: Columns,
-        alive: int,
-        ctx: SchedulingContext,
-    ) -> list[tuple[int, Verdict]]:
-        """(position, verdict) of each cluster of ``alive`` one of ``filters`` drops (the
-        first that does), filter by filter."""
-        out: list[tuple[int, Verdict]] = []
-        for plugin, vector, _ in filters:
-            if not alive:
-                break
-            for i, verdict in self._judged(plugin, vector, cols, alive, ctx):
-                out.append((i, verdict))
-                alive &= ~(1 << i)
-        return out
-
-    @staticmethod
-    def _judged(
-        plugin: FilterPlugin,
-        vector: Callable[[Columns, int, SchedulingContext], int | None] | None,
-        cols: Columns,
-        alive: int,
-        ctx: SchedulingContext,
-    ) -> list[tuple[int, Verdict]]:
-        """(position, verdict) of each cluster of ``alive`` the filter drops, lowest
-        position first: the clusters the columns reject, each explained by the plugin's
-        own check (which may overrule the columns); every cluster when there are none."""
-        rejected = vector(cols, alive, ctx) if vector is not None else None
-        if rejected == 0:
-            return []
-        out = []
-        for i in cols.each(alive if rejected is None else rejected):
-            verdict = judge(plugin, cols.infos[i], ctx)
-            if verdict is not None:
-                out.append((i, verdict))
-        return out
-
-    def _score(
-        self,
-        cols: Columns,
-        feasible: list[ClusterInfo],
-        ctx: SchedulingContext,
-        key: Hashable | None,
-        verdicts: dict[str, Verdict],
-        reasons: Counter[str],
-    ) -> tuple[list[tuple[float, str, ClusterInfo, int]], Callable[[int], dict[str, float]]]:
-        """(negative weighted score, name, cluster, index) of the clusters that remain
-        candidates, best first — where the application runs keeps its place, then the
-        best score, ties by the application's hash — and the per-plugin scores of an
-        index. Each score is clamped to 0-100; a score plugin that fails drops the
-        cluster (with a verdict saying so)."""
-        weights = ctx.placement.replicas.weights
-        if ctx.placement.replicas.mode == "Divided" and weights is not None and weights.static:
-            # A cluster without a static weight would get no replica: not a candidate.
-            for cluster in [c for c in feasible if not static_weight(c, weights)]:
-                feasible.remove(cluster)
-                reasons["no static weight"] += 1
-                verdicts[cluster.name] = Verdict(
-                    cluster.name,
-                    "ReplicaWeights",
-                    "no static weight",
-                    "no weights.static entry names or selects it",
-                )
-        positions = [cols.position[c.name] for c in feasible]
-        if key is not None:
-            negs, parts, failed = self._remembered_scores(cols, feasible, positions, ctx, key)
-        else:
-            negs, parts, failed = self._reckoned(cols, feasible, positions, ctx)
-        scored = [
-            (neg, cluster.name, cluster, j)
-            for j, (cluster, neg) in enumerate(zip(feasible, negs, strict=True))
-            if j not in failed
-        ]
-        for j in sorted(failed):
-            verdict = failed[j]
-            reasons[verdict.reason or ""] += 1
-            verdicts[verdict.cluster] = verdict
-        if ctx.current or ctx.application:
-            current, tie_rank = ctx.current, ctx.tie_rank
-            scored.sort(key=lambda s: (s[1] not in current, s[0], tie_rank(s[1]), s[1]))
-        else:
-            scored.sort()  # (score, name): names are unique, so nothing further is compared
-        return scored, parts
-
-    def _reckon(
-        self,
-        cols: Columns,
-        feasible: list[ClusterInfo],
-        positions: list[int],
-        ctx: SchedulingContext,
-    ) -> tuple[list[float], list[list[float]], dict[int, Verdict]]:
-        """Per cluster of ``feasible`` (at ``positions``): its negative weighted score,
-        each plugin's clamped scores (a list per plugin, by index), and the verdicts of
-        the clusters a score plugin failed on (by index)."""
-        totals = [0.0] * len(feasible)
-        columns: list[list[float]] = []
-        failed: dict[int, Verdict] = {}
-        for scorer, weight, vector in self._scores:
-            column: list[float] | None = vector(cols, positions, ctx) if vector else None
-            if column is None:
-                column = []
-                for j, cluster in enumerate(feasible):
-                    value = score_of(scorer, cluster, ctx)
-                    if isinstance(value, Failed):
-                        failed.setdefault(
-                            j, Verdict(cluster.name, scorer.name, value.reason, value.detail)
-                        )
-                        value = 0.0
-                    column.append(value)
-            for j, value in enumerate(column):
-                if not 0.0 <= value <= 100.0:
-                    value = column[j] = clamped(value)
-                totals[j] += value * weight
-            columns.append(column)
-        weight_sum = self._weight_sum
-        return [-total / weight_sum for total in totals], columns, failed
-
-    def _reckoned(
-        self,
-        cols: Columns,
-        feasible: list[ClusterInfo],
-        positions: list[int],
-        ctx: SchedulingContext,
-    ) -> tuple[list[float], Callable[[int], dict[str, float]], dict[int, Verdict]]:
-        """:meth:`_reckon` with the per-plugin scores of an index as a function."""
-        negs, columns, failed = self._reckon(cols, feasible, positions, ctx)
-        names = self._score_plugin_names
-
-        def parts(j: int) -> dict[str, float]:
-            return {name: column[j] for name, column in zip(names, columns, strict=True)}
-
-        return negs, parts, failed
-
-    def _remembered_scores(
-        self,
-        cols: Columns,
-        feasible: list[ClusterInfo],
-        positions: list[int],
-        ctx: SchedulingContext,
-        memo: Hashable,
-    ) -> tuple[list[float], Callable[[int], dict[str, float]], dict[int, Verdict]]:
-        """:meth:`_reckoned`, each cluster's scores reckoned once per generation and
-        ``memo`` (a failed score is reckoned again)."""
-        known: dict[int, tuple[float, tuple[float, ...]]] | None = cols.recall(memo)
-        if known is None:
-            if not cols.worth_keeping(memo):
-                return self._reckoned(cols, feasible, positions, ctx)
-            known = {}
-            cols.remember(memo, known)
-        todo = [j for j, i in enumerate(positions) if i not in known]
-        failed: dict[int, Verdict] = {}
-        if todo:
-            fresh, columns, failures = self._reckon(
-                cols, [feasible[j] for j in todo], [positions[j] for j in todo], ctx
-            )
-            for t, j in enumerate(todo):
-                if t in failures:
-                    failed[j] = failures[t]
-                else:
-                    known[positions[j]] = (fresh[t], tuple([column[t] for column in columns]))
-        names = self._score_plugin_names
-
-        def parts(j: int) -> dict[str, float]:
-            return dict(zip(names, known[positions[j]][1], strict=True))
-
-        return [known[i][0] if i in known else 0.0 for i in positions], parts, failed
 
     def _choose(
         self,
@@ -685,15 +418,3 @@ class Scheduler:
             explain_rest=explain_rest,
             timings=timings,
         )
-
-
-def static_weight(cluster: ClusterInfo, weights: ReplicaWeights) -> int:
-    """The cluster's static weight: its own entry, else the first selector entry matching it,
-    else 0."""
-    for w in weights.static:
-        if w.cluster == cluster.name:
-            return w.weight
-    for w in weights.static:
-        if w.selector is not None and w.selector.matches(cluster.labels):
-            return w.weight
-    return 0

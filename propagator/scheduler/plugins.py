@@ -487,9 +487,11 @@ def columnar_capacity(cols: Columns, ctx: SchedulingContext) -> Callable[[Cluste
     memo = ("replicas capacity", demand.resources_key)
     kept: tuple[list[tuple[list[int | None], int, int]] | None, dict[int, int | None]] | None
     kept = cols.recall(memo)
+    keeping = True
     if kept is None:
         kept = (_integer_plan(cols, demand), {})
-        if cols.worth_keeping(memo):
+        keeping = cols.worth_keeping(memo)
+        if keeping:
             cols.remember(memo, kept)
     plan, known = kept
     if plan is None:
@@ -514,8 +516,9 @@ def columnar_capacity(cols: Columns, ctx: SchedulingContext) -> Callable[[Cluste
                 n = MAX_REPLICAS
             if fits is None or n < fits:
                 fits = n
-        if running is None:
+        if running is None and keeping:
             known[i] = fits
+            cols.answered(1)
         return fits
 
     return capacity
