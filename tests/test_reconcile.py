@@ -17,8 +17,8 @@ from fleet.discovery import ResourceInfo
 from fleet.snapshot import SnapshotStore
 from propagator.observability.metrics import Metrics
 from propagator.propagation.health import WorkloadHealth
-from propagator.propagation.plan import MemberAccess
-from propagator.propagation.reconcile import FINALIZER, Reconciler
+from propagator.propagation.plan import MemberAccess, Plan
+from propagator.propagation.reconcile import FINALIZER, Reconciler, _not_applied
 from propagator.propagation.work import WorkTable
 from propagator.scheduler import Scheduler
 from propagator.settings import Settings
@@ -233,6 +233,51 @@ def test_no_room_in_the_tenants_quota_is_quota_exceeded_and_nothing_is_written()
     assert exceeded["status"] == "True"
     assert exceeded["message"].startswith("tenant team's quota leaves no room on a (")
     assert h.condition("Scheduled")["status"] == "False"
+
+
+def test_a_new_generation_that_cannot_be_placed_is_not_applied_and_what_runs_stays() -> None:
+    h = Harness(_app())
+    h.reconcile()
+    h.synced("shop/web", "a", "b")
+    h.reconcile(replan=False)
+    assert h.condition("Applied")["status"] == "True"
+    # generation 2 asks for a cluster the fleet does not have: nothing fits
+    h.hub.app["spec"]["placement"] = {"clusterNames": ["nowhere"]}
+    h.hub.app["metadata"]["generation"] = 2
+    h.queued = []
+    h.reconcile()
+    assert h.hub.app["status"]["observedGeneration"] == 2
+    applied = h.condition("Applied")
+    assert (applied["status"], applied["reason"], applied["observedGeneration"]) == (
+        "False",
+        "Unschedulable",
+        2,
+    )
+    assert applied["message"].startswith("generation 2 is not applied: 0/2 clusters fit")
+    assert applied["message"].endswith("; what runs stays as it is")
+    assert h.queued == []  # no removal either
+    assert sorted(h.table.work["shop/web"]) == ["a", "b"]
+
+
+def test_the_applied_generation_replanned_without_room_stays_applied() -> None:
+    previous = {
+        "conditions": [
+            {"type": "Applied", "status": "True", "reason": "Applied", "observedGeneration": 4}
+        ]
+    }
+    plan = Plan(4)
+    _not_applied(plan, previous, "Unschedulable", "0/2 clusters fit")
+    assert plan.conditions == []
+    plan = Plan(5)
+    _not_applied(plan, previous, "QuotaExceeded", "over the quota")
+    assert plan.conditions == [
+        (
+            "Applied",
+            False,
+            "QuotaExceeded",
+            "generation 5 is not applied: over the quota; what runs stays as it is",
+        )
+    ]
 
 
 def test_an_application_keeps_the_room_it_uses_when_placed_again() -> None:

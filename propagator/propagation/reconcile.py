@@ -190,6 +190,11 @@ class Reconciler:
         )
         if not targets:
             # No fleet, or nothing fits: what runs stays where it is (no apply, no prune).
+            _, _, reason, why = next(
+                (c for c in plan.conditions if c[0] == "Scheduled"),
+                ("Scheduled", False, "Unschedulable", "nothing placed"),
+            )
+            _not_applied(plan, previous, reason, why)
             return await self._planned(obj, key, plan, Outcome(False))
         plan.failover = step.decision.state
         if app.spec.failover.application is not None:
@@ -225,6 +230,7 @@ class Reconciler:
             return await self._planned(obj, key, plan, Outcome(True, exc))
         if refusal := self.admission.check(tenant, own, planned, rendered, snapshot, namespace):
             plan.conditions.append(("QuotaExceeded", True, refusal.reason, refusal.message))
+            _not_applied(plan, previous, refusal.reason, refusal.message)
             return await self._planned(obj, key, plan, Outcome(False))
         if canary is not None:  # it goes ahead: the canary's move is kept
             try:
@@ -544,3 +550,23 @@ class Reconciler:
         self.forget(key)
         log.info("%s: removed from %d clusters", key, len(states))
         return Outcome(False)
+
+
+def _not_applied(plan: Plan, previous: Mapping[str, Any], reason: str, why: str) -> None:
+    """A generation that stops before any work is not applied: ``Applied`` says so (with
+    ``reason``), unless this generation was applied already (a replan that now finds no
+    room leaves what runs, and the condition, as they are). Without it, ``Applied`` would
+    stay True from the previous generation while ``observedGeneration`` says the new one."""
+    applied = next(
+        (c for c in previous.get("conditions") or [] if c.get("type") == "Applied"), None
+    )
+    if (
+        applied is not None
+        and applied.get("status") == "True"
+        and applied.get("observedGeneration") == plan.generation
+    ):
+        return
+    runs = "; what runs stays as it is" if applied is not None else ""
+    plan.conditions.append(
+        ("Applied", False, reason, f"generation {plan.generation} is not applied: {why}{runs}")
+    )
