@@ -410,16 +410,21 @@ def _install_http_routes(fleet: Fleet, cluster: str) -> None:
         f"{crds}/gateway.networking.k8s.io_httproutes.yaml",
         cluster=cluster,
     )
-    kubectl(
-        fleet,
-        "wait",
-        "--for",
-        "condition=Established",
-        "crd/httproutes.gateway.networking.k8s.io",
-        "--timeout",
-        "60s",
-        cluster=cluster,
-    )
+
+    def established() -> bool | None:
+        # Not `kubectl wait`: on a CRD created a moment ago, whose status has no conditions
+        # yet, it fails at once (".status.conditions accessor error") instead of waiting.
+        status = kubectl(
+            fleet,
+            "get",
+            "crd/httproutes.gateway.networking.k8s.io",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+            cluster=cluster,
+        )
+        return status.strip() == "True" or None
+
+    eventually(established, "the HTTPRoute CRD established")
 
 
 def test_ingress_and_httproute_weights_follow_every_step(
