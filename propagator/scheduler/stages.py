@@ -55,11 +55,9 @@ class Stages:
         ]
         keys = [getattr(s, "memo_key", None) if columnar else None for s, _ in profile.scores]
         # A score without one: every score is reckoned anew.
-        self._score_keys: list[Callable[[SchedulingContext], Hashable]] = [
-            k for k in keys if k is not None
-        ]
-        if len(self._score_keys) != len(keys):
-            self._score_keys = []
+        self._score_keys: list[Callable[[SchedulingContext], Hashable]] = (
+            [] if None in keys else cast(list[Callable[[SchedulingContext], Hashable]], keys)
+        )
         self._score_names = tuple((s.name, w) for s, w in profile.scores)
         self._score_plugin_names = [s.name for s, _ in profile.scores]
         self._filter_names = tuple(f.name for f in profile.filters)
@@ -90,10 +88,11 @@ class Stages:
         filters up to the first without a memo key judge each cluster once per snapshot
         generation and keys (where the application runs: every time)."""
         memoised = next((n for n, key in enumerate(keys) if key is None), len(keys))
-        memo = ("filters", self._filter_names[:memoised], tuple(keys[:memoised]))
-        entry = cols.recall(memo) if memoised else None
-        if entry is None and memoised and not cols.worth_keeping(memo):
-            memoised = 0  # a one-off: judged as if it had no key
+        if memoised:
+            memo = ("filters", self._filter_names[:memoised], tuple(keys[:memoised]))
+            entry = cols.recall(memo)
+            if entry is None and not cols.worth_keeping(memo):
+                memoised = 0  # a one-off: judged as if it had no key
         dropped: list[tuple[int, Verdict]] = []
         if memoised:
             chain = self._filters[:memoised]
