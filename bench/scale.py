@@ -26,7 +26,6 @@ import argparse
 import base64
 import concurrent.futures
 import math
-import os
 import re
 import resource
 import tempfile
@@ -44,6 +43,7 @@ from bench.report import arguments, emit, percentile
 from fleet import local
 from fleet.local import cluster as local_cluster
 from tests.e2e.manifests import GROUP, PLURAL, VERSION, application, config_map
+from tests.e2e.tools import remote_ports
 
 NAMESPACE = "propagator-system"
 CONCURRENCY = 100
@@ -115,25 +115,6 @@ def _threads(pid: int) -> int:
     return 0
 
 
-def _connections_open(pid: int) -> int:
-    """TCP connections of the process (sockets in its fd table that are TCP)."""
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    count = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[9] in inodes and fields[3] == "01":  # ESTABLISHED
-                count += 1
-    return count
-
-
 def _at_rest(controller: Controller) -> dict[str, Any]:
     assert controller.proc is not None
     pid = controller.proc.pid
@@ -142,7 +123,7 @@ def _at_rest(controller: Controller) -> dict[str, Any]:
     idle = (controller.cpu_s() - cpu0) / (time.perf_counter() - t0) * 100
     return {
         "threads": _threads(pid),
-        "connections": _connections_open(pid),
+        "connections": len(remote_ports(pid)),
         "rss_mib": controller.rss_mib(),
         "idle_cpu_pct": idle,
     }

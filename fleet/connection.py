@@ -27,6 +27,7 @@ import anyio.to_thread
 import httpx
 
 from fleet.discovery import Discovery, ResourceInfo
+from fleet.http2 import Http2Transport
 from fleet.kubeconfig import Credentials, ExecConfig
 from fleet.redact import capped
 
@@ -45,11 +46,9 @@ class ConnectionOptions:
     """Idle connections kept per server (more are opened while calls and watches need
     them; the callers bound how many run at once)."""
     http2: bool = True
-    """Calls to a server share one HTTP/2 connection (a fresh member's objects go out in
-    one round trip, not a TLS handshake each); a server that does not offer HTTP/2 gets
-    HTTP/1.1. Watches stay on HTTP/1.1 connections of their own: httpcore's HTTP/2 (1.0.9)
-    can wedge a connection while long-lived streams are open on it (encode/httpcore#1022,
-    pydantic/httpx2#1133, #1216)."""
+    """Calls and watches to a server share one HTTP/2 connection (a fresh member's objects
+    go out in one round trip, not a TLS handshake each, and its watches hold no connection
+    of their own: :mod:`fleet.http2`); a server that does not offer HTTP/2 gets HTTP/1.1."""
 
 
 class ApiError(Exception):
@@ -195,7 +194,7 @@ def _tls_error(exc: BaseException) -> ssl.SSLError | None:
     while seen is not None:
         if isinstance(seen, ssl.SSLError):
             return seen
-        seen = seen.__cause__ or seen.__context__
+        seen = seen.__cause__ or (None if seen.__suppress_context__ else seen.__context__)
     return None
 
 
@@ -267,8 +266,7 @@ class KubeConnection:
         self._creds = creds
         self._options = options
         self._exec: _ExecToken | None = None
-        self._clients: dict[bool, httpx.AsyncClient] = {}
-        """The client for calls (False) and the one for watches (True)."""
+        self._client: httpx.AsyncClient | None = None
         self._client_lock: anyio.Lock | None = None
         self.discovery = Discovery(self)
         self.answered_at: float | None = None
@@ -284,7 +282,7 @@ class KubeConnection:
             self._exec = await anyio.to_thread.run_sync(_run_exec, creds.exec, self.name)
         return self._exec.client, self._exec.token
 
-    async def _new_client(self, http2: bool) -> httpx.AsyncClient:
+    async def _new_client(self) -> httpx.AsyncClient:
         client, token = await self._client_material()
         headers = {"User-Agent": "propagator", "Accept": "application/json"}
         tls = _ssl_context(self._creds, client)
@@ -294,29 +292,34 @@ class KubeConnection:
         elif token:
             headers["Authorization"] = f"Bearer {token}"
         options = self._options
-        return httpx.AsyncClient(
-            base_url=self.server,
-            headers=headers,
-            auth=auth,
+        # Without HTTP/2 each watch holds a connection for its whole life: the pool must not
+        # make a call wait behind watches, so only idle connections are capped. Idle
+        # connections live a minute: a far member's syncs come in bursts, and a new TLS
+        # connection costs round trips.
+        transport: httpx.AsyncBaseTransport = httpx.AsyncHTTPTransport(
             verify=tls,
-            http2=http2,
-            timeout=httpx.Timeout(
-                options.read_timeout_s, connect=options.connect_timeout_s, pool=None
-            ),
-            # Each watch holds a connection for its whole life: the pool must not make a
-            # call wait behind watches, so only idle connections are capped.
-            # Idle connections live a minute: a far member's syncs come in bursts, and a
-            # new TLS connection costs round trips.
             limits=httpx.Limits(
                 max_connections=None,
                 max_keepalive_connections=options.pool_size,
                 keepalive_expiry=60.0,
             ),
+            trust_env=False,
+        )
+        if options.http2:
+            transport = Http2Transport(tls, fallback=transport)
+        return httpx.AsyncClient(
+            base_url=self.server,
+            headers=headers,
+            auth=auth,
+            transport=transport,
+            timeout=httpx.Timeout(
+                options.read_timeout_s, connect=options.connect_timeout_s, pool=None
+            ),
             trust_env=False,  # a proxy from the environment never sees member credentials
         )
 
-    async def _http(self, watch: bool = False) -> httpx.AsyncClient:
-        """The client for calls, or for watches; (re)made on first use and when an exec
+    async def _http(self) -> httpx.AsyncClient:
+        """The client for calls and watches; (re)made on first use and when an exec
         credential expired."""
         if self._client_lock is None:
             self._client_lock = anyio.Lock()
@@ -326,24 +329,22 @@ class KubeConnection:
                 and self._exec.expires is not None
                 and self._exec.expires <= dt.datetime.now(dt.UTC)
             )
-            stale = list(self._clients.values()) if expired else []
+            stale = self._client if expired else None
             if expired:
-                self._clients.clear()
-            client = self._clients.get(watch)
-            if client is None:
+                self._client = None
+            if self._client is None:
                 try:
-                    client = await self._new_client(http2=self._options.http2 and not watch)
+                    self._client = await self._new_client()
                 except (ssl.SSLError, ValueError, OSError) as exc:  # unusable TLS material
                     raise ApiError(self.name, tls_problem(self._creds) or str(exc)) from exc
-                self._clients[watch] = client
-            for old in stale:
-                await old.aclose()
-            return client
+            if stale is not None:
+                await stale.aclose()
+            return self._client
 
     async def close(self) -> None:
-        """Drop the connections (watches on them end)."""
-        clients, self._clients = list(self._clients.values()), {}
-        for client in clients:
+        """Drop the connection (watches on it end)."""
+        client, self._client = self._client, None
+        if client is not None:
             await client.aclose()
 
     # -- raw calls -----------------------------------------------------------------------
@@ -436,7 +437,7 @@ class KubeConnection:
         """A watch: yields each event ({"type", "object"}) until the server ends the
         stream, or says nothing for ``read_timeout_s`` (then the stream just ends: the
         caller watches again from the last version it saw)."""
-        client = await self._http(watch=True)
+        client = await self._http()
         what = f"WATCH {path}"
         opened = False
         try:

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -18,6 +19,7 @@ import pytest
 
 from fleet.connection import ApiError, ConnectionOptions, KubeConnection, _tls_error
 from fleet.kubeconfig import Credentials
+from fleet.local.pki import CertificateAuthority
 
 SEEN: list[dict[str, Any]] = []
 
@@ -91,17 +93,35 @@ def test_an_answer_is_decoded_and_the_token_sent_as_a_header(server: str) -> Non
     assert SEEN[-1]["authorization"] == "Bearer s3cret"
 
 
-def test_calls_may_share_an_http2_connection_but_watches_stay_on_http1(server: str) -> None:
-    async def clients() -> tuple[bool, bool]:
-        conn = _conn(server)
+def test_an_https_server_without_http2_is_reached_over_http1(tmp_path: Path) -> None:
+    ca = CertificateAuthority(tmp_path, "test-ca")
+    serving = ca.issue("server", "server", server_hosts=["127.0.0.1"])
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(serving.cert, serving.key)
+    httpd.socket = tls.wrap_socket(httpd.socket, server_side=True)  # ALPN: none offered
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    creds = Credentials(
+        server=f"https://127.0.0.1:{httpd.server_address[1]}",
+        ca_data=ca.pair.cert.read_bytes(),
+        token="s3cret",
+    )
+
+    async def calls() -> list[Any]:
+        conn = KubeConnection("m1", creds, ConnectionOptions())
         try:
-            calls, watches = await conn._http(), await conn._http(watch=True)
-            # (httpx keeps the choice on its connection pool)
-            return calls._transport._pool._http2, watches._transport._pool._http2  # type: ignore[attr-defined]
+            answers: list[Any] = [await conn.request("GET", "/ok") for _ in range(2)]
+            answers.append([e async for e in conn.stream("/watch", {}, read_timeout_s=5)])
+            return answers
         finally:
             await conn.close()
 
-    assert anyio.run(clients) == (True, False)
+    try:
+        first, second, events = anyio.run(calls)
+    finally:
+        httpd.shutdown()
+    assert first == second == {"kind": "Status", "n": 1}
+    assert [e["type"] for e in events] == ["ADDED", "BOOKMARK"]
 
 
 class _Lookups:

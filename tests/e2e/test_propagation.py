@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +21,7 @@ from tests.e2e import manifests as manifests_module
 from tests.e2e.conftest import FLEET_NAME, Fleet
 from tests.e2e.controller import Controller, propagator, running
 from tests.e2e.manifests import GROUP, PLURAL, VERSION, config_map, deployment, service
+from tests.e2e.tools import remote_ports
 from tests.e2e.waiting import HANG_GUARD_S, eventually
 
 MEMBERS = ["member-1", "member-2", "member-3"]
@@ -623,6 +625,20 @@ def test_drift_on_a_member_is_healed(fleet: Fleet, controller: Controller) -> No
     # The objects were edited in place, not re-created.
     assert all(image(c) == "nginx:1.27" for c in MEMBERS)
     wait_ap(fleet, ns, name, "3/3 ready after healing", ready_everywhere)
+    delete_ap(fleet, ns, name)
+
+
+def test_each_member_is_one_connection_for_its_calls_and_watches(
+    fleet: Fleet, controller: Controller
+) -> None:
+    ns, name = "one-connection", "web"
+    create(fleet, application(name, ns, [deployment(name, ns, "nginx:1.27"), config_map(name, ns)]))
+    wait_ap(fleet, ns, name, "3/3 ready", ready_everywhere)
+    assert controller.proc is not None
+    # Its probes, syncs, and the watches of nodes, pods, limit ranges, namespaces,
+    # Deployments and ConfigMaps: all on one HTTP/2 connection per member.
+    ports = Counter(remote_ports(controller.proc.pid))
+    assert {c: ports[fleet.state.cluster(c).api_port] for c in MEMBERS} == dict.fromkeys(MEMBERS, 1)
     delete_ap(fleet, ns, name)
 
 

@@ -3,6 +3,7 @@ Prometheus and promtool, Jaeger, the Gateway API CRDs; and stopping what they st
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -28,3 +29,23 @@ def terminate(proc: subprocess.Popen[Any]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def remote_ports(pid: int) -> list[int]:
+    """The remote port of each established TCP connection of process ``pid`` (one entry per
+    connection), from its fd table and /proc/net/tcp{,6}."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[9] in inodes and fields[3] == "01":  # ESTABLISHED
+                ports.append(int(fields[2].rsplit(":", 1)[1], 16))
+    return ports

@@ -1,0 +1,197 @@
+"""A small HTTP/2 server over TLS for the connection's tests (h2 on anyio): it counts the
+connections it accepts and the streams the client resets, and can stop answering.
+
+Routes: ``/ok`` (a JSON answer), ``/echo`` (the size of the request body), ``/big?n=N`` (N
+bytes), ``/flood`` (a watch that sends as fast as the client lets it), ``/watch`` (a watch
+event every 10 ms), ``/slow`` (no answer until reset), ``/freeze`` (the connection stops
+answering anything, PINGs included), ``/goaway`` (the first time: GOAWAY, refusing it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import ssl
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import anyio.streams.tls
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
+import h2.settings
+
+from fleet.local.pki import CertificateAuthority
+
+
+@dataclass
+class _Request:
+    path: str
+    body: bytearray = field(default_factory=bytearray)
+    reset: anyio.Event = field(default_factory=anyio.Event)
+
+
+class H2Server:
+    def __init__(self, directory: Path, max_streams: int = 100) -> None:
+        ca = CertificateAuthority(directory, "test-ca")
+        serving = ca.issue("server", "server", server_hosts=["127.0.0.1"])
+        self.ca_pem = ca.pair.cert.read_bytes()
+        self._tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self._tls.load_cert_chain(serving.cert, serving.key)
+        self._tls.set_alpn_protocols(["h2"])
+        self.max_streams = max_streams
+        self.connections = 0
+        self.resets = 0
+        self.went_away = False
+        self.port = 0
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+        self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        task_status.started()
+        await listener.serve(self._connection)
+
+    async def _connection(self, sock: anyio.abc.SocketStream) -> None:
+        try:
+            tls = await anyio.streams.tls.TLSStream.wrap(
+                sock, server_side=True, ssl_context=self._tls, standard_compatible=False
+            )
+        except Exception:
+            return
+        self.connections += 1
+        conn = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=False, header_encoding=None)
+        )
+        conn.local_settings = h2.settings.Settings(
+            client=False,
+            initial_values={h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: self.max_streams},
+        )
+        conn.initiate_connection()
+        link = _Link(tls, conn)
+        await link.flush()
+        requests: dict[int, _Request] = {}
+        frozen = gone = False
+        async with anyio.create_task_group() as tg:
+            while True:
+                try:
+                    data = await tls.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    break
+                if frozen:
+                    continue
+                for event in conn.receive_data(data):
+                    sid = getattr(event, "stream_id", 0)
+                    if isinstance(event, h2.events.RequestReceived):
+                        headers = dict(event.headers or [])
+                        requests[sid] = _Request(headers[b":path"].decode())
+                    elif isinstance(event, h2.events.DataReceived):
+                        requests[sid].body += event.data or b""
+                        conn.acknowledge_received_data(event.flow_controlled_length or 0, sid)
+                    elif isinstance(event, h2.events.StreamReset):
+                        self.resets += 1
+                        if sid in requests:
+                            requests.pop(sid).reset.set()
+                    if isinstance(event, h2.events.StreamEnded) and sid in requests:
+                        if requests[sid].path == "/freeze":
+                            frozen = True
+                        elif requests[sid].path == "/goaway" and not self.went_away:
+                            self.went_away = True  # refuses this stream: it was not processed
+                            conn.close_connection(last_stream_id=sid - 2)
+                            frozen = gone = True
+                            break
+                        else:
+                            tg.start_soon(self._answer, link, sid, requests[sid])
+                    elif isinstance(event, (h2.events.WindowUpdated, h2.events.StreamReset)):
+                        link.wake()
+                await link.flush()
+                if gone:
+                    await tls.aclose()
+                    break
+            tg.cancel_scope.cancel()
+
+    async def _answer(self, link: _Link, sid: int, request: _Request) -> None:
+        path, _, query = request.path.partition("?")
+        with anyio.CancelScope() as scope:
+            # a stream the client resets ends its handler
+            async def cancel_on_reset() -> None:
+                await request.reset.wait()
+                scope.cancel()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(cancel_on_reset)
+                with contextlib.suppress(h2.exceptions.ProtocolError):  # reset or closed meanwhile
+                    await self._route(link, sid, path, query, request)
+                tg.cancel_scope.cancel()
+
+    async def _route(self, link: _Link, sid: int, path: str, query: str, request: _Request) -> None:
+        if path == "/ok":
+            await link.answer(sid, 200, json.dumps({"kind": "Status", "n": 1}).encode())
+        elif path == "/echo":
+            await link.answer(sid, 200, json.dumps({"bytes": len(request.body)}).encode())
+        elif path == "/big":
+            await link.answer(sid, 200, b"x" * int(query.removeprefix("n=")))
+        elif path in ("/flood", "/watch"):
+            await link.headers(sid, 200)
+            n = 0
+            while True:
+                n += 1
+                line = json.dumps({"type": "ADDED", "object": {"n": n}}).encode() + b"\n"
+                if path == "/flood":
+                    line *= 1000
+                await link.data(sid, line, end=False)
+                if path == "/watch":
+                    await anyio.sleep(0.01)
+        elif path == "/goaway":
+            await link.answer(sid, 200, b'{"after": "goaway"}')
+        elif path == "/slow":
+            await anyio.sleep_forever()
+        else:
+            await link.answer(sid, 404, b'{"reason": "NotFound"}')
+
+
+class _Link:
+    """The server side of one connection: sends with flow control."""
+
+    def __init__(self, tls: anyio.abc.ByteStream, conn: h2.connection.H2Connection) -> None:
+        self._tls = tls
+        self._conn = conn
+        self._lock = anyio.Lock()
+        self._window = anyio.Event()
+
+    def wake(self) -> None:
+        self._window.set()
+        self._window = anyio.Event()
+
+    async def flush(self) -> None:
+        async with self._lock:
+            data = self._conn.data_to_send()
+            if data:
+                with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    await self._tls.send(data)
+
+    async def headers(self, sid: int, status: int, end: bool = False) -> None:
+        self._conn.send_headers(sid, [(b":status", str(status).encode())], end_stream=end)
+        await self.flush()
+
+    async def data(self, sid: int, body: bytes, end: bool = True) -> None:
+        view = memoryview(body)
+        while view:
+            room = min(
+                self._conn.local_flow_control_window(sid), self._conn.max_outbound_frame_size
+            )
+            if room <= 0:
+                await self._window.wait()
+                continue
+            self._conn.send_data(sid, bytes(view[:room]))
+            view = view[room:]
+            await self.flush()
+        if end:
+            self._conn.end_stream(sid)
+            await self.flush()
+
+    async def answer(self, sid: int, status: int, body: bytes) -> None:
+        await self.headers(sid, status)
+        await self.data(sid, body)

@@ -1,0 +1,171 @@
+"""The HTTP/2 transport against a real HTTP/2 server (tests/h2server.py): a member's calls
+and watches share one connection, and nothing one request does stalls the others."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import fleet.http2
+from fleet.connection import ApiError, ConnectionOptions, KubeConnection
+from fleet.kubeconfig import Credentials
+from tests.h2server import H2Server
+
+
+def _run(
+    tmp_path: Path,
+    test: Callable[[KubeConnection, H2Server], Awaitable[None]],
+    *,
+    max_streams: int = 100,
+    read_timeout_s: float = 30.0,
+) -> H2Server:
+    server = H2Server(tmp_path, max_streams=max_streams)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            await tg.start(server.serve)
+            creds = Credentials(
+                server=f"https://127.0.0.1:{server.port}", ca_data=server.ca_pem, token="t"
+            )
+            conn = KubeConnection("m1", creds, ConnectionOptions(read_timeout_s=read_timeout_s))
+            try:
+                with anyio.fail_after(60):  # a hang fails the test instead of the run
+                    await test(conn, server)
+            finally:
+                await conn.close()
+                tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    return server
+
+
+async def _events(conn: KubeConnection, path: str, count: int) -> list[dict[str, Any]]:
+    seen = []
+    async for event in conn.stream(path, {}, read_timeout_s=10):
+        seen.append(event)
+        if len(seen) == count:
+            break
+    return seen
+
+
+def test_calls_and_watches_share_one_connection(tmp_path: Path) -> None:
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        async with anyio.create_task_group() as tg:
+            for _ in range(3):
+                tg.start_soon(_events, conn, "/watch", 5)
+            for _ in range(20):
+                tg.start_soon(conn.request, "GET", "/ok")
+        assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
+
+    assert _run(tmp_path, test).connections == 1
+
+
+def test_watches_closed_early_are_reset_and_never_stall_the_connection(tmp_path: Path) -> None:
+    # Each abandoned flood would fill its stream's window (1 MiB); 40 of them, unreset and
+    # unacknowledged, are more than the whole connection's window (16 MiB).
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        for _ in range(40):
+            assert len(await _events(conn, "/flood", 1)) == 1
+        assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
+        assert len(await _events(conn, "/watch", 3)) == 3
+
+    server = _run(tmp_path, test)
+    assert server.resets >= 40
+    assert server.connections == 1
+
+
+def test_a_timeout_fails_only_its_own_request(tmp_path: Path) -> None:
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        events: list[dict[str, Any]] = []
+
+        async def watch() -> None:
+            events.extend(await _events(conn, "/watch", 100))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            with pytest.raises(ApiError, match="GET /slow: timeout") as caught:
+                await conn.request("GET", "/slow", timeout_s=0.3)
+            assert caught.value.retryable
+        assert len(events) == 100  # the watch went on through the timeout
+        assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
+
+    server = _run(tmp_path, test)
+    assert server.connections == 1
+    assert server.resets >= 1  # the timed-out request was reset, the server stops working on it
+
+
+def test_a_server_that_stops_answering_gets_a_new_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fleet.http2, "PING_TIMEOUT_S", 0.3)
+
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
+        with pytest.raises(ApiError, match="timeout"):
+            await conn.request("GET", "/freeze", timeout_s=0.3)
+        # the PING went unanswered: the next call does not wait on the frozen connection
+        assert await conn.request("GET", "/ok", timeout_s=5) == {"kind": "Status", "n": 1}
+
+    assert _run(tmp_path, test).connections == 2
+
+
+def test_bodies_larger_than_the_windows_go_both_ways(tmp_path: Path) -> None:
+    big = {"data": {"blob": "y" * (3 << 20)}}  # 3 MiB: past the server's 64 KiB window
+
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        answer = await conn.request("POST", "/echo", body=big)
+        assert answer["bytes"] > 3 << 20
+        client = await conn._http()
+        response = await client.get(f"/big?n={5 << 20}")
+        assert len(response.content) == 5 << 20
+
+    _run(tmp_path, test)
+
+
+def test_requests_past_the_servers_stream_limit_wait_for_a_free_stream(tmp_path: Path) -> None:
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        answers: list[dict[str, Any]] = []
+
+        async def call() -> None:
+            answers.append(await conn.request("GET", "/ok"))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_events, conn, "/watch", 20)  # holds one of the two streams
+            for _ in range(30):
+                tg.start_soon(call)
+        assert len(answers) == 30
+
+    assert _run(tmp_path, test, max_streams=2).connections == 1
+
+
+def test_an_answer_is_taken_at_once_while_other_requests_wait_for_theirs(tmp_path: Path) -> None:
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        async def wait_forever() -> None:
+            with pytest.raises(ApiError, match="timeout"):
+                await conn.request("GET", "/slow", timeout_s=10)
+
+        await conn.request("GET", "/ok")  # connected
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait_forever)
+            tg.start_soon(wait_forever)
+            await anyio.sleep(0.1)  # both wait, one of them reading the socket
+            # The answer must not wait behind a request that has nothing to read
+            assert await conn.request("GET", "/ok", timeout_s=5) == {"kind": "Status", "n": 1}
+            tg.cancel_scope.cancel()
+
+    _run(tmp_path, test)
+
+
+def test_a_request_the_server_refused_with_goaway_is_sent_again_on_a_new_connection(
+    tmp_path: Path,
+) -> None:
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
+        assert await conn.request("GET", "/goaway") == {"after": "goaway"}
+        assert server.went_away
+
+    assert _run(tmp_path, test).connections == 2
