@@ -199,8 +199,6 @@ class _Connection:
         write_s, read_s = timeouts.get("write"), timeouts.get("read")
         body = await request.aread()
         await self._wait_for_room(timeouts.get("pool"))
-        if self._goaway:
-            raise _Refused("the server is closing this connection (GOAWAY)")
         stream = _Stream(self._h2.get_next_available_stream_id())
         self._streams[stream.id] = stream
         try:
@@ -232,11 +230,13 @@ class _Connection:
         )
 
     async def _wait_for_room(self, timeout_s: float | None) -> None:
-        """Until the server allows one more stream (its MAX_CONCURRENT_STREAMS)."""
+        """Until the server allows one more stream (its MAX_CONCURRENT_STREAMS); _Refused
+        if the connection broke before the request went out."""
         try:
             with anyio.fail_after(timeout_s):
                 while True:
-                    self._raise_if_broken()
+                    if self._error is not None:
+                        raise _Refused(f"not sent: {self._error}")
                     limit = self._h2.remote_settings.max_concurrent_streams
                     if self._h2.open_outbound_streams < limit:
                         return
