@@ -65,6 +65,8 @@ class FakeMember:
         self.failures: list[ApiError] = []
         """Raised, one per request, before anything else happens."""
         self.delay_s = 0.0
+        self.unseen: set[ObjectKey] = set()
+        """Objects the caches do not show yet (their watch events still on the way)."""
         self._version = 0
         for namespace in namespaces:
             self.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
@@ -159,6 +161,8 @@ class FakeMember:
                 stamped = APP_LABEL in labels and labels.get(MEMBER_LABEL) == member_label_value(
                     self.name
                 )
+                if key in self.unseen:
+                    continue
                 if key[:2] == (api_version, kind) and (stamped or kind == "Namespace"):
                     informer.cache[cache_key(obj)] = cached_form(obj, api_version, kind)
             informer.mark_synced()

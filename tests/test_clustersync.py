@@ -187,6 +187,26 @@ async def test_only_this_applications_unwanted_objects_are_deleted() -> None:
     assert ("v1", "ConfigMap", "shop", "theirs") in fake.objects
 
 
+async def test_an_object_written_before_the_caches_saw_it_is_still_pruned() -> None:
+    fake = FakeMember()
+    member = fake.unit()
+    await _sync(fake, _work(_objects()), member)
+    hidden = ("v1", "ConfigMap", "shop", "web-config")
+    fake.unseen.add(hidden)  # its watch event has not arrived yet
+    kinds = frozenset({"v1/ConfigMap", "apps/v1/Deployment"})
+    report = await _sync(fake, _work(_objects()[:1], kinds), member)
+    assert report.deleted == 1
+    assert hidden not in fake.objects
+    # What the caches show under another owner since is not this sync's to delete.
+    await _sync(fake, _work(_objects()), member)
+    theirs = Owner("shop", "other", "").stamp(config_map("web-config", "shop", a="1"), "x", "m1")
+    fake.put(theirs)
+    fake.unseen.clear()
+    report = await _sync(fake, _work(_objects()[:1], kinds), member)
+    assert report.deleted == 0
+    assert hidden in fake.objects
+
+
 async def test_a_namespace_the_member_lacks_is_created_first_one_request_each() -> None:
     fake = FakeMember()
     report = await _sync(fake, _work([config_map("c", "elsewhere", a="1")]))

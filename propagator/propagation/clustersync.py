@@ -227,11 +227,21 @@ async def sync_cluster(
     await _each(rest, apply)
 
     wanted = {key_of(o) for o in desired}
-    unwanted = []
+    unwanted = set()
     for api_version, kind in sorted(kinds):
         for live in cache[api_version, kind].snapshot():
             if owner.owns(live) and key_of(live) not in wanted:
-                unwanted.append(key_of(live))
+                unwanted.add(key_of(live))
+    # What an earlier sync wrote that the caches have not seen yet (its watch event is
+    # still on the way, or the watch is being re-established after an outage).
+    for key, record in member.applied.items():
+        if (
+            key not in wanted
+            and key[:2] in kinds
+            and owner.owns(record.desired)
+            and cache[key[0], key[1]].get(cache_key(record.desired)) is None
+        ):
+            unwanted.add(key)
 
     deleted = 0
 
