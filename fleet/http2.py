@@ -44,6 +44,8 @@ PING_TIMEOUT_S = 5.0
 """After a request heard nothing for its whole timeout and the connection was silent too:
 how long a PING may take before the connection counts as dead."""
 READ_SIZE = 1 << 16
+_BROKEN = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+"""What a TLS stream raises when the connection is gone (a send may say EndOfStream)."""
 _HOP_BY_HOP = {
     b"host",
     b"connection",
@@ -353,12 +355,7 @@ class _Connection:
         """One read from the socket, its events handed out (by the one reading task)."""
         try:
             data = await self._sock.receive(READ_SIZE)
-        except (
-            anyio.EndOfStream,
-            anyio.BrokenResourceError,
-            anyio.ClosedResourceError,
-            OSError,
-        ) as exc:
+        except _BROKEN as exc:
             await self._fail(
                 httpx.ReadError(f"the server closed the connection ({type(exc).__name__})")
             )
@@ -436,7 +433,7 @@ class _Connection:
                             f"the server took no data for {timeout_s or WRITE_TIMEOUT_S} s"
                         )
                     )
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                except _BROKEN as exc:
                     await self._fail(
                         httpx.WriteError(f"the connection broke ({type(exc).__name__})")
                     )

@@ -4,7 +4,8 @@ connections it accepts and the streams the client resets, and can stop answering
 Routes: ``/ok`` (a JSON answer), ``/echo`` (the size of the request body), ``/big?n=N`` (N
 bytes), ``/flood`` (a watch that sends as fast as the client lets it), ``/watch`` (a watch
 event every 10 ms), ``/slow`` (no answer until reset), ``/freeze`` (the connection stops
-answering anything, PINGs included), ``/goaway`` (the first time: GOAWAY, refusing it).
+answering anything, PINGs included), ``/drop`` (the connection closes), ``/goaway``
+(the first time: GOAWAY, refusing it).
 """
 
 from __future__ import annotations
@@ -97,6 +98,9 @@ class H2Server:
                     if isinstance(event, h2.events.StreamEnded) and sid in requests:
                         if requests[sid].path == "/freeze":
                             frozen = True
+                        elif requests[sid].path == "/drop":
+                            frozen = gone = True  # no answer: the connection just closes
+                            break
                         elif requests[sid].path == "/goaway" and not self.went_away:
                             self.went_away = True  # refuses this stream: it was not processed
                             conn.close_connection(last_stream_id=sid - 2)

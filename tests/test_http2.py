@@ -169,3 +169,15 @@ def test_a_request_the_server_refused_with_goaway_is_sent_again_on_a_new_connect
         assert server.went_away
 
     assert _run(tmp_path, test).connections == 2
+
+
+def test_a_connection_the_server_drops_fails_its_requests_retryably_then_is_made_again(
+    tmp_path: Path,
+) -> None:
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        with pytest.raises(ApiError, match="GET /drop: connection error") as caught:
+            await conn.request("GET", "/drop")
+        assert caught.value.retryable
+        assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
+
+    assert _run(tmp_path, test).connections == 2
