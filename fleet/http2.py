@@ -13,6 +13,7 @@ HTTP/2 (or a plain-HTTP address) gets the HTTP/1.1 transport it is given.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import ssl
 import time
@@ -137,6 +138,8 @@ class _Stream:
         self.unacknowledged = 0
         self.ended = False
         self.woken = anyio.Event()
+        self.waits_for_connection = False
+        """Waits for the send window or a PING's answer, not for an event of its own."""
 
 
 class _Connection:
@@ -153,7 +156,7 @@ class _Connection:
         self._streams: dict[int, _Stream] = {}
         self._reading = False  # a task is in _read (one at a time)
         self._waiting: set[_Stream] = set()  # the others waiting, each until woken
-        self._write_lock = anyio.Lock()
+        self._write_lock = anyio.Lock(fast_acquire=True)
         self._changed = anyio.Event()  # a stream closed or the send window grew
         self._error: httpx.TransportError | None = None
         self._goaway = False
@@ -234,17 +237,16 @@ class _Connection:
     async def _wait_for_room(self, timeout_s: float | None) -> None:
         """Until the server allows one more stream (its MAX_CONCURRENT_STREAMS); _Refused
         if the connection broke before the request went out."""
-        try:
-            with anyio.fail_after(timeout_s):
-                while True:
-                    if self._error is not None:
-                        raise _Refused(f"not sent: {self._error}")
-                    limit = self._h2.remote_settings.max_concurrent_streams
-                    if self._h2.open_outbound_streams < limit:
-                        return
-                    await self._changed.wait()
-        except TimeoutError:
-            raise httpx.PoolTimeout(f"no free stream within {timeout_s} s") from None
+        deadline = anyio.current_time() + timeout_s if timeout_s is not None else math.inf
+        while True:  # (a cancel scope only when it has to wait: this runs per request)
+            if self._error is not None:
+                raise _Refused(f"not sent: {self._error}")
+            if self._h2.open_outbound_streams < self._h2.remote_settings.max_concurrent_streams:
+                return
+            with anyio.CancelScope(deadline=deadline) as scope:
+                await self._changed.wait()
+            if scope.cancelled_caught:
+                raise httpx.PoolTimeout(f"no free stream within {timeout_s} s")
 
     async def _send_body(self, stream: _Stream, body: bytes, timeout_s: float | None) -> None:
         view = memoryview(body)
@@ -276,6 +278,7 @@ class _Connection:
         """The stream's next event (None once the send window grew, if ``until_window``);
         httpx.ReadTimeout after ``timeout_s`` without one."""
         window = self._h2.local_flow_control_window(stream.id) if until_window else 0
+        stream.waits_for_connection = until_window
 
         def arrived() -> bool:
             return bool(stream.events) or (
@@ -284,8 +287,9 @@ class _Connection:
 
         waited_from = time.monotonic()
         try:
-            with anyio.fail_after(timeout_s):
-                await self._pump(stream, arrived)
+            if not arrived():  # (a cancel scope only when it has to wait)
+                with anyio.fail_after(timeout_s):
+                    await self._pump(stream, arrived)
         except TimeoutError:
             if self.received_at < waited_from:  # nothing at all arrived meanwhile
                 await self._check_alive()
@@ -339,7 +343,9 @@ class _Connection:
             self._h2.ping(os.urandom(8))
             await self._flush(PING_TIMEOUT_S)
             with anyio.move_on_after(PING_TIMEOUT_S):
-                await self._pump(_Stream(0), lambda: self.received_at > sent)
+                ping = _Stream(0)
+                ping.waits_for_connection = True
+                await self._pump(ping, lambda: self.received_at > sent)
         except httpx.TransportError:
             return
         if self.received_at <= sent:
@@ -407,42 +413,42 @@ class _Connection:
             (h2.events.WindowUpdated, h2.events.RemoteSettingsChanged, h2.events.PingAckReceived),
         ):
             self._settings_seen |= isinstance(event, h2.events.RemoteSettingsChanged)
-            self._wake()
+            self._wake(everyone=False)
 
-    def _wake(self) -> None:
-        """Something every waiter may be waiting for happened (window, limit, failure)."""
+    def _wake(self, everyone: bool) -> None:
+        """A stream closed, or the server's limits or windows changed: wake what waits
+        for room for a new stream, and the waiters that wait for the connection rather
+        than for an event of their own (or, if ``everyone``, all: the connection failed)."""
         self._changed.set()
         self._changed = anyio.Event()
         for waiter in self._waiting:
-            waiter.woken.set()
+            if everyone or waiter.waits_for_connection:
+                waiter.woken.set()
 
     async def _flush(self, timeout_s: float | None) -> None:
-        """Send what h2 has queued. Shielded: a TLS record cut off by a cancellation would
-        break the connection for every stream."""
-        with anyio.CancelScope(shield=True):
-            async with self._write_lock:
-                data = self._h2.data_to_send()
-                if not data or self._error is not None:
-                    return
+        """Send what h2 has queued, in the order it was queued. Shielded: a TLS record cut
+        off by a cancellation would break the connection for every stream."""
+        data = self._h2.data_to_send()
+        if data and self._error is None:
+            limit = timeout_s or WRITE_TIMEOUT_S
+            # Only its own deadline cancels a shielded scope. The lock is joined before any
+            # await: sends go out in the order their data was taken.
+            with anyio.CancelScope(shield=True, deadline=anyio.current_time() + limit) as scope:
                 try:
-                    with anyio.fail_after(timeout_s or WRITE_TIMEOUT_S):
+                    async with self._write_lock:
                         await self._sock.send(data)
-                except TimeoutError:
-                    await self._fail(
-                        httpx.WriteTimeout(
-                            f"the server took no data for {timeout_s or WRITE_TIMEOUT_S} s"
-                        )
-                    )
                 except _BROKEN as exc:
                     await self._fail(
                         httpx.WriteError(f"the connection broke ({type(exc).__name__})")
                     )
+            if scope.cancelled_caught:
+                await self._fail(httpx.WriteTimeout(f"the server took no data for {limit} s"))
         self._raise_if_broken()
 
     async def _fail(self, error: httpx.TransportError) -> None:
         if self._error is None:
             self._error = error
-            self._wake()
+            self._wake(everyone=True)
             with anyio.CancelScope(shield=True):
                 await anyio.aclose_forcefully(self._sock)
 
@@ -467,7 +473,7 @@ class _Connection:
                 self._h2.reset_stream(stream.id, h2.errors.ErrorCodes.CANCEL)
             with contextlib.suppress(httpx.TransportError):
                 await self._flush(PING_TIMEOUT_S)
-        self._wake()
+        self._wake(everyone=False)
 
     async def retire(self) -> None:
         """Close now (streams still open on it fail)."""
