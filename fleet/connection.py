@@ -27,7 +27,7 @@ import anyio.to_thread
 import httpx
 
 from fleet.discovery import Discovery, ResourceInfo
-from fleet.http2 import Http2Transport
+from fleet.http2 import Http2Transport, Origin
 from fleet.kubeconfig import Credentials, ExecConfig
 from fleet.redact import capped
 
@@ -251,9 +251,13 @@ class _ServiceAccountFiles(httpx.Auth):
         if due:
             self._read_at = now
 
-    def auth_flow(self, request: httpx.Request) -> Any:
+    def authorization(self) -> str:
+        """The Authorization header's value now."""
         self._refresh()
-        request.headers["Authorization"] = f"Bearer {self._token}"
+        return f"Bearer {self._token}"
+
+    def auth_flow(self, request: httpx.Request) -> Any:
+        request.headers["Authorization"] = self.authorization()
         yield request
 
 
@@ -267,6 +271,12 @@ class KubeConnection:
         self._options = options
         self._exec: _ExecToken | None = None
         self._client: httpx.AsyncClient | None = None
+        self._direct: Http2Transport | None = None
+        """The client's HTTP/2 transport, for calls that skip httpx's objects."""
+        self._auth: _ServiceAccountFiles | None = None
+        self._headers: list[tuple[bytes, bytes]] = []
+        """What every direct call sends besides its own headers."""
+        self._origin = Origin.of(creds.server, creds.tls_server_name)
         self._client_lock: anyio.Lock | None = None
         self.discovery = Discovery(self)
         self.answered_at: float | None = None
@@ -291,6 +301,10 @@ class KubeConnection:
             auth = _ServiceAccountFiles(self._creds, tls)
         elif token:
             headers["Authorization"] = f"Bearer {token}"
+        self._auth = auth
+        self._headers = [(b"user-agent", b"propagator"), (b"accept-encoding", b"gzip")]
+        if token and auth is None:
+            self._headers.append((b"authorization", f"Bearer {token}".encode()))
         options = self._options
         # Without HTTP/2 each watch holds a connection for its whole life: the pool must not
         # make a call wait behind watches, so only idle connections are capped. Idle
@@ -305,8 +319,9 @@ class KubeConnection:
             ),
             trust_env=False,
         )
+        self._direct = None
         if options.http2:
-            transport = Http2Transport(tls, fallback=transport)
+            transport = self._direct = Http2Transport(tls, fallback=transport)
         return httpx.AsyncClient(
             base_url=self.server,
             headers=headers,
@@ -349,7 +364,9 @@ class KubeConnection:
 
     # -- raw calls -----------------------------------------------------------------------
 
-    def _error_for(self, status: int, data: bytes, headers: httpx.Headers, what: str) -> ApiError:
+    def _error_for(
+        self, status: int, data: bytes, retry_after_s: str | None, what: str
+    ) -> ApiError:
         try:
             body = json.loads(data or b"{}")
             if not isinstance(body, dict):
@@ -360,7 +377,7 @@ class KubeConnection:
         retry_after = None
         if status == 429:
             try:
-                retry_after = float(headers.get("Retry-After", "1"))
+                retry_after = float(retry_after_s or "1")
             except ValueError:
                 retry_after = 1.0
         return ApiError(
@@ -413,23 +430,62 @@ class KubeConnection:
             headers["Accept"] = accept
         what = f"{method} {path}"
         client = await self._http()
+        direct, origin = self._direct, self._origin
         try:
-            resp = await client.request(
-                method,
-                path + _query(params),
-                content=content,
-                headers=headers,
-                timeout=httpx.Timeout(timeout_s, connect=self._options.connect_timeout_s)
-                if timeout_s
-                else httpx.USE_CLIENT_DEFAULT,
-                extensions=self._extensions(),
-            )
+            answer = None
+            if direct is not None and origin is not None:
+                answer = await direct.exchange(
+                    origin,
+                    method,
+                    path + _query(params),
+                    self._direct_headers(headers),
+                    content or b"",
+                    self._timeouts(timeout_s),
+                )
+            if answer is not None:
+                status, data = answer.status, answer.content
+                retry_after = answer.headers.get(b"retry-after", b"").decode(errors="replace")
+            else:
+                resp = await client.request(
+                    method,
+                    path + _query(params),
+                    content=content,
+                    headers=headers,
+                    timeout=httpx.Timeout(timeout_s, connect=self._options.connect_timeout_s)
+                    if timeout_s
+                    else httpx.USE_CLIENT_DEFAULT,
+                    extensions=self._extensions(),
+                )
+                status, data = resp.status_code, resp.content
+                retry_after = resp.headers.get("Retry-After")
         except httpx.TransportError as exc:
             raise self._transport_error(exc, what) from exc
         self.answered_at = time.monotonic()
-        if resp.status_code >= 400:
-            raise self._error_for(resp.status_code, resp.content, resp.headers, what)
-        return json.loads(resp.content) if decode and resp.content else {}
+        if status >= 400:
+            raise self._error_for(status, data, retry_after, what)
+        return json.loads(data) if decode and data else {}
+
+    def _direct_headers(self, headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+        out = [*self._headers, (b"accept", b"application/json")]
+        if self._auth is not None:
+            out.append((b"authorization", self._auth.authorization().encode()))
+        for name, value in headers.items():
+            name_bytes = name.lower().encode()
+            if name_bytes == b"accept":
+                out[len(self._headers)] = (b"accept", value.encode())
+            else:
+                out.append((name_bytes, value.encode()))
+        return out
+
+    def _timeouts(self, timeout_s: float | None) -> dict[str, float | None]:
+        """As httpx.Timeout(timeout_s, connect=...) would say, or the client's default."""
+        every = timeout_s or self._options.read_timeout_s
+        return {
+            "connect": self._options.connect_timeout_s,
+            "read": every,
+            "write": every,
+            "pool": timeout_s,
+        }
 
     async def stream(
         self, path: str, params: dict[str, Any], read_timeout_s: float
@@ -450,7 +506,9 @@ class KubeConnection:
                 self.answered_at = time.monotonic()
                 if resp.status_code >= 400:
                     data = await resp.aread()
-                    raise self._error_for(resp.status_code, data, resp.headers, what)
+                    raise self._error_for(
+                        resp.status_code, data, resp.headers.get("Retry-After"), what
+                    )
                 opened = True
                 async for line in resp.aiter_lines():
                     self.answered_at = time.monotonic()

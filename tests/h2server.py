@@ -5,14 +5,17 @@ Routes: ``/ok`` (a JSON answer), ``/echo`` (the size of the request body), ``/bi
 bytes), ``/flood`` (a watch that sends as fast as the client lets it), ``/watch`` (a watch
 event every 10 ms), ``/slow`` (no answer until reset), ``/freeze`` (the connection stops
 answering anything, PINGs included), ``/drop`` (the connection closes), ``/goaway``
-(the first time: GOAWAY, refusing it).
+(the first time: GOAWAY, refusing it), ``/gzip`` (the request's path, compressed),
+``/busy`` (429, Retry-After 7).
 """
 
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import ssl
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,6 +151,11 @@ class H2Server:
                 await link.data(sid, line, end=False)
                 if path == "/watch":
                     await anyio.sleep(0.01)
+        elif path.startswith("/gzip"):
+            body = gzip.compress(json.dumps({"path": request.path}).encode())
+            await link.answer(sid, 200, body, [(b"content-encoding", b"gzip")])
+        elif path == "/busy":
+            await link.answer(sid, 429, b'{"reason": "TooManyRequests"}', [(b"retry-after", b"7")])
         elif path == "/goaway":
             await link.answer(sid, 200, b'{"after": "goaway"}')
         elif path == "/slow":
@@ -176,8 +184,10 @@ class _Link:
                 with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
                     await self._tls.send(data)
 
-    async def headers(self, sid: int, status: int, end: bool = False) -> None:
-        self._conn.send_headers(sid, [(b":status", str(status).encode())], end_stream=end)
+    async def headers(
+        self, sid: int, status: int, end: bool = False, extra: Sequence[tuple[bytes, bytes]] = ()
+    ) -> None:
+        self._conn.send_headers(sid, [(b":status", str(status).encode()), *extra], end_stream=end)
         await self.flush()
 
     async def data(self, sid: int, body: bytes, end: bool = True) -> None:
@@ -196,6 +206,8 @@ class _Link:
             self._conn.end_stream(sid)
             await self.flush()
 
-    async def answer(self, sid: int, status: int, body: bytes) -> None:
-        await self.headers(sid, status)
+    async def answer(
+        self, sid: int, status: int, body: bytes, extra: Sequence[tuple[bytes, bytes]] = ()
+    ) -> None:
+        await self.headers(sid, status, extra=extra)
         await self.data(sid, body)

@@ -181,3 +181,15 @@ def test_a_connection_the_server_drops_fails_its_requests_retryably_then_is_made
         assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
 
     assert _run(tmp_path, test).connections == 2
+
+
+def test_a_call_sends_its_path_escaped_and_reads_gzip_and_retry_after(tmp_path: Path) -> None:
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        answer = await conn.request("GET", "/gzip", params={"labelSelector": "a in (b c)"})
+        assert answer == {"path": "/gzip?labelSelector=a%20in%20%28b%20c%29"}
+        assert await conn.request("GET", "/gzip x#y") == {"path": "/gzip%20x%23y"}
+        with pytest.raises(ApiError) as caught:
+            await conn.request("GET", "/busy")
+        assert (caught.value.status, caught.value.retry_after_s) == (429, 7.0)
+
+    _run(tmp_path, test)
