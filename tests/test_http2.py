@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-import fleet.http2
+import fleet.http2conn
 from fleet.connection import ApiError, ConnectionOptions, KubeConnection
 from fleet.kubeconfig import Credentials
 from tests.h2server import H2Server
@@ -101,7 +101,7 @@ def test_a_timeout_fails_only_its_own_request(tmp_path: Path) -> None:
 def test_a_server_that_stops_answering_gets_a_new_connection(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(fleet.http2, "PING_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(fleet.http2conn, "PING_TIMEOUT_S", 0.3)
 
     async def test(conn: KubeConnection, server: H2Server) -> None:
         assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}

@@ -1,0 +1,462 @@
+"""One HTTP/2 connection to an API server over TLS: the h2 state machine, its streams,
+flow control and liveness, used by :class:`fleet.http2.Http2Transport`.
+
+No task of its own: one of the tasks waiting for an event reads the socket and hands each
+event to its stream, waking the task that waits for it; when it has what it waited for,
+another waiting task takes over the reading. A stream closed early is reset (h2 then
+acknowledges what still arrives for it); the connection's window is given back on receipt
+and a stream's once read, so a slow reader holds back only its own stream; a timeout fails
+only its own request and, if the connection was silent too, a PING decides whether the
+connection is dead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.abc
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import h2.exceptions
+import h2.settings
+import httpx
+
+STREAM_WINDOW = 1 << 20
+"""How much of one response may arrive before its reader takes it (the server's send
+window per stream); a reader that falls behind holds back only its own stream."""
+CONNECTION_WINDOW = 1 << 24
+"""The connection's receive window: arrivals are acknowledged on receipt, per stream
+windows bound what is buffered."""
+WRITE_TIMEOUT_S = 30.0
+"""How long the server may take no data from us before the connection counts as broken
+(for writes that have no timeout of their own)."""
+PING_TIMEOUT_S = 5.0
+"""After a request heard nothing for its whole timeout and the connection was silent too:
+how long a PING may take before the connection counts as dead."""
+READ_SIZE = 1 << 16
+_BROKEN = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+"""What a TLS stream raises when the connection is gone (a send may say EndOfStream)."""
+
+
+@dataclass
+class Answer:
+    """A whole answer: status, headers (names in lower case) and body (decoded if gzip)."""
+
+    status: int
+    headers: dict[bytes, bytes]
+    content: bytes
+
+
+class Refused(httpx.RemoteProtocolError):
+    """A request the server did not process (safe to send again)."""
+
+
+class Stream:
+    """One request on the connection: the events that arrived for it, not yet taken."""
+
+    def __init__(self, stream_id: int) -> None:
+        self.id = stream_id
+        self.events: deque[h2.events.Event | httpx.TransportError] = deque()
+        self.unacknowledged = 0
+        self.ended = False
+        self.woken = anyio.Event()
+        self.waits_for_connection = False
+        """Waits for the send window or a PING's answer, not for an event of its own."""
+
+
+class Http2Connection:
+    """The h2 state machine over one TLS stream (see the module's docstring)."""
+
+    def __init__(self, sock: anyio.abc.ByteStream) -> None:
+        self._sock = sock
+        self._h2 = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=True, header_encoding=None)
+        )
+        self._streams: dict[int, Stream] = {}
+        self._reading = False  # a task is in _read (one at a time)
+        self._waiting: set[Stream] = set()  # the others waiting, each until woken
+        self._write_lock = anyio.Lock(fast_acquire=True)
+        self._changed = anyio.Event()  # a stream closed, or the server's limits changed
+        self._error: httpx.TransportError | None = None
+        self._goaway = False
+        self._settings_seen = False
+        self._unacknowledged = 0
+        self.received_at = time.monotonic()
+
+    @property
+    def usable(self) -> bool:
+        """New requests may go here."""
+        return self._error is None and not self._goaway
+
+    async def start(self, timeout_s: float | None) -> None:
+        """Exchange the prefaces: the connection is used once the server's SETTINGS (its
+        stream limit among them) arrived."""
+        codes = h2.settings.SettingCodes
+        self._h2.local_settings = h2.settings.Settings(
+            client=True,
+            initial_values={
+                codes.ENABLE_PUSH: 0,
+                codes.MAX_CONCURRENT_STREAMS: 100,
+                codes.MAX_HEADER_LIST_SIZE: 1 << 16,
+                codes.INITIAL_WINDOW_SIZE: STREAM_WINDOW,
+            },
+        )
+        self._h2.initiate_connection()
+        self._h2.increment_flow_control_window(CONNECTION_WINDOW - 65535)
+        await self._flush(timeout_s)
+        try:
+            with anyio.fail_after(timeout_s):
+                self._reading = True  # (nobody else has the connection yet)
+                while not self._settings_seen:
+                    await self._read()
+                    self._raise_if_broken()
+        except TimeoutError:
+            await self._fail(httpx.ConnectTimeout(f"no HTTP/2 SETTINGS within {timeout_s} s"))
+        finally:
+            self._reading = False
+            self._raise_if_broken()
+
+    # -- requests ------------------------------------------------------------------------
+
+    async def exchange(
+        self, headers: list[tuple[bytes, bytes]], body: bytes, timeouts: dict[str, float | None]
+    ) -> Answer:
+        """One request, its answer read whole."""
+        stream, status, answer_headers = await self.open(headers, body, timeouts)
+        chunks = []
+        try:
+            async for chunk in ResponseBody(self, stream, timeouts.get("read")):
+                chunks.append(chunk)
+        finally:
+            await self._close_stream(stream)
+        return Answer(status, dict(answer_headers), b"".join(chunks))
+
+    async def open(
+        self, headers: list[tuple[bytes, bytes]], body: bytes, timeouts: dict[str, float | None]
+    ) -> tuple[Stream, int, list[tuple[bytes, bytes]]]:
+        """Send a request; its stream once the answer's status and headers arrived."""
+        write_s, read_s = timeouts.get("write"), timeouts.get("read")
+        await self._wait_for_room(timeouts.get("pool"))
+        stream = Stream(self._h2.get_next_available_stream_id())
+        self._streams[stream.id] = stream
+        try:
+            try:
+                self._h2.send_headers(stream.id, headers, end_stream=not body)
+            except h2.exceptions.ProtocolError as exc:
+                raise httpx.LocalProtocolError(f"HTTP/2: {exc}") from exc
+            await self._flush(write_s)
+            if body:
+                await self._send_body(stream, body, write_s)
+            while True:
+                event = await self._next_event(stream, read_s)
+                if isinstance(event, h2.events.ResponseReceived):
+                    status, answer_headers = _status(event)
+                    if status >= 200:
+                        return stream, status, answer_headers
+                elif isinstance(event, h2.events.StreamEnded):
+                    stream.ended = True
+                    raise httpx.RemoteProtocolError("the server ended the stream without an answer")
+        except BaseException:
+            await self._close_stream(stream)
+            raise
+
+    async def _wait_for_room(self, timeout_s: float | None) -> None:
+        """Until the server allows one more stream (its MAX_CONCURRENT_STREAMS); Refused
+        if the connection broke before the request went out."""
+        deadline = anyio.current_time() + timeout_s if timeout_s is not None else math.inf
+        while True:  # (a cancel scope only when it has to wait: this runs per request)
+            if self._error is not None:
+                raise Refused(f"not sent: {self._error}")
+            if self._h2.open_outbound_streams < self._h2.remote_settings.max_concurrent_streams:
+                return
+            with anyio.CancelScope(deadline=deadline) as scope:
+                await self._changed.wait()
+            if scope.cancelled_caught:
+                raise httpx.PoolTimeout(f"no free stream within {timeout_s} s")
+
+    async def _send_body(self, stream: Stream, body: bytes, timeout_s: float | None) -> None:
+        view = memoryview(body)
+        while view:
+            room = min(
+                self._h2.local_flow_control_window(stream.id), self._h2.max_outbound_frame_size
+            )
+            if room <= 0:  # the server has not read enough yet: wait for its WINDOW_UPDATE
+                event = await self._next_event(stream, timeout_s, until_window=True)
+                if event is not None:  # it answered before taking the whole body
+                    stream.events.appendleft(event)
+                    return
+                continue
+            try:
+                self._h2.send_data(stream.id, bytes(view[:room]))
+            except h2.exceptions.ProtocolError as exc:  # reset by the server meanwhile
+                raise httpx.RemoteProtocolError(f"HTTP/2: {exc}") from exc
+            view = view[room:]
+            await self._flush(timeout_s)
+        try:
+            self._h2.end_stream(stream.id)
+        except h2.exceptions.ProtocolError as exc:
+            raise httpx.RemoteProtocolError(f"HTTP/2: {exc}") from exc
+        await self._flush(timeout_s)
+
+    async def _next_event(
+        self, stream: Stream, timeout_s: float | None, until_window: bool = False
+    ) -> h2.events.Event | None:
+        """The stream's next event (None once the send window grew, if ``until_window``);
+        httpx.ReadTimeout after ``timeout_s`` without one."""
+        window = self._h2.local_flow_control_window(stream.id) if until_window else 0
+        stream.waits_for_connection = until_window
+
+        def arrived() -> bool:
+            return bool(stream.events) or (
+                until_window and self._h2.local_flow_control_window(stream.id) > window
+            )
+
+        waited_from = time.monotonic()
+        try:
+            if not arrived():  # (a cancel scope only when it has to wait)
+                with anyio.fail_after(timeout_s):
+                    await self._pump(stream, arrived)
+        except TimeoutError:
+            if self.received_at < waited_from:  # nothing at all arrived meanwhile
+                await self._check_alive()
+            # (not chained: the cancelled TLS read's SSLWantReadError is no TLS failure)
+            raise httpx.ReadTimeout(f"no answer within {timeout_s} s") from None
+        if not stream.events:
+            return None
+        event = stream.events.popleft()
+        if isinstance(event, httpx.TransportError):
+            raise event
+        if isinstance(event, h2.events.StreamReset):
+            stream.ended = True
+            raise _reset_error(event)
+        return event
+
+    async def _pump(self, stream: Stream, done: Callable[[], bool]) -> None:
+        """Until ``done()``: read the socket, or, while another task reads it, wait to be
+        woken (by an event for ``stream``, or to take over the reading)."""
+        try:
+            while not done():
+                self._raise_if_broken()
+                if self._reading:
+                    stream.woken = anyio.Event()
+                    self._waiting.add(stream)
+                    try:
+                        await stream.woken.wait()
+                    finally:
+                        self._waiting.discard(stream)
+                    continue
+                self._reading = True
+                try:
+                    await self._read()
+                finally:
+                    self._reading = False
+        finally:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Nobody reads now: wake one waiter that has nothing yet, to read next."""
+        if self._reading:
+            return
+        for waiter in self._waiting:
+            if not waiter.events and not waiter.woken.is_set():
+                waiter.woken.set()
+                return
+
+    async def _check_alive(self) -> None:
+        """PING the server; the connection fails unless something arrives in time."""
+        sent = time.monotonic()
+        try:
+            self._h2.ping(os.urandom(8))
+            await self._flush(PING_TIMEOUT_S)
+            with anyio.move_on_after(PING_TIMEOUT_S):
+                ping = Stream(0)
+                ping.waits_for_connection = True
+                await self._pump(ping, lambda: self.received_at > sent)
+        except httpx.TransportError:
+            return
+        if self.received_at <= sent:
+            await self._fail(httpx.ReadTimeout(f"no answer to a PING within {PING_TIMEOUT_S} s"))
+
+    def _raise_if_broken(self) -> None:
+        if self._error is not None:
+            raise type(self._error)(str(self._error))
+
+    # -- the socket ----------------------------------------------------------------------
+
+    async def _read(self) -> None:
+        """One read from the socket, its events handed out (by the one reading task)."""
+        try:
+            data = await self._sock.receive(READ_SIZE)
+        except _BROKEN as exc:
+            await self._fail(
+                httpx.ReadError(f"the server closed the connection ({type(exc).__name__})")
+            )
+            return
+        self.received_at = time.monotonic()
+        try:
+            events = self._h2.receive_data(data)
+        except h2.exceptions.ProtocolError as exc:
+            await self._fail(httpx.RemoteProtocolError(f"HTTP/2 protocol error: {exc}"))
+            return
+        for event in events:
+            self._dispatch(event)
+        if self._goaway:
+            # h2 takes no frame after a GOAWAY: the streams it let finish fail too
+            await self._fail(httpx.RemoteProtocolError("the server closed the connection (GOAWAY)"))
+            return
+        await self._flush(None)
+
+    def _dispatch(self, event: h2.events.Event) -> None:
+        stream_id = getattr(event, "stream_id", None)
+        if isinstance(event, h2.events.DataReceived):
+            # The connection window is given back on receipt; the stream's once read.
+            self._unacknowledged += event.flow_controlled_length or 0
+            if self._unacknowledged >= CONNECTION_WINDOW // 2:
+                self._h2.increment_flow_control_window(self._unacknowledged)
+                self._unacknowledged = 0
+        if isinstance(
+            event,
+            (
+                h2.events.ResponseReceived,
+                h2.events.DataReceived,
+                h2.events.StreamEnded,
+                h2.events.StreamReset,
+            ),
+        ):
+            stream = self._streams.get(stream_id or 0)
+            if stream is not None:
+                stream.events.append(event)
+                stream.woken.set()
+        elif isinstance(event, h2.events.ConnectionTerminated):
+            self._goaway = True
+            last = event.last_stream_id or 0
+            for stream in self._streams.values():
+                if stream.id > last:  # never processed by the server: safe to send again
+                    stream.events.append(Refused("the server refused the stream (GOAWAY)"))
+                    stream.woken.set()
+        elif isinstance(
+            event,
+            (h2.events.WindowUpdated, h2.events.RemoteSettingsChanged, h2.events.PingAckReceived),
+        ):
+            self._settings_seen |= isinstance(event, h2.events.RemoteSettingsChanged)
+            self._wake(everyone=False)
+
+    def _wake(self, everyone: bool) -> None:
+        """A stream closed, or the server's limits or windows changed: wake what waits
+        for room for a new stream, and the waiters that wait for the connection rather
+        than for an event of their own (or, if ``everyone``, all: the connection failed)."""
+        self._changed.set()
+        self._changed = anyio.Event()
+        for waiter in self._waiting:
+            if everyone or waiter.waits_for_connection:
+                waiter.woken.set()
+
+    async def _flush(self, timeout_s: float | None) -> None:
+        """Send what h2 has queued, in the order it was queued. Shielded: a TLS record cut
+        off by a cancellation would break the connection for every stream."""
+        data = self._h2.data_to_send()
+        if data and self._error is None:
+            limit = timeout_s or WRITE_TIMEOUT_S
+            # Only its own deadline cancels a shielded scope. The lock is joined before any
+            # await: sends go out in the order their data was taken.
+            with anyio.CancelScope(shield=True, deadline=anyio.current_time() + limit) as scope:
+                try:
+                    async with self._write_lock:
+                        await self._sock.send(data)
+                except _BROKEN as exc:
+                    await self._fail(
+                        httpx.WriteError(f"the connection broke ({type(exc).__name__})")
+                    )
+            if scope.cancelled_caught:
+                await self._fail(httpx.WriteTimeout(f"the server took no data for {limit} s"))
+        self._raise_if_broken()
+
+    async def _fail(self, error: httpx.TransportError) -> None:
+        if self._error is None:
+            self._error = error
+            self._wake(everyone=True)
+            with anyio.CancelScope(shield=True):
+                await anyio.aclose_forcefully(self._sock)
+
+    # -- streams -------------------------------------------------------------------------
+
+    async def consumed(self, stream: Stream, size: int) -> None:
+        """``size`` bytes of ``stream`` were read: let the server send more."""
+        stream.unacknowledged += size
+        if stream.unacknowledged >= STREAM_WINDOW // 2 and not stream.ended:
+            with contextlib.suppress(h2.exceptions.ProtocolError):  # closed meanwhile
+                self._h2.increment_flow_control_window(stream.unacknowledged, stream_id=stream.id)
+            stream.unacknowledged = 0
+            await self._flush(None)
+
+    async def _close_stream(self, stream: Stream) -> None:
+        """Forget ``stream``, resetting it if the server may still send on it."""
+        if self._streams.pop(stream.id, None) is None:
+            return
+        open_there = self._h2.streams.get(stream.id)
+        if open_there is not None and not open_there.closed and self._error is None:
+            with contextlib.suppress(h2.exceptions.ProtocolError):  # closed meanwhile
+                self._h2.reset_stream(stream.id, h2.errors.ErrorCodes.CANCEL)
+            with contextlib.suppress(httpx.TransportError):
+                await self._flush(PING_TIMEOUT_S)
+        self._wake(everyone=False)
+
+    async def retire(self) -> None:
+        """Close now (streams still open on it fail)."""
+        if self._error is None:
+            try:
+                self._h2.close_connection()
+                await self._flush(PING_TIMEOUT_S)
+            except (httpx.TransportError, h2.exceptions.ProtocolError):
+                pass
+            await self._fail(httpx.ReadError("the connection was closed"))
+
+
+class ResponseBody(httpx.AsyncByteStream):
+    """An answer's body as it arrives; closing it early resets its stream."""
+
+    def __init__(self, connection: Http2Connection, stream: Stream, read_s: float | None) -> None:
+        self._connection = connection
+        self._stream = stream
+        self._read_s = read_s
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        stream = self._stream
+        while not stream.ended:
+            event = await self._connection._next_event(stream, self._read_s)
+            if isinstance(event, h2.events.DataReceived):
+                await self._connection.consumed(stream, event.flow_controlled_length or 0)
+                if event.data:
+                    yield event.data
+            elif isinstance(event, h2.events.StreamEnded):
+                stream.ended = True
+
+    async def aclose(self) -> None:
+        await self._connection._close_stream(self._stream)
+
+
+def _status(event: h2.events.ResponseReceived) -> tuple[int, list[tuple[bytes, bytes]]]:
+    status = 0
+    headers = []
+    for name, value in event.headers or []:
+        if name == b":status":
+            status = int(value)
+        elif not name.startswith(b":"):
+            headers.append((name, value))
+    return status, headers
+
+
+def _reset_error(event: h2.events.StreamReset) -> httpx.TransportError:
+    code: Any = event.error_code
+    name = getattr(code, "name", code)
+    return httpx.RemoteProtocolError(f"the server reset the stream ({name})")
