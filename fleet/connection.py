@@ -466,15 +466,11 @@ class KubeConnection:
         return json.loads(data) if decode and data else {}
 
     def _direct_headers(self, headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
-        out = [*self._headers, (b"accept", b"application/json")]
+        """What a direct call sends: the client's headers, then the call's own."""
+        out = [*self._headers, (b"accept", headers.get("Accept", "application/json").encode())]
         if self._auth is not None:
             out.append((b"authorization", self._auth.authorization().encode()))
-        for name, value in headers.items():
-            name_bytes = name.lower().encode()
-            if name_bytes == b"accept":
-                out[len(self._headers)] = (b"accept", value.encode())
-            else:
-                out.append((name_bytes, value.encode()))
+        out.extend((k.lower().encode(), v.encode()) for k, v in headers.items() if k != "Accept")
         return out
 
     def _timeouts(self, timeout_s: float | None) -> dict[str, float | None]:
