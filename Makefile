@@ -57,6 +57,7 @@ test: lint typecheck unit e2e
 # (bench.failover waits out the default 300 s toleration; bench.scale with
 # 100, 300 and 1,000 far members takes the longest; --clusters 100,300 for a shorter run).
 bench: install testbin
+	$(PY) -m bench.calls
 	$(PY) -m bench.snapshot
 	$(PY) -m bench.scheduler
 	$(PY) -m bench.fanout

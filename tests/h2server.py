@@ -3,10 +3,11 @@ connections it accepts and the streams the client resets, and can stop answering
 
 Routes: ``/ok`` (a JSON answer), ``/echo`` (the size of the request body), ``/big?n=N`` (N
 bytes), ``/flood`` (a watch that sends as fast as the client lets it), ``/watch`` (a watch
-event every 10 ms), ``/slow`` (no answer until reset), ``/freeze`` (the connection stops
-answering anything, PINGs included), ``/drop`` (the connection closes), ``/goaway``
-(the first time: GOAWAY, refusing it), ``/gzip`` (the request's path, compressed),
-``/busy`` (429, Retry-After 7).
+event every 10 ms), ``/idle`` (a watch that sends nothing), ``/slow`` (no answer until
+reset), ``/freeze`` (the connection stops answering anything, PINGs included), ``/drop``
+(the connection closes), ``/goaway`` (the first time: GOAWAY, refusing it), ``/gzip`` (the
+request's path, compressed), ``/busy`` (429, Retry-After 7).
+Also a benchmark's server (bench/calls.py).
 """
 
 from __future__ import annotations
@@ -158,6 +159,9 @@ class H2Server:
             await link.answer(sid, 429, b'{"reason": "TooManyRequests"}', [(b"retry-after", b"7")])
         elif path == "/goaway":
             await link.answer(sid, 200, b'{"after": "goaway"}')
+        elif path == "/idle":  # a watch with nothing to say
+            await link.headers(sid, 200)
+            await anyio.sleep_forever()
         elif path == "/slow":
             await anyio.sleep_forever()
         else:

@@ -1,0 +1,143 @@
+"""The controller's cost per API call: sequential calls over one HTTP/2 connection.
+
+An HTTP/2 server over TLS (tests/h2server.py) runs in a child process; this process makes
+N sequential GETs and reports its own CPU time per call (the server's is not counted) and
+the wall time per call (p50, p99), three ways, in the same run:
+
+- ``direct``: ``KubeConnection.request`` as the controller calls it (straight through the
+  HTTP/2 transport, without httpx's request and response objects), with six watches open
+  on the connection as a member has;
+- ``httpx``: the same transport through httpx's client (as watches go), six watches open;
+- ``httpcore``: httpx's client on httpcore's own HTTP/2, the baseline, without watches
+  (httpcore's HTTP/2 cannot carry them: see docs/architecture.md).
+
+    python -m bench.calls [--quick] [--json] [--calls N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+
+from bench.report import arguments, emit, percentile
+from fleet.connection import ConnectionOptions, KubeConnection
+from fleet.kubeconfig import Credentials
+
+WATCHES = 6
+
+
+def _serve(directory: Path) -> None:
+    from tests.h2server import H2Server
+
+    async def main() -> None:
+        server = H2Server(directory)
+        async with anyio.create_task_group() as tg:
+            await tg.start(server.serve)
+            (directory / "ca.pem").write_bytes(server.ca_pem)
+            (directory / "port").write_text(str(server.port))
+
+    anyio.run(main)
+
+
+async def _measure(way: str, server: str, ca: bytes, calls: int) -> dict[str, Any]:
+    creds = Credentials(server=server, ca_data=ca, token="t")
+    conn = KubeConnection("bench", creds, ConnectionOptions())
+    baseline = httpx.AsyncClient(
+        base_url=server,
+        http2=True,
+        verify=ssl.create_default_context(cadata=ca.decode()),
+        headers={"Authorization": "Bearer t"},
+    )
+
+    async def watch() -> None:
+        try:
+            async for _ in conn.stream("/idle", {}, read_timeout_s=3600):
+                pass
+        except Exception:  # ended with the run
+            pass
+
+    async def call() -> None:
+        if way == "direct":
+            await conn.request("GET", "/ok")
+        elif way == "httpx":
+            (await (await conn._http()).get("/ok")).raise_for_status()
+        else:
+            (await baseline.get("/ok")).raise_for_status()
+
+    walls = []
+    async with anyio.create_task_group() as tg:
+        if way != "httpcore":
+            for _ in range(WATCHES):
+                tg.start_soon(watch)
+        for _ in range(20):  # connected, caches warm
+            await call()
+        cpu0 = time.process_time()
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            await call()
+            walls.append(time.perf_counter() - t0)
+        cpu = time.process_time() - cpu0
+        tg.cancel_scope.cancel()
+    await conn.close()
+    await baseline.aclose()
+    return {
+        "way": way,
+        "calls": calls,
+        "cpu_us_per_call": cpu / calls * 1e6,
+        "wall_p50_us": percentile(walls, 50) * 1e6,
+        "wall_p99_us": percentile(walls, 99) * 1e6,
+    }
+
+
+def main() -> None:
+    def more(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--calls", type=int, default=0, help="calls per way")
+        parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
+
+    args = arguments(__doc__, more=more)
+    if args.serve:
+        _serve(args.serve)
+        return
+    calls = args.calls or (500 if args.quick else 3000)
+    with tempfile.TemporaryDirectory(prefix="bench-calls-") as tmp:
+        directory = Path(tmp)
+        server = subprocess.Popen([sys.executable, "-m", "bench.calls", "--serve", tmp])
+        try:
+            while not (directory / "port").exists():
+                time.sleep(0.05)
+            address = f"https://127.0.0.1:{(directory / 'port').read_text()}"
+            ca = (directory / "ca.pem").read_bytes()
+            rows = [
+                anyio.run(_measure, way, address, ca, calls)
+                for way in ("httpcore", "httpx", "direct")
+            ]
+        finally:
+            server.terminate()
+            server.wait()
+    for row in rows:
+        row["cpu_ratio_to_httpcore"] = row["cpu_us_per_call"] / rows[0]["cpu_us_per_call"]
+    emit(
+        rows,
+        [
+            ("way", "way"),
+            ("calls", "calls"),
+            ("cpu_us_per_call", "CPU us/call"),
+            ("cpu_ratio_to_httpcore", "CPU ratio to httpcore"),
+            ("wall_p50_us", "wall p50 us"),
+            ("wall_p99_us", "wall p99 us"),
+        ],
+        args.json,
+    )
+
+
+if __name__ == "__main__":
+    main()
