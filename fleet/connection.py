@@ -16,7 +16,7 @@ import ssl
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -474,18 +474,20 @@ class KubeConnection:
         return out
 
     def _timeouts(self, timeout_s: float | None) -> dict[str, float | None]:
-        """As httpx.Timeout(timeout_s, connect=...) would say, or the client's default."""
+        """``timeout_s`` (default: the read timeout) for reading, writing and waiting for
+        a free stream (a connection whose streams are all taken fails the call, retryably,
+        rather than holding it forever)."""
         every = timeout_s or self._options.read_timeout_s
         return {
             "connect": self._options.connect_timeout_s,
             "read": every,
             "write": every,
-            "pool": timeout_s,
+            "pool": every,
         }
 
     async def stream(
         self, path: str, params: dict[str, Any], read_timeout_s: float
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """A watch: yields each event ({"type", "object"}) until the server ends the
         stream, or says nothing for ``read_timeout_s`` (then the stream just ends: the
         caller watches again from the last version it saw)."""

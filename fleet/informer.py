@@ -9,6 +9,7 @@ called there too, and must not block.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 from collections.abc import Callable, Iterable
@@ -141,27 +142,31 @@ class Informer:
             "resourceVersion": version,
             "timeoutSeconds": random.randint(*WATCH_TIMEOUT_S),
         }
-        events = self.connection.stream(info.path(self.namespace), params, read_timeout_s=QUIET_S)
-        async for event in events:
-            kind, obj = str(event.get("type")), event.get("object") or {}
-            if kind == "ERROR":
-                code = obj.get("code")
-                raise ApiError(
-                    self.connection.name,
-                    f"watch {self.kind}: {obj.get('message')}",
-                    status=code if isinstance(code, int) else None,
-                )
-            version = _rv(obj) or version
-            if kind == "BOOKMARK":
-                continue
-            obj = self._prepare(obj)
-            key = cache_key(obj)
-            before = self.cache.get(key)
-            if kind == "DELETED":
-                self.cache.pop(key, None)
-            else:
-                self.cache[key] = obj
-            self.handler(kind, before, None if kind == "DELETED" else obj)
+        # Closed as soon as this returns or raises (an ERROR event): on an HTTP/2
+        # connection a stream left to the garbage collector keeps a stream slot and
+        # keeps receiving.
+        stream = self.connection.stream(info.path(self.namespace), params, read_timeout_s=QUIET_S)
+        async with contextlib.aclosing(stream) as events:
+            async for event in events:
+                kind, obj = str(event.get("type")), event.get("object") or {}
+                if kind == "ERROR":
+                    code = obj.get("code")
+                    raise ApiError(
+                        self.connection.name,
+                        f"watch {self.kind}: {obj.get('message')}",
+                        status=code if isinstance(code, int) else None,
+                    )
+                version = _rv(obj) or version
+                if kind == "BOOKMARK":
+                    continue
+                obj = self._prepare(obj)
+                key = cache_key(obj)
+                before = self.cache.get(key)
+                if kind == "DELETED":
+                    self.cache.pop(key, None)
+                else:
+                    self.cache[key] = obj
+                self.handler(kind, before, None if kind == "DELETED" else obj)
         return version
 
     async def run(self) -> None:

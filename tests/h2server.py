@@ -182,6 +182,12 @@ class _Link:
         self._window = anyio.Event()
 
     async def flush(self) -> None:
+        # Shielded: a TLS send cut off by a cancellation (a handler whose stream was
+        # reset) breaks the TLS stream for good.
+        with anyio.CancelScope(shield=True):
+            await self._flush()
+
+    async def _flush(self) -> None:
         async with self._lock:
             data = self._conn.data_to_send()
             if data:

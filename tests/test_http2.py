@@ -3,6 +3,8 @@ and watches share one connection, and nothing one request does stalls the others
 
 from __future__ import annotations
 
+import contextlib
+import random
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -193,3 +195,54 @@ def test_a_call_sends_its_path_escaped_and_reads_gzip_and_retry_after(tmp_path: 
         assert (caught.value.status, caught.value.retry_after_s) == (429, 7.0)
 
     _run(tmp_path, test)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_watches_and_calls_racing_with_cancellations_all_finish(tmp_path: Path, seed: int) -> None:
+    """Informer-like watches (some left by an error, some cancelled, slow readers) and
+    calls (timeouts, large bodies both ways) on one connection: every watch gets all its
+    events and nothing stalls."""
+    rnd = random.Random(seed)
+    wanted = 150
+
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        finished: list[int] = []
+
+        async def informer(i: int) -> None:
+            seen = 0
+            while seen < wanted:
+                cancelled_after = rnd.random() * 0.5 if rnd.random() < 0.3 else None
+                with anyio.move_on_after(cancelled_after):
+                    async with contextlib.aclosing(conn.stream("/watch", {}, 2)) as events:
+                        async for _ in events:
+                            seen += 1
+                            if seen >= wanted or rnd.random() < 0.05:  # done, or an ERROR
+                                break
+                            if rnd.random() < 0.2:
+                                await anyio.sleep(rnd.random() * 0.02)
+            finished.append(i)
+
+        async def calls() -> None:
+            for _ in range(80):
+                draw = rnd.random()
+                with contextlib.suppress(ApiError):
+                    if draw < 0.15:
+                        await conn.request("GET", "/slow", timeout_s=rnd.random() * 0.1 + 0.01)
+                    elif draw < 0.25:
+                        await conn.request(
+                            "POST", "/echo", body={"x": "y" * rnd.randint(1, 300_000)}
+                        )
+                    elif draw < 0.3:
+                        await (await conn._http()).get(f"/big?n={rnd.randint(1, 3_000_000)}")
+                    else:
+                        await conn.request("GET", "/ok")
+                await anyio.sleep(rnd.random() * 0.01)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(8):
+                tg.start_soon(informer, i)
+            for _ in range(4):
+                tg.start_soon(calls)
+        assert sorted(finished) == list(range(8))
+
+    assert _run(tmp_path, test).connections == 1
