@@ -35,14 +35,17 @@ _HOP_BY_HOP = {
 
 class Http2Transport(httpx.AsyncBaseTransport):
     """Requests to one ``https`` server over a single HTTP/2 connection (made again after
-    it fails or the server sends GOAWAY); everything else through ``fallback``."""
+    it fails or the server sends GOAWAY; a second one only while the first has no free
+    stream); everything else through ``fallback``."""
 
     def __init__(self, tls: ssl.SSLContext, fallback: httpx.AsyncBaseTransport) -> None:
         tls.set_alpn_protocols(["h2", "http/1.1"])
         self._tls = tls
         self._fallback = fallback
         self._http1 = False  # the server chose HTTP/1.1 once: it will again
-        self._connection: Http2Connection | None = None
+        self._connections: list[Http2Connection] = []
+        """Usually one; another only while every stream the server allows on the others
+        is taken (kube-apiserver allows 100 per connection), as Go's client does."""
         self._connect_lock = anyio.Lock()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -110,11 +113,17 @@ class Http2Transport(httpx.AsyncBaseTransport):
     async def _connect(
         self, host: str, port: int, sni: str, timeout_s: float | None
     ) -> Http2Connection | None:
+        """A connection with a free stream: an open one, or a new one; None if the server
+        answers HTTP/1.1."""
         async with self._connect_lock:
-            current = self._connection
-            if current is not None and current.usable:
-                return current
-            self._connection = None
+            self._connections = [c for c in self._connections if c.usable]
+            for extra in [c for c in self._connections[1:] if c.idle]:
+                if any(c.has_room for c in self._connections if c is not extra):
+                    await extra.retire()  # a burst's extra connection, no longer needed
+                    self._connections.remove(extra)
+            for connection in self._connections:
+                if connection.has_room:
+                    return connection
             try:
                 with anyio.fail_after(timeout_s):
                     stream = await anyio.connect_tcp(host, port)
@@ -138,14 +147,14 @@ class Http2Transport(httpx.AsyncBaseTransport):
                 return None
             connection = Http2Connection(tls)
             await connection.start(timeout_s)
-            self._connection = connection
+            self._connections.append(connection)
             return connection
 
     async def aclose(self) -> None:
         async with self._connect_lock:
-            if self._connection is not None:
-                await self._connection.retire()
-            self._connection = None
+            for connection in self._connections:
+                await connection.retire()
+            self._connections = []
         await self._fallback.aclose()
 
 

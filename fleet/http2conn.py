@@ -98,6 +98,19 @@ class Http2Connection:
         """New requests may go here."""
         return self._error is None and not self._goaway
 
+    @property
+    def has_room(self) -> bool:
+        """Usable, and the server allows one more stream now."""
+        return (
+            self.usable
+            and self._h2.open_outbound_streams < self._h2.remote_settings.max_concurrent_streams
+        )
+
+    @property
+    def idle(self) -> bool:
+        """No stream open on it."""
+        return not self._streams
+
     async def start(self, timeout_s: float | None) -> None:
         """Exchange the prefaces: the connection is used once the server's SETTINGS (its
         stream limit among them) arrived."""
