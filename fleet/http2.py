@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import ssl
 import zlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 from urllib.parse import quote
 
 import anyio
 import anyio.streams.tls
 import httpx
 
-from fleet.http2conn import Answer, Http2Connection, Refused, ResponseBody
+from fleet.http2conn import Answer, Http2Connection, Opened, Refused, ResponseBody
+
+T = TypeVar("T")
 
 _PATH_SAFE = "/%:@&=+$,;-_.!~*'()?"
 """Left as they are in a request's path and query (what httpx leaves too)."""
@@ -55,17 +59,16 @@ class Http2Transport(httpx.AsyncBaseTransport):
         url = request.url
         sni = request.extensions.get("sni_hostname") or url.host
         connect = (url.host, url.port or 443, sni, timeouts.get("connect"))
-        connection = await self._connect(*connect)
-        if connection is None:
-            return await self._fallback.handle_async_request(request)
         body = await request.aread()
         headers = _headers(request)
-        try:
-            stream, status, answer_headers = await connection.open(headers, body, timeouts)
-        except Refused:  # the server never saw it: once more, on a new connection
-            connection = await self._connect(*connect)
-            assert connection is not None
-            stream, status, answer_headers = await connection.open(headers, body, timeouts)
+
+        async def send(connection: Http2Connection) -> tuple[Http2Connection, Opened]:
+            return connection, await connection.open(headers, body, timeouts)
+
+        sent = await self._send(connect, send)
+        if sent is None:
+            return await self._fallback.handle_async_request(request)
+        connection, (stream, status, answer_headers) = sent
         return httpx.Response(
             status,
             headers=answer_headers,
@@ -90,9 +93,6 @@ class Http2Transport(httpx.AsyncBaseTransport):
         if self._http1:
             return None
         connect = (origin.host, origin.port, origin.sni, timeouts.get("connect"))
-        connection = await self._connect(*connect)
-        if connection is None:
-            return None
         request_headers = [
             (b":method", method.encode()),
             (b":authority", origin.authority),
@@ -100,15 +100,32 @@ class Http2Transport(httpx.AsyncBaseTransport):
             (b":path", origin.prefix + quote(target, safe=_PATH_SAFE).encode()),
             *headers,
         ]
-        try:
-            answer = await connection.exchange(request_headers, body, timeouts)
-        except Refused:
-            connection = await self._connect(*connect)
-            assert connection is not None
-            answer = await connection.exchange(request_headers, body, timeouts)
+        answer = await self._send(
+            connect, lambda connection: connection.exchange(request_headers, body, timeouts)
+        )
+        if answer is None:
+            return None
         if answer.headers.get(b"content-encoding") == b"gzip":
             answer.content = zlib.decompress(answer.content, 16 + zlib.MAX_WBITS)
         return answer
+
+    async def _send(
+        self,
+        connect: tuple[str, int, str, float | None],
+        send: Callable[[Http2Connection], Awaitable[T]],
+    ) -> T | None:
+        """``send`` on a connection with a free stream, and once more on a new one if the
+        server never saw it; None if the server answers HTTP/1.1."""
+        connection = await self._connect(*connect)
+        if connection is None:
+            return None
+        try:
+            return await send(connection)
+        except Refused:
+            connection = await self._connect(*connect)
+            if connection is None:
+                raise
+            return await send(connection)
 
     async def _connect(
         self, host: str, port: int, sni: str, timeout_s: float | None

@@ -57,6 +57,10 @@ class Answer:
     content: bytes
 
 
+Opened = tuple["Stream", int, list[tuple[bytes, bytes]]]
+"""A request's stream once its answer's status and headers arrived."""
+
+
 class Refused(httpx.RemoteProtocolError):
     """A request the server did not process (safe to send again)."""
 
@@ -156,7 +160,7 @@ class Http2Connection:
 
     async def open(
         self, headers: list[tuple[bytes, bytes]], body: bytes, timeouts: dict[str, float | None]
-    ) -> tuple[Stream, int, list[tuple[bytes, bytes]]]:
+    ) -> Opened:
         """Send a request; its stream once the answer's status and headers arrived."""
         write_s, read_s = timeouts.get("write"), timeouts.get("read")
         await self._wait_for_room(timeouts.get("pool"))
