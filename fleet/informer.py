@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,8 @@ QUIET_S = 90.0
 """A watch that hears nothing (not even a bookmark, sent about every minute) for this long
 is started again from its last version: its connection may be gone without a word."""
 _MAX_BACKOFF_S = 30.0
+BACK_CHECK_S = 0.5
+"""While backing off from an unreachable server: how often to look whether it answers."""
 
 
 def cache_key(obj: Object) -> str:
@@ -169,6 +172,21 @@ class Informer:
                 self.handler(kind, before, None if kind == "DELETED" else obj)
         return version
 
+    async def _back_off(self, delay_s: float, unreachable: bool) -> None:
+        """Wait ``delay_s`` before trying again; after the server was unreachable, only
+        until it answers anything again (a probe, another cache), so a member back from
+        an outage has its caches back within a second rather than after a long backoff."""
+        if not unreachable:
+            await anyio.sleep(delay_s)
+            return
+        failed_at = time.monotonic()
+        deadline = failed_at + delay_s
+        while (left := deadline - time.monotonic()) > 0:
+            await anyio.sleep(min(BACK_CHECK_S, left))
+            answered = self.connection.answered_at
+            if answered is not None and answered > failed_at:
+                return
+
     async def run(self) -> None:
         """List and watch until :meth:`stop` or cancellation; errors are logged and
         retried with backoff."""
@@ -194,7 +212,8 @@ class Informer:
                     self.not_served = isinstance(exc, UnknownKind)
                     self._settle()
                     log.debug("informer %s/%s: %s", self.connection.name, self.kind, exc)
-                    await anyio.sleep(backoff * (0.5 + random.random()))
+                    unreachable = isinstance(exc, ApiError) and exc.retryable and exc.status is None
+                    await self._back_off(backoff * (0.5 + random.random()), unreachable)
                     backoff = min(backoff * 2, _MAX_BACKOFF_S)
 
 
