@@ -25,6 +25,9 @@ from fleet.http2conn import Answer, Http2Connection, Opened, Refused, ResponseBo
 
 T = TypeVar("T")
 
+MAX_CONNECTIONS = 4
+"""Connections to one server at most, however few streams it allows on each."""
+
 _PATH_SAFE = "/%:@&=+$,;-_.!~*'()?"
 """Left as they are in a request's path and query (what httpx leaves too)."""
 _HOP_BY_HOP = {
@@ -141,6 +144,10 @@ class Http2Transport(httpx.AsyncBaseTransport):
             for connection in self._connections:
                 if connection.has_room:
                     return connection
+            if len(self._connections) >= MAX_CONNECTIONS:
+                # a server that allows few (or no) streams gets no more connections: the
+                # request waits for a free stream, at most its timeout
+                return self._connections[0]
             try:
                 with anyio.fail_after(timeout_s):
                     stream = await anyio.connect_tcp(host, port)

@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
+import fleet.http2
 import fleet.http2conn
 from fleet.connection import ApiError, ConnectionOptions, KubeConnection
 from fleet.kubeconfig import Credentials
@@ -256,3 +257,15 @@ def test_watches_and_calls_racing_with_cancellations_all_finish(tmp_path: Path, 
         assert sorted(finished) == list(range(8))
 
     assert _run(tmp_path, test).connections == 1
+
+
+def test_a_server_that_allows_no_stream_gets_a_few_connections_and_a_clear_timeout(
+    tmp_path: Path,
+) -> None:
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        for _ in range(6):
+            with pytest.raises(ApiError, match="GET /ok: timeout") as caught:
+                await conn.request("GET", "/ok", timeout_s=0.2)
+            assert caught.value.retryable
+
+    assert _run(tmp_path, test, max_streams=0).connections == fleet.http2.MAX_CONNECTIONS
