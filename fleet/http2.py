@@ -42,8 +42,8 @@ _HOP_BY_HOP = {
 
 class Http2Transport(httpx.AsyncBaseTransport):
     """Requests to one ``https`` server over a single HTTP/2 connection (made again after
-    it fails or the server sends GOAWAY; a second one only while the first has no free
-    stream); everything else through ``fallback``."""
+    it fails or the server sends GOAWAY; another only while none has a free stream, at
+    most ``MAX_CONNECTIONS``); everything else through ``fallback``."""
 
     def __init__(self, tls: ssl.SSLContext, fallback: httpx.AsyncBaseTransport) -> None:
         tls.set_alpn_protocols(["h2", "http/1.1"])
