@@ -26,6 +26,7 @@ import anyio
 import anyio.to_thread
 import httpx
 
+from fleet.answerbody import BodyDecoder, LineSplitter, UnreadableAnswer
 from fleet.discovery import Discovery, ResourceInfo
 from fleet.http2 import Http2Transport, Origin
 from fleet.kubeconfig import Credentials, ExecConfig
@@ -45,6 +46,11 @@ class ConnectionOptions:
     pool_size: int = 16
     """Idle connections kept per server (more are opened while calls and watches need
     them; the callers bound how many run at once)."""
+    max_answer_bytes: int = 256 << 20
+    """The largest answer read (decoded): a list of every pod of a large member fits; a
+    member's compression bomb does not."""
+    max_event_bytes: int = 16 << 20
+    """The largest watch event read (an object: etcd keeps them under 1.5 MiB)."""
     http2: bool = True
     """Calls and watches to a server share one HTTP/2 connection (a fresh member's objects
     go out in one round trip, not a TLS handshake each, and its watches hold no connection
@@ -294,7 +300,12 @@ class KubeConnection:
 
     async def _new_client(self) -> httpx.AsyncClient:
         client, token = await self._client_material()
-        headers = {"User-Agent": "propagator", "Accept": "application/json"}
+        # Only gzip: answers are decoded here, within a limit (fleet.answerbody).
+        headers = {
+            "User-Agent": "propagator",
+            "Accept": "application/json",
+            "Accept-Encoding": "gzip",
+        }
         tls = _ssl_context(self._creds, client)
         auth = None
         if self._creds.token_file or self._creds.ca_file:
@@ -441,12 +452,13 @@ class KubeConnection:
                     self._direct_headers(headers),
                     content or b"",
                     self._timeouts(timeout_s),
+                    self._options.max_answer_bytes,
                 )
             if answer is not None:
                 status, data = answer.status, answer.content
                 retry_after = answer.headers.get(b"retry-after", b"").decode(errors="replace")
             else:
-                resp = await client.request(
+                async with client.stream(
                     method,
                     path + _query(params),
                     content=content,
@@ -455,15 +467,26 @@ class KubeConnection:
                     if timeout_s
                     else httpx.USE_CLIENT_DEFAULT,
                     extensions=self._extensions(),
-                )
-                status, data = resp.status_code, resp.content
-                retry_after = resp.headers.get("Retry-After")
+                ) as resp:
+                    status, data = resp.status_code, await self._read_whole(resp)
+                    retry_after = resp.headers.get("Retry-After")
         except httpx.TransportError as exc:
             raise self._transport_error(exc, what) from exc
+        except UnreadableAnswer as exc:
+            raise ApiError(self.name, f"{what}: {exc}") from None
         self.answered_at = time.monotonic()
         if status >= 400:
             raise self._error_for(status, data, retry_after, what)
         return json.loads(data) if decode and data else {}
+
+    async def _read_whole(self, resp: httpx.Response) -> bytes:
+        """``resp``'s body decoded, within ``max_answer_bytes``."""
+        decoder = BodyDecoder(
+            resp.headers.get("Content-Encoding", ""), self._options.max_answer_bytes
+        )
+        return b"".join(
+            [piece async for chunk in resp.aiter_raw() for piece in decoder.decode(chunk)]
+        )
 
     def _direct_headers(self, headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
         """What a direct call sends: the client's headers, then the call's own."""
@@ -503,15 +526,21 @@ class KubeConnection:
             ) as resp:
                 self.answered_at = time.monotonic()
                 if resp.status_code >= 400:
-                    data = await resp.aread()
+                    data = await self._read_whole(resp)
                     raise self._error_for(
                         resp.status_code, data, resp.headers.get("Retry-After"), what
                     )
                 opened = True
-                async for line in resp.aiter_lines():
+                decoder = BodyDecoder(resp.headers.get("Content-Encoding", ""), None)
+                lines = LineSplitter(self._options.max_event_bytes)
+                async for chunk in resp.aiter_raw():
                     self.answered_at = time.monotonic()
-                    if line.strip():
-                        yield json.loads(line)
+                    for piece in decoder.decode(chunk):
+                        for line in lines.feed(piece):
+                            if line.strip():
+                                yield json.loads(line)
+                if lines.rest().strip():
+                    yield json.loads(lines.rest())
         except httpx.ReadTimeout as exc:
             if not opened:
                 raise self._transport_error(exc, what) from exc
@@ -520,6 +549,8 @@ class KubeConnection:
             raise self._transport_error(exc, what) from exc
         except httpx.StreamError as exc:
             raise ApiError(self.name, f"{what}: stream ended: {exc}", retryable=True) from exc
+        except UnreadableAnswer as exc:
+            raise ApiError(self.name, f"{what}: {exc}") from None
 
     # -- resources -----------------------------------------------------------------------
 

@@ -11,7 +11,6 @@ offer HTTP/2 (or a plain-HTTP address) gets the HTTP/1.1 transport it is given.
 from __future__ import annotations
 
 import ssl
-import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -88,11 +87,13 @@ class Http2Transport(httpx.AsyncBaseTransport):
         headers: list[tuple[bytes, bytes]],
         body: bytes,
         timeouts: dict[str, float | None],
+        limit: int | None,
     ) -> Answer | None:
         """One request to ``origin`` straight over HTTP/2, without httpx's request and
         response objects (a third of a call's CPU); None when the server is not reached
         over HTTP/2 (send it through httpx instead). ``target`` is the path and query;
-        what needs escaping in it is escaped here."""
+        what needs escaping in it is escaped here. The answer is decoded, at most
+        ``limit`` bytes of it (:class:`fleet.answerbody.UnreadableAnswer` past that)."""
         if self._http1:
             return None
         connect = (origin.host, origin.port, origin.sni, timeouts.get("connect"))
@@ -103,14 +104,10 @@ class Http2Transport(httpx.AsyncBaseTransport):
             (b":path", origin.prefix + quote(target, safe=_PATH_SAFE).encode()),
             *headers,
         ]
-        answer = await self._send(
-            connect, lambda connection: connection.exchange(request_headers, body, timeouts)
+        return await self._send(
+            connect,
+            lambda connection: connection.exchange(request_headers, body, timeouts, limit),
         )
-        if answer is None:
-            return None
-        if answer.headers.get(b"content-encoding") == b"gzip":
-            answer.content = zlib.decompress(answer.content, 16 + zlib.MAX_WBITS)
-        return answer
 
     async def _send(
         self,

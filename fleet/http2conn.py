@@ -31,6 +31,8 @@ import h2.exceptions
 import h2.settings
 import httpx
 
+from fleet.answerbody import BodyDecoder
+
 STREAM_WINDOW = 1 << 20
 """How much of one response may arrive before its reader takes it (the server's send
 window per stream); a reader that falls behind holds back only its own stream."""
@@ -50,7 +52,7 @@ _BROKEN = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceErr
 
 @dataclass
 class Answer:
-    """A whole answer: status, headers (names in lower case) and body (decoded if gzip)."""
+    """A whole answer: status, headers (names in lower case) and body (decoded)."""
 
     status: int
     headers: dict[bytes, bytes]
@@ -146,17 +148,24 @@ class Http2Connection:
     # -- requests ------------------------------------------------------------------------
 
     async def exchange(
-        self, headers: list[tuple[bytes, bytes]], body: bytes, timeouts: dict[str, float | None]
+        self,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        timeouts: dict[str, float | None],
+        limit: int | None,
     ) -> Answer:
-        """One request, its answer read whole."""
+        """One request, its answer read whole and decoded, at most ``limit`` bytes of it
+        (else :class:`fleet.answerbody.UnreadableAnswer`, the stream reset)."""
         stream, status, answer_headers = await self.open(headers, body, timeouts)
-        chunks = []
+        found = dict(answer_headers)
+        chunks: list[bytes] = []
         try:
+            decoder = BodyDecoder(found.get(b"content-encoding", b"").decode("latin-1"), limit)
             async for chunk in ResponseBody(self, stream, timeouts.get("read")):
-                chunks.append(chunk)
+                chunks.extend(decoder.decode(chunk))
         finally:
             await self._close_stream(stream)
-        return Answer(status, dict(answer_headers), b"".join(chunks))
+        return Answer(status, found, b"".join(chunks))
 
     async def open(
         self, headers: list[tuple[bytes, bytes]], body: bytes, timeouts: dict[str, float | None]

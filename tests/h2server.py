@@ -6,7 +6,9 @@ bytes), ``/flood`` (a watch that sends as fast as the client lets it), ``/watch`
 event every 10 ms), ``/idle`` (a watch that sends nothing), ``/slow`` (no answer until
 reset), ``/freeze`` (the connection stops answering anything, PINGs included), ``/drop``
 (the connection closes), ``/goaway`` (the first time: GOAWAY, refusing it), ``/gzip`` (the
-request's path, compressed), ``/busy`` (429, Retry-After 7).
+request's path, compressed), ``/bomb?n=N`` (N zero bytes, compressed), ``/gzip-watch`` (a
+watch, compressed as it goes), ``/endless-event`` (a watch event that never ends),
+``/busy`` (429, Retry-After 7).
 Also a benchmark's server (bench/calls.py).
 """
 
@@ -16,6 +18,7 @@ import contextlib
 import gzip
 import json
 import ssl
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -152,6 +155,22 @@ class H2Server:
                 await link.data(sid, line, end=False)
                 if path == "/watch":
                     await anyio.sleep(0.01)
+        elif path == "/bomb":
+            body = gzip.compress(bytes(int(query.removeprefix("n="))), compresslevel=1)
+            await link.answer(sid, 200, body, [(b"content-encoding", b"gzip")])
+        elif path == "/gzip-watch":
+            await link.headers(sid, 200, extra=[(b"content-encoding", b"gzip")])
+            packer = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+            for n in range(1, 4):
+                line = json.dumps({"type": "ADDED", "object": {"n": n}}).encode() + b"\n"
+                await link.data(
+                    sid, packer.compress(line) + packer.flush(zlib.Z_SYNC_FLUSH), end=False
+                )
+            await anyio.sleep_forever()
+        elif path == "/endless-event":
+            await link.headers(sid, 200)
+            while True:
+                await link.data(sid, b"x" * 65536, end=False)
         elif path.startswith("/gzip"):
             body = gzip.compress(json.dumps({"path": request.path}).encode())
             await link.answer(sid, 200, body, [(b"content-encoding", b"gzip")])

@@ -3,6 +3,7 @@ streamed, credentials sent as a header and never in a message."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 import ssl
@@ -49,6 +50,12 @@ class Handler(BaseHTTPRequestHandler):
             self._send(503, b"<html>" + b"x" * 5000 + b"</html>")
         elif path == "/invalid":
             self._send(422, b'{"reason": "Invalid", "message": "spec.replicas: must be >= 0"}')
+        elif path == "/bomb":  # 64 MiB of zeros in 64 KiB
+            self._send(200, gzip.compress(bytes(64 << 20)), {"Content-Encoding": "gzip"})
+        elif path == "/gzip-watch":
+            event = {"type": "ADDED", "object": {"metadata": {"name": "a"}}}
+            body = gzip.compress(json.dumps(event).encode() + b"\n")
+            self._send(200, body, {"Content-Encoding": "gzip"})
         elif path == "/watch":
             events = [
                 {"type": "ADDED", "object": {"metadata": {"name": "a", "resourceVersion": "1"}}},
@@ -189,6 +196,22 @@ def test_a_watch_yields_each_event(server: str) -> None:
             await conn.close()
 
     assert anyio.run(watch) == ["ADDED", "BOOKMARK"]
+
+
+def test_answers_over_http1_are_decoded_within_the_limit(server: str) -> None:
+    conn = KubeConnection(
+        "m1", Credentials(server=server, token="t"), ConnectionOptions(max_answer_bytes=1 << 20)
+    )
+
+    async def call() -> list[str]:
+        try:
+            with pytest.raises(ApiError, match="GET /bomb: the answer is larger than 1 MiB"):
+                await conn.request("GET", "/bomb")
+            return [e["type"] async for e in conn.stream("/gzip-watch", {"watch": "1"}, 5)]
+        finally:
+            await conn.close()
+
+    assert anyio.run(call) == ["ADDED"]
 
 
 def test_a_quiet_watch_just_ends_so_that_it_is_started_again(server: str) -> None:

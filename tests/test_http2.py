@@ -24,7 +24,7 @@ def _run(
     test: Callable[[KubeConnection, H2Server], Awaitable[None]],
     *,
     max_streams: int = 100,
-    read_timeout_s: float = 30.0,
+    options: ConnectionOptions | None = None,
 ) -> H2Server:
     server = H2Server(tmp_path, max_streams=max_streams)
 
@@ -34,7 +34,7 @@ def _run(
             creds = Credentials(
                 server=f"https://127.0.0.1:{server.port}", ca_data=server.ca_pem, token="t"
             )
-            conn = KubeConnection("m1", creds, ConnectionOptions(read_timeout_s=read_timeout_s))
+            conn = KubeConnection("m1", creds, options or ConnectionOptions())
             try:
                 with anyio.fail_after(60):  # a hang fails the test instead of the run
                     await test(conn, server)
@@ -206,6 +206,32 @@ def test_a_call_sends_its_path_escaped_and_reads_gzip_and_retry_after(tmp_path: 
         assert (caught.value.status, caught.value.retry_after_s) == (429, 7.0)
 
     _run(tmp_path, test)
+
+
+def test_an_answer_past_the_limit_is_refused_and_the_connection_keeps_serving(
+    tmp_path: Path,
+) -> None:
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        # 64 MiB of zeros is 64 KiB compressed: counted as decoded, it is refused early
+        for path in ("/bomb?n=67108864", "/big?n=2000000"):
+            with pytest.raises(ApiError, match="larger than 1 MiB") as caught:
+                await conn.request("GET", path)
+            assert not caught.value.retryable
+        assert server.resets >= 1  # the 2 MB one at least (the small bomb may be sent whole)
+        assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
+
+    options = ConnectionOptions(max_answer_bytes=1 << 20)
+    assert _run(tmp_path, test, options=options).connections == 1
+
+
+def test_a_watch_is_decoded_as_it_arrives_and_an_endless_event_refused(tmp_path: Path) -> None:
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        events = await _events(conn, "/gzip-watch", 3)
+        assert [e["object"]["n"] for e in events] == [1, 2, 3]
+        with pytest.raises(ApiError, match="watch event is larger than 1 MiB"):
+            await _events(conn, "/endless-event", 1)
+
+    _run(tmp_path, test, options=ConnectionOptions(max_event_bytes=1 << 20))
 
 
 @pytest.mark.parametrize("seed", range(3))
