@@ -3,31 +3,64 @@
 TLS passes through untouched (the client still verifies the real API server's
 certificate). Every chunk the client sends is delivered ``latency_s`` after it arrived
 (chunks of one request do not add up), so each request pays the latency once, like a
-member cluster far away. Every proxy of the process runs in one asyncio event loop on one
-thread of its own, so a benchmark can stand up a thousand far clusters without a thread
-per connection.
+member cluster far away. Every proxy runs in one asyncio event loop in a child process of
+its own: a far cluster's network costs the benchmark's process (which may be the
+controller under test) no CPU, as a real one would not, and a thousand far clusters need
+no thread per connection.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
+from typing import IO, Any
 
-_loop: asyncio.AbstractEventLoop | None = None
-_loop_lock = threading.Lock()
+_host: _ProxyHost | None = None
+_host_lock = threading.Lock()
 
 
-def _proxy_loop() -> asyncio.AbstractEventLoop:
-    """The event loop every proxy runs in, started on first use."""
-    global _loop
-    with _loop_lock:
-        if _loop is None:
-            _loop = asyncio.new_event_loop()
-            threading.Thread(target=_loop.run_forever, name="latency-proxy", daemon=True).start()
-        return _loop
+class _ProxyHost:
+    """The child process all proxies run in (``python -m bench.latency_proxy``), driven
+    by one JSON command per line on its stdin, answered on its stdout."""
+
+    def __init__(self) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "bench.latency_proxy"],
+            cwd=Path(__file__).resolve().parents[1],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._lock = threading.Lock()
+
+    def call(self, *command: Any) -> Any:
+        assert self._process.stdin is not None
+        assert self._process.stdout is not None
+        with self._lock:
+            self._process.stdin.write(json.dumps(command) + "\n")
+            self._process.stdin.flush()
+            line = self._process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"latency proxy: the proxy process exited ({self._process.poll()})")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise RuntimeError(f"latency proxy: {answer['error']}")
+        return answer["ok"]
+
+
+def _proxy_host() -> _ProxyHost:
+    global _host
+    with _host_lock:
+        if _host is None:
+            _host = _ProxyHost()
+        return _host
 
 
 class LatencyProxy:
@@ -35,13 +68,67 @@ class LatencyProxy:
 
     def __init__(self, target: tuple[str, int], latency_s: float) -> None:
         self.target = target
+        self._latency_s = latency_s
+        self._host = _proxy_host()
+        self.port: int = self._host.call("open", target, latency_s)
+
+    @property
+    def latency_s(self) -> float:
+        return self._latency_s
+
+    @latency_s.setter
+    def latency_s(self, value: float) -> None:
+        """From now on, every chunk waits ``value`` (a member getting slow)."""
+        self._host.call("latency", self.port, value)
+        self._latency_s = value
+
+    def close(self) -> None:
+        """Stop: refuse new connections and cut the open ones (a member gone away)."""
+        self._host.call("close", self.port)
+
+
+# -- the child process ---------------------------------------------------------------------
+
+
+async def _commands(commands: IO[str], answers: IO[str]) -> None:
+    loop = asyncio.get_running_loop()
+    proxies: dict[int, _Proxy] = {}
+    while line := await loop.run_in_executor(None, commands.readline):  # "" : caller gone
+        try:
+            answer = {"ok": await _run(json.loads(line), proxies)}
+        except Exception as exc:  # the caller raises it
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
+
+
+async def _run(command: list[Any], proxies: dict[int, _Proxy]) -> Any:
+    match command:
+        case ["open", [host, port], latency_s]:
+            proxy = _Proxy((host, port), latency_s)
+            await proxy.start()
+            proxies[proxy.port] = proxy
+            return proxy.port
+        case ["latency", port, latency_s]:
+            proxies[port].latency_s = latency_s
+        case ["close", port]:
+            proxies.pop(port).close()
+        case _:
+            raise ValueError(f"unknown command {command!r}")
+    return None
+
+
+class _Proxy:
+    def __init__(self, target: tuple[str, int], latency_s: float) -> None:
+        self.target = target
         self.latency_s = latency_s
-        self._loop = _proxy_loop()
-        self._server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._serve, "127.0.0.1", 0), self._loop
-        ).result()
-        self.port: int = self._server.sockets[0].getsockname()[1]
+        self.port = 0
+        self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
 
     async def _serve(
         self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter
@@ -105,11 +192,11 @@ class LatencyProxy:
                 sink.close()
 
     def close(self) -> None:
-        """Stop: refuse new connections and cut the open ones (a member gone away)."""
-
-        def cut() -> None:
+        if self._server is not None:
             self._server.close()
-            for writer in self._open:
-                writer.close()
+        for writer in self._open:
+            writer.close()
 
-        self._loop.call_soon_threadsafe(cut)
+
+if __name__ == "__main__":
+    asyncio.run(_commands(sys.stdin, sys.stdout))
