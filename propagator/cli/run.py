@@ -67,14 +67,13 @@ async def run_controller(settings: Settings, profile: Profile) -> None:
     metrics.leader.set_function(lambda: 1.0 if elector is None or elector.is_leader else 0.0)
 
     def not_ready() -> str | None:
-        """A standby is ready once it follows the Lease; the leader once it has listed."""
+        """A standby is ready once it follows the Lease; the leader once it has listed and
+        its render workers have started."""
         if elector is not None and not elector.is_leader:
             return None if elector.observing() else "the hub's Lease has not been read yet"
         if not manager.ready():
             return "the fleet manager's hub watches have not listed yet"
-        if not controller.ready():
-            return "the propagation controller's hub watches have not listed yet"
-        return None
+        return controller.not_ready()
 
     servers = []
     if settings.metrics_port:

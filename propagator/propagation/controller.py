@@ -187,6 +187,7 @@ class PropagationController:
         self._task_group: anyio.abc.TaskGroup | None = None
         self._workers_started = False
         self._workers_done = anyio.Event()
+        self._warm = False
 
     def _namespace_labels(self, namespace: str) -> Mapping[str, str]:
         labels: Mapping[str, str] = (self.namespaces.get(namespace) or {}).get("metadata", {}).get(
@@ -202,8 +203,15 @@ class PropagationController:
         info = self.store.current().clusters.get(cluster)
         return None if info is None else info.labels
 
-    def ready(self) -> bool:
-        return all(i.synced for i in (self.apps, self.quotas, self.namespaces))
+    def not_ready(self) -> str | None:
+        """Why the controller cannot reconcile at full speed yet, or None: its hub watches
+        have listed and its render workers have started (the first applications after a
+        start would otherwise wait a second or more for them)."""
+        if not all(i.synced for i in (self.apps, self.quotas, self.namespaces)):
+            return "the propagation controller's hub watches have not listed yet"
+        if not self._warm:
+            return "the render workers are starting"
+        return None
 
     # -- what the reconcile and the member syncs use --------------------------------------
 
@@ -443,6 +451,10 @@ class PropagationController:
         finally:
             self._workers_done.set()
 
+    async def _warm_up(self) -> None:
+        await warm_up()
+        self._warm = True
+
     async def drain(self, grace_s: float) -> None:
         """Take no new work; give reconciles in flight ``grace_s`` to finish (and write
         their status)."""
@@ -468,7 +480,7 @@ class PropagationController:
                 self._watch_selected_kinds()
                 self._replan_now(self._keys())
                 task_status.started()
-                tg.start_soon(warm_up)
+                tg.start_soon(self._warm_up)
                 tg.start_soon(self._workers)
                 tg.start_soon(self.enforcer.run, self.members.get)
                 tg.start_soon(self.tenant_status.run)
