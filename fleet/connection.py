@@ -29,7 +29,7 @@ import httpx
 from fleet.answerbody import BodyDecoder, LineSplitter, UnreadableAnswer
 from fleet.discovery import Discovery, ResourceInfo
 from fleet.http2 import Http2Transport, Origin
-from fleet.kubeconfig import Credentials, ExecConfig
+from fleet.kubeconfig import Credentials, ExecConfig, token_problem
 from fleet.redact import capped
 
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
@@ -175,6 +175,8 @@ def _run_exec(spec: ExecConfig, cluster: str) -> _ExecToken:
     if status.get("clientCertificateData") and status.get("clientKeyData"):
         client = (status["clientCertificateData"].encode(), status["clientKeyData"].encode())
     expires = status.get("expirationTimestamp")
+    if status.get("token") is not None and (problem := token_problem(status["token"])):
+        raise ApiError(cluster, f"{what} printed a token that cannot be used: it {problem}")
     return _ExecToken(
         token=status.get("token"),
         client=client,
@@ -244,7 +246,7 @@ class _ServiceAccountFiles(httpx.Auth):
             try:
                 token = Path(self._token_file).read_text().strip()
                 self._stamps[self._token_file] = self._mtime(self._token_file)
-                if token:
+                if token and token_problem(token) is None:  # else: keep the last good one
                     self._token = token
             except OSError:
                 pass  # mid-rotation: keep the last token, try again next time

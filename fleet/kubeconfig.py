@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,17 @@ import yaml
 from cryptography import x509
 
 from fleet.redact import capped
+
+_TOKEN = re.compile(r"[\x21-\x7e]+")
+"""What a bearer token may hold: visible ASCII (a header value, never split or folded)."""
+
+
+def token_problem(token: object) -> str | None:
+    """Why ``token`` cannot be sent as a bearer token, or None; never quotes it."""
+    if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+        return "must be a non-empty string of visible ASCII characters (no spaces or line breaks)"
+    return None
+
 
 ALLOW_EXEC_SETTING = "PROPAGATOR_ALLOW_EXEC_KUBECONFIGS"
 
@@ -187,6 +199,8 @@ def load_kubeconfig(
     if not token and user.get("tokenFile"):
         token = _read_file(user["tokenFile"], "tokenFile", "token", base_dir, source).decode()
         token = token.strip()
+    if token is not None and (problem := token_problem(token)):
+        raise KubeconfigError(f"{source}: user {user_name!r}: its token {problem}")
     if user.get("username") or user.get("password"):
         raise KubeconfigError(
             f"{source}: user {user_name!r} uses basic auth, which Kubernetes "

@@ -31,6 +31,7 @@ import h2.connection
 import h2.events
 import h2.exceptions
 import h2.settings
+import hpack
 
 from fleet.local.pki import CertificateAuthority
 
@@ -55,6 +56,8 @@ class H2Server:
         self.resets = 0
         self.went_away = False
         self.port = 0
+        self.authorizations: list[tuple[bytes, bool]] = []
+        """Each request's Authorization header and whether it came marked never-indexed."""
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
@@ -93,6 +96,11 @@ class H2Server:
                 for event in conn.receive_data(data):
                     sid = getattr(event, "stream_id", 0)
                     if isinstance(event, h2.events.RequestReceived):
+                        self.authorizations.extend(
+                            (h[1], isinstance(h, hpack.NeverIndexedHeaderTuple))
+                            for h in event.headers or []
+                            if h[0] == b"authorization"
+                        )
                         headers = dict(event.headers or [])
                         requests[sid] = _Request(headers[b":path"].decode())
                     elif isinstance(event, h2.events.DataReceived):

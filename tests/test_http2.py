@@ -234,6 +234,31 @@ def test_a_watch_is_decoded_as_it_arrives_and_an_endless_event_refused(tmp_path:
     _run(tmp_path, test, options=ConnectionOptions(max_event_bytes=1 << 20))
 
 
+def test_a_token_goes_out_whole_on_every_request_never_in_the_compression_table(
+    tmp_path: Path,
+) -> None:
+    token = "eyJhbGciOiJSUzI1NiJ9." + "a" * 900  # as long as a service account's
+    server = H2Server(tmp_path)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            await tg.start(server.serve)
+            creds = Credentials(
+                server=f"https://127.0.0.1:{server.port}", ca_data=server.ca_pem, token=token
+            )
+            conn = KubeConnection("m1", creds, ConnectionOptions())
+            try:
+                for _ in range(3):
+                    await conn.request("GET", "/ok")
+                await _events(conn, "/watch", 1)
+            finally:
+                await conn.close()
+                tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    assert server.authorizations == [(f"Bearer {token}".encode(), True)] * 4
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_watches_and_calls_racing_with_cancellations_all_finish(tmp_path: Path, seed: int) -> None:
     """Informer-like watches (some left by an error, some cancelled, slow readers) and

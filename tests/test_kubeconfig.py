@@ -89,6 +89,17 @@ def test_auth_provider_and_basic_auth_are_refused(ca: CertificateAuthority) -> N
         load_kubeconfig(_config(ca, user={"username": "a", "password": "b"}), source="t")
 
 
+@pytest.mark.parametrize("token", ["abc\ndef", "abc def", "tok\u00e9n", 12345])
+def test_a_token_a_header_cannot_carry_is_refused_without_quoting_it(
+    ca: CertificateAuthority, token: Any
+) -> None:
+    with pytest.raises(KubeconfigError, match="user 'u1': its token must be") as caught:
+        load_kubeconfig(_config(ca, user={"token": token}), source="t")
+    assert str(token) not in str(caught.value)
+    good = load_kubeconfig(_config(ca, user={"token": "eyJ.a-b_c~+/="}), source="t")
+    assert good.credentials.token == "eyJ.a-b_c~+/="
+
+
 def test_tls_verification_cannot_be_turned_off(ca: CertificateAuthority) -> None:
     insecure: dict[str, Any] = {"insecure-skip-tls-verify": True}
     with pytest.raises(KubeconfigError, match="insecure-skip-tls-verify"):

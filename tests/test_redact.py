@@ -103,6 +103,17 @@ def test_a_credential_plugin_failure_names_the_command_not_its_arguments(
     assert "env: []" in message  # the plugin did not inherit the controller's settings
 
 
+def test_a_credential_plugin_token_a_header_cannot_carry_is_refused_unquoted(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "plugin.py"
+    credential = {"kind": "ExecCredential", "status": {"token": TOKEN + "\nX-Injected: 1"}}
+    script.write_text(f"import json\nprint(json.dumps({credential!r}))\n")
+    with pytest.raises(ApiError, match="printed a token that cannot be used") as caught:
+        _run_exec(ExecConfig(command=sys.executable, args=(str(script),)), "m1")
+    assert TOKEN not in str(caught.value)
+
+
 def test_capped_says_how_much_was_cut() -> None:
     assert capped("a" * 10, 4) == "aaaa… (6 more characters)"
     assert capped("short") == "short"
