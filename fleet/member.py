@@ -41,6 +41,8 @@ class MemberMonitor:
     enablements: list[dict[str, Any]] = field(default_factory=list)
     informers: list[Informer] = field(default_factory=list)
     _probes: int = 0
+    _capacity: dict[str, Any] | None = None
+    """What :meth:`capacity` summed last; dropped when a node or pod changes."""
 
     @classmethod
     def from_kubeconfig(
@@ -73,6 +75,7 @@ class MemberMonitor:
         monitor.connection = conn
 
         def changed(_event: str, _old: Any, _new: Any) -> None:
+            monitor._capacity = None
             on_change()
 
         monitor.informers = [
@@ -112,11 +115,15 @@ class MemberMonitor:
         return result
 
     def capacity(self) -> dict[str, Any] | None:
-        """``nodes`` and ``resources`` from the watched nodes and pods, once both listed."""
+        """``nodes`` and ``resources`` from the watched nodes and pods, once both listed
+        (summed again only after a change: every status pass reads it for every member;
+        the same dict until then, not to be modified)."""
         if not self.informers or not all(i.synced for i in self.informers):
             return None
-        nodes, pods = self.informers
-        return summarize(nodes.snapshot(), pods.snapshot())
+        if self._capacity is None:
+            nodes, pods = self.informers
+            self._capacity = summarize(nodes.snapshot(), pods.snapshot())
+        return self._capacity
 
     async def stop(self) -> None:
         """Stop the watches and drop the connection."""

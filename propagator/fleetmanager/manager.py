@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import anyio
@@ -148,19 +148,21 @@ class FleetManager:
     # -- loops ----------------------------------------------------------------------------
 
     async def _probe_loop(self) -> None:
-        limiter = anyio.CapacityLimiter(self.settings.max_concurrency)
         while True:
             self._sync_monitors()
+            # max_concurrency probers share the round's members (not a task per member:
+            # at a thousand members, starting the tasks cost as much as the probes).
+            monitors = iter(list(self.monitors.values()))
             async with anyio.create_task_group() as tg:
-                for monitor in list(self.monitors.values()):
-                    tg.start_soon(self._probe, monitor, limiter)
+                for _ in range(min(self.settings.max_concurrency, len(self.monitors))):
+                    tg.start_soon(self._probe_each, monitors)
             self._poke()
             await anyio.sleep(self.settings.probe_interval_s)
 
-    async def _probe(self, monitor: MemberMonitor, limiter: anyio.CapacityLimiter) -> None:
-        async with limiter:
+    async def _probe_each(self, monitors: Iterator[MemberMonitor]) -> None:
+        for monitor in monitors:  # shared: each member is taken by one prober
             result = await monitor.probe(self.settings.probe_timeout_s)
-        self.metrics.member_probes.labels(monitor.name, "ok" if result.ok else "failed").inc()
+            self.metrics.member_probes.labels(monitor.name, "ok" if result.ok else "failed").inc()
 
     async def _status_loop(self) -> None:
         while True:
