@@ -1,8 +1,9 @@
 """The controller's cost per API call: sequential calls over one HTTP/2 connection.
 
 An HTTP/2 server over TLS (tests/h2server.py) runs in a child process; this process makes
-N sequential GETs (with a service account's bearer token) and reports its own CPU time per call (the server's is not counted) and
-the wall time per call (p50, p99), three ways, in the same run:
+N sequential GETs (with a service account's bearer token) and reports its own CPU time
+per call (the server's is not counted) and the wall time per call (p50, p99), three ways,
+in the same run:
 
 - ``direct``: ``KubeConnection.request`` as the controller calls it (straight through the
   HTTP/2 transport, without httpx's request and response objects), with six watches open
