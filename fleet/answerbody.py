@@ -56,12 +56,8 @@ class BodyDecoder:
             if self._gzip.eof:
                 return
 
-    def read(self, chunk: bytes) -> bytes:
-        """All of ``chunk`` decoded (within the limit)."""
-        return b"".join(self.decode(chunk))
-
     def _count(self, n: int) -> None:
-        if self._left is None or self._limit is None:
+        if self._left is None or self._limit is None:  # no limit
             return
         self._left -= n
         if self._left < 0:

@@ -51,22 +51,11 @@ _BROKEN = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceErr
 """What a TLS stream raises when the connection is gone (a send may say EndOfStream)."""
 
 
-_SECRET_HEADERS = frozenset({b"authorization", b"proxy-authorization"})
-
-
-def _never_indexed(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """``headers`` with credentials marked never to enter HTTP/2's compression table (as
-    h2's outbound normalization would, which is off here)."""
-    return [
-        hpack.NeverIndexedHeaderTuple(name, value) if name in _SECRET_HEADERS else (name, value)
-        for name, value in headers
-    ]
-
-
 class _PlainEncoder(hpack.Encoder):
-    """HPACK without Huffman coding: a bearer token is sent whole on every request (never
-    indexed), and Huffman-coding its ~1 KB in Python cost twice what the rest of a call
-    does; a few hundred bytes more on the wire are cheaper."""
+    """HPACK without Huffman coding. A bearer token is sent whole on every request (h2
+    marks it never to enter the compression table), and Huffman-coding its ~1 KB in Python
+    cost twice what all the rest of a call does; a few hundred bytes more on the wire are
+    cheaper."""
 
     def encode(self, headers: Any, huffman: bool = True) -> bytes:
         return super().encode(headers, huffman=False)
@@ -108,15 +97,7 @@ class Http2Connection:
     def __init__(self, sock: anyio.abc.ByteStream) -> None:
         self._sock = sock
         self._h2 = h2.connection.H2Connection(
-            # Our headers are valid as built (names lower case, paths escaped, tokens
-            # checked when loaded): h2's checks of every outbound character were two thirds
-            # of a call's CPU with a bearer token of ~1 KB. What members send is checked.
-            h2.config.H2Configuration(
-                client_side=True,
-                header_encoding=None,
-                validate_outbound_headers=False,
-                normalize_outbound_headers=False,
-            )
+            h2.config.H2Configuration(client_side=True, header_encoding=None)
         )
         self._h2.encoder = _PlainEncoder()
         self._streams: dict[int, Stream] = {}
@@ -208,7 +189,7 @@ class Http2Connection:
         self._streams[stream.id] = stream
         try:
             try:
-                self._h2.send_headers(stream.id, _never_indexed(headers), end_stream=not body)
+                self._h2.send_headers(stream.id, headers, end_stream=not body)
             except h2.exceptions.ProtocolError as exc:
                 raise httpx.LocalProtocolError(f"HTTP/2: {exc}") from exc
             await self._flush(write_s)
