@@ -112,8 +112,8 @@ async def _run(command: list[Any], proxies: dict[int, _Proxy]) -> Any:
         case ["latency", port, latency_s]:
             proxies[port].latency_s = latency_s
         case ["close", port]:
-            if (proxy := proxies.pop(port, None)) is not None:  # closing twice is fine
-                proxy.close()
+            if port in proxies:  # closing twice is fine
+                proxies.pop(port).close()
         case _:
             raise ValueError(f"unknown command {command!r}")
     return None
