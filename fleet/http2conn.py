@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import select
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -100,6 +101,7 @@ class Http2Connection:
             h2.config.H2Configuration(client_side=True, header_encoding=None)
         )
         self._h2.encoder = _PlainEncoder()
+        self._raw = sock.extra(anyio.abc.SocketAttribute.raw_socket, None)
         self._streams: dict[int, Stream] = {}
         self._reading = False  # a task is in _read (one at a time)
         self._waiting: set[Stream] = set()  # the others waiting, each until woken
@@ -184,6 +186,8 @@ class Http2Connection:
     ) -> Opened:
         """Send a request; its stream once the answer's status and headers arrived."""
         write_s, read_s = timeouts.get("write"), timeouts.get("read")
+        if not self._streams and not self._reading:
+            await self._read_what_came_while_idle()
         await self._wait_for_room(timeouts.get("pool"))
         stream = Stream(self._h2.get_next_available_stream_id())
         self._streams[stream.id] = stream
@@ -207,6 +211,21 @@ class Http2Connection:
         except BaseException:
             await self._close_stream(stream)
             raise
+
+    async def _read_what_came_while_idle(self) -> None:
+        """Nobody reads an idle connection: an API server's idle timeout may have closed
+        it meanwhile (GOAWAY, then the connection closes; Go's: 90 s). Read what arrived
+        before sending on it, so the request goes to a new connection instead of failing
+        on this one (a request with a body failed writing into the closed connection)."""
+        if self._raw is None or not select.select([self._raw], [], [], 0)[0]:
+            return
+        self._reading = True
+        try:
+            with anyio.move_on_after(PING_TIMEOUT_S):
+                await self._read()
+        finally:
+            self._reading = False
+            self._hand_over()
 
     async def _wait_for_room(self, timeout_s: float | None) -> None:
         """Until the server allows one more stream (its MAX_CONCURRENT_STREAMS); Refused

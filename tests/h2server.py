@@ -8,7 +8,8 @@ reset), ``/freeze`` (the connection stops answering anything, PINGs included), `
 (the connection closes), ``/goaway`` (the first time: GOAWAY, refusing it), ``/gzip`` (the
 request's path, compressed), ``/bomb?n=N`` (N zero bytes, compressed), ``/gzip-watch`` (a
 watch, compressed as it goes), ``/endless-event`` (a watch event that never ends),
-``/busy`` (429, Retry-After 7).
+``/bye`` (answered, then once idle the
+connection is closed, as an idle timeout does), ``/busy`` (429, Retry-After 7).
 Also a benchmark's server (bench/calls.py).
 """
 
@@ -17,7 +18,9 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import socket
 import ssl
+import struct
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -116,6 +119,8 @@ class H2Server:
                         elif requests[sid].path == "/drop":
                             frozen = gone = True  # no answer: the connection just closes
                             break
+                        elif requests[sid].path == "/bye":
+                            tg.start_soon(self._bye, link, tls, conn, sid)
                         elif requests[sid].path == "/goaway" and not self.went_away:
                             self.went_away = True  # refuses this stream: it was not processed
                             conn.close_connection(last_stream_id=sid - 2)
@@ -130,6 +135,23 @@ class H2Server:
                     await tls.aclose()
                     break
             tg.cancel_scope.cancel()
+
+    async def _bye(
+        self,
+        link: _Link,
+        tls: anyio.abc.ByteStream,
+        conn: h2.connection.H2Connection,
+        sid: int,
+    ) -> None:
+        """Answer, then, once the connection is idle, GOAWAY and close it (abruptly: the
+        worst case of an API server's idle timeout, Go's 90 s)."""
+        await link.answer(sid, 200, b"{}")
+        await anyio.sleep(0.2)
+        conn.close_connection(last_stream_id=sid)
+        await link.flush()
+        raw = tls.extra(anyio.abc.SocketAttribute.raw_socket)
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST
+        await anyio.aclose_forcefully(tls)
 
     async def _answer(self, link: _Link, sid: int, request: _Request) -> None:
         path, _, query = request.path.partition("?")

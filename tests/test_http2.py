@@ -196,6 +196,16 @@ def test_a_connection_the_server_drops_fails_its_requests_retryably_then_is_made
     assert _run(tmp_path, test).connections == 2
 
 
+def test_a_connection_the_server_closed_while_idle_is_not_used_again(tmp_path: Path) -> None:
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        assert await conn.request("GET", "/bye") == {}
+        await anyio.sleep(0.5)  # the server said GOAWAY and closed; nobody was reading
+        for _ in range(3):
+            assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
+
+    assert _run(tmp_path, test).connections == 2
+
+
 def test_a_call_sends_its_path_escaped_and_reads_gzip_and_retry_after(tmp_path: Path) -> None:
     async def test(conn: KubeConnection, server: H2Server) -> None:
         answer = await conn.request("GET", "/gzip", params={"labelSelector": "a in (b c)"})
