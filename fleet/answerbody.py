@@ -33,8 +33,8 @@ class BodyDecoder:
         if encoding not in ("", "identity", "gzip"):
             raise UnreadableAnswer(f"the answer's content-encoding {encoding!r} was not asked for")
         self._gzip = zlib.decompressobj(16 + zlib.MAX_WBITS) if encoding == "gzip" else None
-        self._left = limit
         self._limit = limit
+        self._left = limit if limit is not None else 0
 
     def decode(self, chunk: bytes) -> Iterator[bytes]:
         """The decoded bytes of ``chunk``, in pieces of at most :data:`PIECE` (raw chunks
@@ -57,7 +57,7 @@ class BodyDecoder:
                 return
 
     def _count(self, n: int) -> None:
-        if self._left is None or self._limit is None:  # no limit
+        if self._limit is None:
             return
         self._left -= n
         if self._left < 0:
