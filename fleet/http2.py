@@ -109,6 +109,16 @@ class Http2Transport(httpx.AsyncBaseTransport):
             lambda connection: connection.exchange(request_headers, body, timeouts, limit),
         )
 
+    async def ping(self, timeout_s: float) -> bool:
+        """PING the server over the connection already open to it (see
+        :meth:`Http2Connection.ping`); False, sending nothing, when none is (no call made
+        yet, the last one failed, or the server answers HTTP/1.1)."""
+        for connection in self._connections:
+            if connection.usable:
+                await connection.ping(timeout_s)
+                return True
+        return False
+
     async def _send(
         self,
         connect: tuple[str, int, str, float | None],

@@ -331,18 +331,24 @@ class Http2Connection:
 
     async def _check_alive(self) -> None:
         """PING the server; the connection fails unless something arrives in time."""
+        with contextlib.suppress(httpx.TransportError):
+            await self.ping(PING_TIMEOUT_S)
+
+    async def ping(self, timeout_s: float) -> None:
+        """PING the server: returns once anything arrives after it (the answer, or frames
+        sent before it); else the connection fails (its streams with it) and this raises
+        httpx.ReadTimeout after ``timeout_s`` (another TransportError if it broke)."""
         sent = time.monotonic()
-        try:
-            self._h2.ping(os.urandom(8))
-            await self._flush(PING_TIMEOUT_S)
-            with anyio.move_on_after(PING_TIMEOUT_S):
-                ping = Stream(0)
-                ping.waits_for_connection = True
-                await self._pump(ping, lambda: self.received_at > sent)
-        except httpx.TransportError:
-            return
+        self._raise_if_broken()
+        self._h2.ping(os.urandom(8))
+        await self._flush(timeout_s)
+        with anyio.move_on_after(timeout_s):
+            ping = Stream(0)
+            ping.waits_for_connection = True
+            await self._pump(ping, lambda: self.received_at > sent)
         if self.received_at <= sent:
-            await self._fail(httpx.ReadTimeout(f"no answer to a PING within {PING_TIMEOUT_S} s"))
+            await self._fail(httpx.ReadTimeout(f"no answer to a PING within {timeout_s:g} s"))
+            self._raise_if_broken()
 
     def _raise_if_broken(self) -> None:
         if self._error is not None:

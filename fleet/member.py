@@ -41,6 +41,8 @@ class MemberMonitor:
     enablements: list[dict[str, Any]] = field(default_factory=list)
     informers: list[Informer] = field(default_factory=list)
     _probes: int = 0
+    _readyz_at: float | None = None
+    """When ``/readyz`` last passed (time.monotonic())."""
     _capacity: dict[str, Any] | None = None
     """What :meth:`capacity` summed last; dropped when a node or pod changes."""
 
@@ -92,12 +94,19 @@ class MemberMonitor:
         return monitor
 
     async def probe(self, timeout_s: float, now: float | None = None) -> ProbeResult:
-        """Probe ``/readyz`` and fold the result into ``health``."""
+        """Probe the member — ``/readyz``, or a PING when its health allows
+        (:meth:`Health.may_ping`) — and fold the result into ``health``."""
+        started = time.monotonic() if now is None else now
         if self.connection is None:
             result = ProbeResult(False, self.config_error)
         else:
             try:
-                await self.connection.readyz(timeout_s)
+                if not (
+                    self.health.may_ping(self._readyz_at, started, self.policy)
+                    and await self.connection.ping(timeout_s)
+                ):
+                    await self.connection.readyz(timeout_s)
+                    self._readyz_at = started
                 if self.version is None or self._probes % _DISCOVERY_EVERY == 0:
                     version = str((await self.connection.version()).get("gitVersion"))
                     await self.connection.discovery.refresh()

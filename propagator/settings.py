@@ -64,7 +64,12 @@ class Settings(BaseSettings):
     member_read_timeout_s: float = Field(30.0, gt=0, le=600)
     """Seconds to wait for a member API server's answer."""
     probe_interval_s: float = Field(10.0, ge=0.5, le=600)
-    """Seconds between two /readyz probes of a member."""
+    """Seconds between two probes of a member (/readyz, or an HTTP/2 PING: see
+    probe_readyz_interval_s)."""
+    probe_readyz_interval_s: float = Field(30.0, ge=0, le=3600)
+    """Seconds between two /readyz calls to a Ready member; the probes between are
+    HTTP/2 PINGs on its connection, and any failed probe brings /readyz back on every
+    probe until the member is Ready again (0: /readyz on every probe)."""
     probe_timeout_s: float = Field(5.0, gt=0, le=60)
     """Seconds a member has to answer a probe."""
     probe_failure_threshold: int = Field(3, ge=1, le=100)

@@ -57,6 +57,7 @@ class H2Server:
         self.max_streams = max_streams
         self.connections = 0
         self.resets = 0
+        self.pings = 0
         self.went_away = False
         self.port = 0
         self.authorizations: list[tuple[bytes, bool]] = []
@@ -109,6 +110,8 @@ class H2Server:
                     elif isinstance(event, h2.events.DataReceived):
                         requests[sid].body += event.data or b""
                         conn.acknowledge_received_data(event.flow_controlled_length or 0, sid)
+                    elif isinstance(event, h2.events.PingReceived):
+                        self.pings += 1  # (h2 answers it)
                     elif isinstance(event, h2.events.StreamReset):
                         self.resets += 1
                         if sid in requests:

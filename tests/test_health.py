@@ -46,3 +46,22 @@ def test_taints_not_ready_then_unreachable_after_grace() -> None:
 def test_a_member_never_reached_is_not_ready_after_the_threshold() -> None:
     assert _run(Health(), [False]).ready is None
     assert _run(Health(), [False, False, False]).ready is False
+
+
+def test_a_ping_stands_in_for_readyz_only_for_a_ready_member_with_a_recent_readyz() -> None:
+    policy = HealthPolicy(failure_threshold=3, success_threshold=2, readyz_interval_s=30)
+    ready = Health().observe(True, 0, policy)
+    assert ready.may_ping(readyz_at=0, now=10, policy=policy)
+    assert not ready.may_ping(readyz_at=0, now=30, policy=policy)  # /readyz is due
+    assert not ready.may_ping(readyz_at=None, now=10, policy=policy)  # never passed
+    assert not Health().may_ping(readyz_at=0, now=10, policy=policy)  # never probed
+    # One failed probe, the member still Ready: /readyz until a probe passes again.
+    failing = ready.observe(False, 10, policy, "timeout")
+    assert failing.ready is True
+    assert not failing.may_ping(readyz_at=0, now=20, policy=policy)
+    # NotReady, then one good probe of the two it needs: still /readyz.
+    down = failing.observe(False, 20, policy).observe(False, 30, policy).observe(True, 40, policy)
+    assert down.ready is False
+    assert not down.may_ping(readyz_at=40, now=50, policy=policy)
+    every_probe = HealthPolicy(readyz_interval_s=0)
+    assert not ready.may_ping(readyz_at=0, now=0, policy=every_probe)

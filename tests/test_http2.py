@@ -116,6 +116,48 @@ def test_a_server_that_stops_answering_gets_a_new_connection(
     assert _run(tmp_path, test).connections == 2
 
 
+def test_a_ping_is_answered_on_the_open_connection_without_a_request(tmp_path: Path) -> None:
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        assert await conn.ping(5) is False  # no connection yet: nothing to ping, nothing sent
+        assert server.pings == 0
+        await conn.request("GET", "/ok")
+        answered = conn.answered_at
+        for _ in range(3):
+            assert await conn.ping(5) is True
+        assert server.pings == 3
+        assert len(server.authorizations) == 1  # the one call: a PING is no request
+        assert conn.answered_at is not None
+        assert answered is not None
+        assert conn.answered_at > answered
+
+    assert _run(tmp_path, test).connections == 1
+
+
+def test_an_unanswered_ping_fails_the_connection_and_the_next_call_gets_a_new_one(
+    tmp_path: Path,
+) -> None:
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        await conn.request("GET", "/ok")
+        failed: list[ApiError] = []
+
+        async def frozen_call() -> None:
+            with pytest.raises(ApiError) as caught:
+                await conn.request("GET", "/freeze", timeout_s=30)
+            failed.append(caught.value)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(frozen_call)
+            await anyio.sleep(0.2)  # the server has stopped reading
+            with pytest.raises(ApiError, match="HTTP/2 PING: timeout") as caught:
+                await conn.ping(0.3)
+            assert caught.value.retryable
+        assert failed  # the call on the dead connection failed with it, long before 30 s
+        assert await conn.request("GET", "/ok", timeout_s=5) == {"kind": "Status", "n": 1}
+        assert await conn.ping(5) is True  # on the new connection
+
+    assert _run(tmp_path, test).connections == 2
+
+
 def test_bodies_larger_than_the_windows_go_both_ways(tmp_path: Path) -> None:
     big = {"data": {"blob": "y" * (3 << 20)}}  # 3 MiB: past the server's 64 KiB window
 

@@ -1,12 +1,15 @@
 """A member's monitor: its capacity summed from its watched nodes and pods, again only
-after one of them changed."""
+after one of them changed; its probes, a PING between two /readyz while it is Ready."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+import anyio
 
 from fleet.capacity import slim_node, slim_pod
-from fleet.connection import ConnectionOptions
+from fleet.connection import ApiError, ConnectionOptions, KubeConnection
 from fleet.health import HealthPolicy
 from fleet.member import MemberMonitor
 
@@ -73,3 +76,96 @@ def test_capacity_is_summed_again_only_after_a_node_or_pod_changed() -> None:
     nodes.handler("ADDED", None, nodes.cache["n2"])
     assert monitor.capacity()["resources"]["available"]["cpu"] == "4500m"  # type: ignore[index]
     assert pokes == [True, True]  # each change woke the status pass too
+
+
+class _Discovery:
+    async def refresh(self) -> None:
+        pass
+
+    async def enablements(self) -> list[dict[str, Any]]:
+        return []
+
+
+class _Connection:
+    """What a probe calls, recorded; ``ping_fails`` / ``readyz_fails`` make them fail."""
+
+    def __init__(self, http2: bool = True) -> None:
+        self.http2 = http2
+        self.calls: list[str] = []
+        self.ping_fails = False
+        self.readyz_fails = False
+        self.discovery = _Discovery()
+
+    async def ping(self, timeout_s: float) -> bool:
+        if not self.http2:
+            return False
+        self.calls.append("ping")
+        if self.ping_fails:
+            raise ApiError("m", "HTTP/2 PING: timeout: https://m", retryable=True)
+        return True
+
+    async def readyz(self, timeout_s: float) -> None:
+        self.calls.append("readyz")
+        if self.readyz_fails:
+            raise ApiError("m", "GET /readyz: 500: [-]etcd failed\nmore", status=500)
+
+    async def version(self) -> dict[str, Any]:
+        return {"gitVersion": "v1.37.2"}
+
+
+def _probed(conn: _Connection, policy: HealthPolicy) -> Callable[[float], Awaitable[str]]:
+    monitor = MemberMonitor("m", "1", policy, connection=cast(KubeConnection, conn))
+
+    async def probe(now: float) -> str:
+        before = len(conn.calls)
+        result = await monitor.probe(5, now=now)
+        assert result.ok == (monitor.health.failures == 0)
+        return "+".join(conn.calls[before:]) + ("" if result.ok else " failed")
+
+    return probe
+
+
+def test_a_ready_member_is_pinged_between_readyz_probes_and_readyz_after_any_failure() -> None:
+    conn = _Connection()
+    probe = _probed(conn, HealthPolicy(failure_threshold=2, readyz_interval_s=30))
+
+    async def run() -> list[str]:
+        seen = [await probe(t) for t in (0, 10, 20, 30, 40)]
+        conn.ping_fails = True
+        seen.append(await probe(50))
+        conn.ping_fails = False
+        seen += [await probe(t) for t in (60, 70)]
+        conn.readyz_fails = True  # /readyz fails (etcd down), pings would pass
+        seen += [await probe(t) for t in (100, 110, 120)]
+        conn.readyz_fails = False
+        seen += [await probe(t) for t in (130, 140, 150)]
+        return seen
+
+    assert anyio.run(run) == [
+        "readyz",
+        "ping",
+        "ping",
+        "readyz",  # 30 s since the last /readyz
+        "ping",
+        "ping failed",  # counts as a failed probe...
+        "readyz",  # ...so the next one is /readyz
+        "ping",
+        "readyz failed",  # (40 s since the last /readyz)
+        "readyz failed",  # NotReady: never a PING until Ready again
+        "readyz failed",
+        "readyz",
+        "readyz",  # the second good probe: Ready again
+        "ping",
+    ]
+
+
+def test_a_member_without_http2_or_with_readyz_every_probe_gets_readyz() -> None:
+    for conn, policy in (
+        (_Connection(http2=False), HealthPolicy()),
+        (_Connection(), HealthPolicy(readyz_interval_s=0)),
+    ):
+
+        async def run(probe: Callable[[float], Awaitable[str]]) -> list[str]:
+            return [await probe(t) for t in (0, 10, 20)]
+
+        assert anyio.run(run, _probed(conn, policy)) == ["readyz"] * 3

@@ -60,6 +60,7 @@ class FleetManager:
             failure_threshold=settings.probe_failure_threshold,
             success_threshold=settings.probe_success_threshold,
             unreachable_after_s=settings.unreachable_after_s,
+            readyz_interval_s=settings.probe_readyz_interval_s,
         )
         self.monitors: dict[str, MemberMonitor] = {}
         self.on_monitors: Callable[[Mapping[str, MemberMonitor]], None] | None = None
