@@ -24,7 +24,12 @@ def slim_node(node: dict[str, Any]) -> dict[str, Any]:
         "spec": {"unschedulable": (node.get("spec") or {}).get("unschedulable", False)},
         "status": {
             "allocatable": status.get("allocatable") or {},
-            "conditions": [c for c in status.get("conditions") or [] if c.get("type") == "Ready"],
+            # Without its heartbeat times: a heartbeat alone changes nothing summed here.
+            "conditions": [
+                {"type": "Ready", "status": c.get("status")}
+                for c in status.get("conditions") or []
+                if c.get("type") == "Ready"
+            ],
         },
     }
 
@@ -113,3 +118,13 @@ def _summarize(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]]) 
             "available": fmt(available),
         },
     }
+
+
+def same_but_version(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """True when two slim forms of an object differ at most in resourceVersion: the
+    change was to something not summed here (a heartbeat, a container's status)."""
+    return _unversioned(old) == _unversioned(new)
+
+
+def _unversioned(slim: dict[str, Any]) -> dict[str, Any]:
+    return {**slim, "metadata": {**slim.get("metadata", {}), "resourceVersion": None}}

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleet.capacity import slim_node, slim_pod, summarize
+from fleet.capacity import same_but_version, slim_node, slim_pod, summarize
 from fleet.connection import ApiError, ConnectionOptions, KubeConnection, tls_problem
 from fleet.health import Health, HealthPolicy
 from fleet.informer import Informer
@@ -76,7 +76,9 @@ class MemberMonitor:
         conn = KubeConnection(name, loaded.credentials, options)
         monitor.connection = conn
 
-        def changed(_event: str, _old: Any, _new: Any) -> None:
+        def changed(_event: str, old: Any, new: Any) -> None:
+            if old is not None and new is not None and same_but_version(old, new):
+                return  # (a node's heartbeat, a pod's container status: nothing to sum)
             monitor._capacity = None
             on_change()
 

@@ -169,3 +169,39 @@ def test_a_member_without_http2_or_with_readyz_every_probe_gets_readyz() -> None
             return [await probe(t) for t in (0, 10, 20)]
 
         assert anyio.run(run, _probed(conn, policy)) == ["readyz"] * 3
+
+
+def test_a_heartbeat_alone_neither_sums_capacity_again_nor_wakes_the_status_pass() -> None:
+    pokes: list[bool] = []
+    monitor = MemberMonitor.from_kubeconfig(
+        "m",
+        KUBECONFIG,
+        "1",
+        options=ConnectionOptions(),
+        policy=HealthPolicy(),
+        allow_exec=False,
+        on_change=lambda: pokes.append(True),
+    )
+    nodes, pods = monitor.informers
+
+    def node(version: str, heartbeat: str, ready: str) -> dict[str, Any]:
+        condition = {"type": "Ready", "status": ready, "lastHeartbeatTime": heartbeat}
+        return slim_node(
+            {
+                "metadata": {"name": "n1", "resourceVersion": version},
+                "status": {"allocatable": {"cpu": "4"}, "conditions": [condition]},
+            }
+        )
+
+    nodes.cache["n1"] = before = node("1", "10:00", "True")
+    nodes.mark_synced()
+    pods.mark_synced()
+    first = monitor.capacity()
+    nodes.cache["n1"] = beat = node("2", "10:01", "True")
+    nodes.handler("MODIFIED", before, beat)
+    assert monitor.capacity() is first
+    assert pokes == []
+    nodes.cache["n1"] = down = node("3", "10:02", "False")
+    nodes.handler("MODIFIED", beat, down)
+    assert pokes == [True]
+    assert monitor.capacity()["nodes"] == {"total": 1, "ready": 0}  # type: ignore[index]

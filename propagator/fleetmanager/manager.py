@@ -92,6 +92,8 @@ class FleetManager:
     # -- member connections ---------------------------------------------------------------
 
     def _kubeconfig_of(self, member: dict[str, Any]) -> tuple[str | None, str]:
+        """The member's kubeconfig as its Secret holds it (base64: every pass asks, and
+        only a changed version is decoded) and the version of that Secret."""
         ref = (member.get("spec") or {}).get("secretRef") or {}
         if ref.get("namespace") != self.settings.namespace:
             return None, f"outside:{ref.get('namespace')}"
@@ -99,10 +101,7 @@ class FleetManager:
         if secret is None:
             return None, "missing"
         data = (secret.get("data") or {}).get(ref.get("key", "kubeconfig"))
-        version = str(secret["metadata"].get("resourceVersion"))
-        if data is None:
-            return None, version
-        return base64.b64decode(data).decode(errors="replace"), version
+        return data, str(secret["metadata"].get("resourceVersion"))
 
     def _sync_monitors(self) -> None:
         """Create, rebuild (Secret changed) or drop monitors to match the MemberClusters."""
@@ -115,13 +114,16 @@ class FleetManager:
                 self.metrics.forget_cluster(name)
                 changed = True
         for name, member in wanted.items():
-            kubeconfig, version = self._kubeconfig_of(member)
+            encoded, version = self._kubeconfig_of(member)
             current = self.monitors.get(name)
             if current is not None and current.secret_version == version:
                 continue
             changed = True
             if current is not None:
                 self._task_group.start_soon(current.stop)
+            kubeconfig = (
+                None if encoded is None else base64.b64decode(encoded).decode(errors="replace")
+            )
             monitor = MemberMonitor.from_kubeconfig(
                 name,
                 kubeconfig,
