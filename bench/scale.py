@@ -15,7 +15,8 @@ runs as a child process. For each N it prints:
   objects for all): from creating them to all Applied, and its ratio to the ideal, the
   larger of the latency limit, ceil(N / concurrency) x 3 x latency, and the servers'
   limit, the time a bare loop takes to send the same writes straight to the members at
-  the same concurrency, measured in the same run.
+  the same concurrency, measured in the same run (before the controller starts, its
+  namespaces deleted again).
 
     python -m bench.scale [--quick] [--json] [--clusters 100,300,1000] [--latency-ms MS]
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import base64
 import concurrent.futures
+import functools
 import math
 import re
 import resource
@@ -41,6 +43,7 @@ from bench.latency_proxy import LatencyProxy
 from bench.propagation import Controller, _condition, _setup_crds, _wait
 from bench.report import arguments, emit, percentile
 from fleet import local
+from fleet.connection import KubeConnection
 from fleet.local import cluster as local_cluster
 from tests.e2e.manifests import GROUP, PLURAL, VERSION, application, config_map
 from tests.e2e.tools import remote_ports
@@ -242,6 +245,50 @@ def _slow_member(hub: Any, proxies: list[LatencyProxy], count: int) -> dict[str,
     }
 
 
+def _bare_namespaces_gone(member: Any) -> bool:
+    with local_cluster.api_client(member) as api:
+        listing: Any = k8s.CoreV1Api(api).list_namespace()
+    return not any(n.metadata.name.startswith("bare-") for n in listing.items)
+
+
+def _servers_limit(state: local.FleetState, count: int) -> float:
+    """Seconds the bare loop takes to write every far cluster's namespace and objects
+    straight to the members. Measured before the controller starts, its namespaces then
+    deleted and waited for: beside a running controller at 1,000 far clusters, the
+    members' API servers (each namespace event going to every far cluster's cache on a
+    shared server) starved the hub's own until the controller lost its Lease."""
+
+    async def measure() -> float:
+        direct, _ = _connections(state, count, None)
+        try:
+            for conn in direct.values():
+                await conn.discovery.kinds()
+            took = await _bare_loop(direct, CONCURRENCY, "bare")
+            limiter = anyio.CapacityLimiter(CONCURRENCY)
+
+            async def delete(cluster: str, conn: KubeConnection) -> None:
+                async with limiter:
+                    await conn.delete("v1", "Namespace", f"bare-bare-{cluster}")
+
+            async with anyio.create_task_group() as tg:
+                for cluster, conn in direct.items():
+                    tg.start_soon(delete, cluster, conn)
+            return took
+        finally:
+            for conn in direct.values():
+                await conn.close()
+
+    took = anyio.run(measure)
+    for member in state.members:
+        _wait(
+            functools.partial(_bare_namespaces_gone, member),
+            f"the bare loop's namespaces gone from {member.name}",
+            limit_s=1800,
+            every_s=2,
+        )
+    return took
+
+
 def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
     state = anyio.run(
         local.up,
@@ -282,6 +329,7 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
                 "PROPAGATOR_PLATFORM_NAMESPACES": f"{NAMESPACE},scale,latency",
             }
         )
+        servers_s = _servers_limit(state, count)
         started = time.perf_counter()
         controller.start()
         _wait(
@@ -293,14 +341,6 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         ready_s = time.perf_counter() - started
         rest = _at_rest(controller)
         applied_s = _applications(hub, count)
-
-        async def servers() -> float:
-            direct, _ = _connections(state, count, None)
-            for conn in direct.values():
-                await conn.discovery.kinds()
-            return await _bare_loop(direct, CONCURRENCY, "bare")
-
-        servers_s = anyio.run(servers)
         slow = _slow_member(hub, proxies, count) if count == SLOW_MEMBER_AT else {}
         outage_s = _outage(hub, proxies[0], "far-0000")
     finally:

@@ -24,6 +24,9 @@ from fleet.http2conn import Answer, Http2Connection, Opened, Refused, ResponseBo
 
 T = TypeVar("T")
 
+Streamed = tuple[int, dict[bytes, bytes], ResponseBody]
+"""An answer read as it arrives: its status, headers and body."""
+
 MAX_CONNECTIONS = 4
 """Connections to one server at most, however few streams it allows on each."""
 
@@ -96,18 +99,33 @@ class Http2Transport(httpx.AsyncBaseTransport):
         ``limit`` bytes of it (:class:`fleet.answerbody.UnreadableAnswer` past that)."""
         if self._http1:
             return None
-        connect = (origin.host, origin.port, origin.sni, timeouts.get("connect"))
-        request_headers = [
-            (b":method", method.encode()),
-            (b":authority", origin.authority),
-            (b":scheme", b"https"),
-            (b":path", origin.prefix + quote(target, safe=_PATH_SAFE).encode()),
-            *headers,
-        ]
+        request_headers = _request_headers(origin, method, target, headers)
         return await self._send(
-            connect,
+            _connect_to(origin, timeouts),
             lambda connection: connection.exchange(request_headers, body, timeouts, limit),
         )
+
+    async def open(
+        self,
+        origin: Origin,
+        target: str,
+        headers: list[tuple[bytes, bytes]],
+        timeouts: dict[str, float | None],
+    ) -> Streamed | None:
+        """A GET of ``target`` straight over HTTP/2 (as :meth:`exchange`) whose answer is
+        read as it arrives (a watch): its status, headers and body, which the caller
+        closes (that resets the stream if the server still sends); None when the server
+        is not reached over HTTP/2."""
+        if self._http1:
+            return None
+        request_headers = _request_headers(origin, "GET", target, headers)
+
+        async def send(connection: Http2Connection) -> Streamed:
+            stream, status, answer_headers = await connection.open(request_headers, b"", timeouts)
+            body = ResponseBody(connection, stream, timeouts.get("read"))
+            return status, dict(answer_headers), body
+
+        return await self._send(_connect_to(origin, timeouts), send)
 
     async def ping(self, timeout_s: float) -> bool:
         """PING the server over the connection already open to it (see
@@ -213,6 +231,24 @@ class Origin:
             url.netloc,
             url.raw_path.rstrip(b"/"),
         )
+
+
+def _connect_to(
+    origin: Origin, timeouts: dict[str, float | None]
+) -> tuple[str, int, str, float | None]:
+    return (origin.host, origin.port, origin.sni, timeouts.get("connect"))
+
+
+def _request_headers(
+    origin: Origin, method: str, target: str, headers: list[tuple[bytes, bytes]]
+) -> list[tuple[bytes, bytes]]:
+    return [
+        (b":method", method.encode()),
+        (b":authority", origin.authority),
+        (b":scheme", b"https"),
+        (b":path", origin.prefix + quote(target, safe=_PATH_SAFE).encode()),
+        *headers,
+    ]
 
 
 def _headers(request: httpx.Request) -> list[tuple[bytes, bytes]]:

@@ -286,6 +286,20 @@ def test_a_watch_is_decoded_as_it_arrives_and_an_endless_event_refused(tmp_path:
     _run(tmp_path, test, options=ConnectionOptions(max_event_bytes=1 << 20))
 
 
+def test_a_refused_watch_says_why_and_closed_watches_free_their_streams(tmp_path: Path) -> None:
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        with pytest.raises(ApiError, match="WATCH /busy: 429 TooManyRequests") as caught:
+            await _events(conn, "/busy", 1)
+        assert caught.value.retryable
+        assert caught.value.retry_after_s == 7
+        # More watches started and left than the server allows streams at once: each
+        # closed watch's stream was reset and freed, on the one connection.
+        for _ in range(12):
+            assert len(await _events(conn, "/watch", 2)) == 2
+
+    assert _run(tmp_path, test, max_streams=4).connections == 1
+
+
 def test_a_token_goes_out_whole_on_every_request_never_in_the_compression_table(
     tmp_path: Path,
 ) -> None:
