@@ -5,8 +5,9 @@ again only after ``success_threshold`` consecutive good ones (one is enough for 
 never seen before). NotReady for ``unreachable_after_s`` adds the unreachable taint.
 
 A probe is a ``/readyz`` call, or, for a Ready member whose last probe passed and whose
-last ``/readyz`` passed less than ``readyz_interval_s`` ago, an HTTP/2 PING on its connection
-(:meth:`Health.may_ping`): at rest, most probes of a large fleet cost a quarter of a call.
+last ``/readyz`` passed less than ``readyz_interval_s`` ago (:meth:`Health.may_ping`),
+anything its API server sent since the last probe, or else an HTTP/2 PING on its
+connection: at rest, most probes of a large fleet cost nothing or a quarter of a call.
 """
 
 from __future__ import annotations

@@ -96,17 +96,15 @@ class MemberMonitor:
         return monitor
 
     async def probe(self, timeout_s: float, now: float | None = None) -> ProbeResult:
-        """Probe the member — ``/readyz``, or a PING when its health allows
-        (:meth:`Health.may_ping`) — and fold the result into ``health``."""
+        """Probe the member — ``/readyz``, or, when its health allows, what arrived from
+        it since the last probe or a PING (:meth:`_answering`) — and fold the result
+        into ``health``."""
         started = time.monotonic() if now is None else now
         if self.connection is None:
             result = ProbeResult(False, self.config_error)
         else:
             try:
-                if not (
-                    self.health.may_ping(self._readyz_at, started, self.policy)
-                    and await self.connection.ping(timeout_s)
-                ):
+                if not await self._answering(self.connection, timeout_s, started):
                     await self.connection.readyz(timeout_s)
                     self._readyz_at = started
                 if self.version is None or self._probes % _DISCOVERY_EVERY == 0:
@@ -124,6 +122,18 @@ class MemberMonitor:
         now = time.monotonic() if now is None else now
         self.health = self.health.observe(result.ok, now, self.policy, result.error)
         return result
+
+    async def _answering(self, conn: KubeConnection, timeout_s: float, now: float) -> bool:
+        """True when this probe passes without ``/readyz``: the member's health allows it
+        (:meth:`Health.may_ping`) and its API server sent something since the last probe
+        (a watch event, a bookmark, an answer: nothing to send then, as client-go's
+        HTTP/2 health check) or answers a PING now."""
+        if not self.health.may_ping(self._readyz_at, now, self.policy):
+            return False
+        last = self.health.last_probe_at
+        if conn.answered_at is not None and last is not None and conn.answered_at > last:
+            return True
+        return await conn.ping(timeout_s)
 
     def capacity(self) -> dict[str, Any] | None:
         """``nodes`` and ``resources`` from the watched nodes and pods, once both listed

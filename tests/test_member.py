@@ -95,6 +95,7 @@ class _Connection:
         self.ping_fails = False
         self.readyz_fails = False
         self.discovery = _Discovery()
+        self.answered_at: float | None = None
 
     async def ping(self, timeout_s: float) -> bool:
         if not self.http2:
@@ -120,7 +121,8 @@ def _probed(conn: _Connection, policy: HealthPolicy) -> Callable[[float], Awaita
         before = len(conn.calls)
         result = await monitor.probe(5, now=now)
         assert result.ok == (monitor.health.failures == 0)
-        return "+".join(conn.calls[before:]) + ("" if result.ok else " failed")
+        sent = "+".join(conn.calls[before:]) or "nothing sent"
+        return sent + ("" if result.ok else " failed")
 
     return probe
 
@@ -205,3 +207,19 @@ def test_a_heartbeat_alone_neither_sums_capacity_again_nor_wakes_the_status_pass
     nodes.handler("MODIFIED", beat, down)
     assert pokes == [True]
     assert monitor.capacity()["nodes"] == {"total": 1, "ready": 0}  # type: ignore[index]
+
+
+def test_what_arrived_since_the_last_probe_stands_in_for_a_ping_not_for_a_due_readyz() -> None:
+    conn = _Connection()
+    probe = _probed(conn, HealthPolicy(readyz_interval_s=30))
+
+    async def run() -> list[str]:
+        seen = [await probe(0)]
+        conn.answered_at = 5  # a watch event or a bookmark, after the probe at 0
+        seen.append(await probe(10))
+        seen.append(await probe(20))  # nothing since the probe at 10
+        conn.answered_at = 25
+        seen.append(await probe(30))
+        return seen
+
+    assert anyio.run(run) == ["readyz", "nothing sent", "ping", "readyz"]
