@@ -186,6 +186,8 @@ def _run_exec(spec: ExecConfig, cluster: str) -> _ExecToken:
 
 
 _ERROR_BODY_LIMIT = 300
+_READ_HEADERS = (b"retry-after", b"etag")
+"""The answer headers a call reads (names as HTTP/2 sends them)."""
 """Characters of a non-JSON error body kept in a message (member answers are capped)."""
 
 
@@ -442,6 +444,33 @@ class KubeConnection:
             headers["Content-Type"] = content_type
         if accept:
             headers["Accept"] = accept
+        _, _, data = await self._call(method, path, params, headers, content, timeout_s)
+        return json.loads(data) if decode and data else {}
+
+    async def get_if_changed(
+        self, path: str, accept: str, etag: str | None
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        """GET ``path`` unless it still has ``etag`` (If-None-Match): its decoded body
+        (None when unchanged: the server answered 304 without one) and its ETag."""
+        headers = {"Accept": accept}
+        if etag:
+            headers["If-None-Match"] = etag
+        status, found, data = await self._call("GET", path, None, headers, None, None)
+        if status == 304:
+            return None, etag
+        return (json.loads(data) if data else {}), found.get("etag")
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, Any] | None,
+        headers: dict[str, str],
+        content: bytes | None,
+        timeout_s: float | None,
+    ) -> tuple[int, dict[str, str], bytes]:
+        """One call: its status (raises :class:`ApiError` from 400 on), its Retry-After
+        and ETag headers (names in lower case) and its body, decoded."""
         what = f"{method} {path}"
         client = await self._http()
         direct, origin = self._direct, self._origin
@@ -459,7 +488,11 @@ class KubeConnection:
                 )
             if answer is not None:
                 status, data = answer.status, answer.content
-                retry_after = answer.headers.get(b"retry-after", b"").decode(errors="replace")
+                found = {
+                    name.decode(): answer.headers[name].decode(errors="replace")
+                    for name in _READ_HEADERS
+                    if name in answer.headers
+                }
             else:
                 async with client.stream(
                     method,
@@ -474,15 +507,19 @@ class KubeConnection:
                     status = resp.status_code
                     encoding = resp.headers.get("Content-Encoding", "")
                     data = await self._read_whole(encoding, resp.aiter_raw())
-                    retry_after = resp.headers.get("Retry-After")
+                    found = {
+                        name.decode(): resp.headers[name.decode()]
+                        for name in _READ_HEADERS
+                        if name.decode() in resp.headers
+                    }
         except httpx.TransportError as exc:
             raise self._transport_error(exc, what) from exc
         except UnreadableAnswer as exc:
             raise ApiError(self.name, f"{what}: {exc}") from None
         self.answered_at = time.monotonic()
         if status >= 400:
-            raise self._error_for(status, data, retry_after, what)
-        return json.loads(data) if decode and data else {}
+            raise self._error_for(status, data, found.get("retry-after"), what)
+        return status, found, data
 
     async def _read_whole(self, encoding: str, chunks: AsyncIterator[bytes]) -> bytes:
         """A body in ``encoding`` decoded, within ``max_answer_bytes``."""

@@ -48,26 +48,20 @@ class Discovery:
     def __init__(self, connection: KubeConnection) -> None:
         self._connection = connection
         self._kinds: dict[tuple[str, str], ResourceInfo] | None = None
+        self._roots: dict[str, tuple[str | None, dict[tuple[str, str], ResourceInfo]]] = {}
+        """Per root (/api, /apis): its ETag and the kinds read from it."""
 
     async def _fetch(self) -> dict[tuple[str, str], ResourceInfo]:
         kinds: dict[tuple[str, str], ResourceInfo] = {}
         for root in ("/api", "/apis"):
-            listing = await self._connection.request("GET", root, accept=_AGGREGATED)
-            for group in listing.get("items") or []:
-                group_name = (group.get("metadata") or {}).get("name", "")
-                for version in group.get("versions") or []:
-                    for res in version.get("resources") or []:
-                        kind = (res.get("responseKind") or {}).get("kind")
-                        if not kind:
-                            continue
-                        info = ResourceInfo(
-                            group_name,
-                            version["version"],
-                            kind,
-                            res["resource"],
-                            res.get("scope") == "Namespaced",
-                        )
-                        kinds[(info.api_version, kind)] = info
+            etag, known = self._roots.get(root, (None, {}))
+            # Unchanged since the last read (If-None-Match): a 304 without a body, where
+            # the document is ~100 KB of JSON to parse (every member, every 30 probes).
+            listing, etag = await self._connection.get_if_changed(root, _AGGREGATED, etag)
+            if listing is not None:
+                known = _kinds_of(listing)
+                self._roots[root] = (etag, known)
+            kinds.update(known)
         return kinds
 
     async def refresh(self) -> dict[tuple[str, str], ResourceInfo]:
@@ -93,3 +87,24 @@ class Discovery:
         for gv, kind in await self.kinds():
             by_gv.setdefault(gv, set()).add(kind)
         return [{"groupVersion": gv, "kinds": sorted(k)} for gv, k in sorted(by_gv.items())]
+
+
+def _kinds_of(listing: dict[str, Any]) -> dict[tuple[str, str], ResourceInfo]:
+    """The kinds an aggregated discovery document (apidiscovery.k8s.io/v2) lists."""
+    kinds: dict[tuple[str, str], ResourceInfo] = {}
+    for group in listing.get("items") or []:
+        group_name = (group.get("metadata") or {}).get("name", "")
+        for version in group.get("versions") or []:
+            for res in version.get("resources") or []:
+                kind = (res.get("responseKind") or {}).get("kind")
+                if not kind:
+                    continue
+                info = ResourceInfo(
+                    group_name,
+                    version["version"],
+                    kind,
+                    res["resource"],
+                    res.get("scope") == "Namespaced",
+                )
+                kinds[(info.api_version, kind)] = info
+    return kinds

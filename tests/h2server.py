@@ -42,6 +42,7 @@ from fleet.local.pki import CertificateAuthority
 @dataclass
 class _Request:
     path: str
+    headers: dict[bytes, bytes] = field(default_factory=dict)
     body: bytearray = field(default_factory=bytearray)
     reset: anyio.Event = field(default_factory=anyio.Event)
 
@@ -106,7 +107,7 @@ class H2Server:
                             if h[0] == b"authorization"
                         )
                         headers = dict(event.headers or [])
-                        requests[sid] = _Request(headers[b":path"].decode())
+                        requests[sid] = _Request(headers[b":path"].decode(), headers)
                     elif isinstance(event, h2.events.DataReceived):
                         requests[sid].body += event.data or b""
                         conn.acknowledge_received_data(event.flow_controlled_length or 0, sid)
@@ -207,6 +208,11 @@ class H2Server:
         elif path.startswith("/gzip"):
             body = gzip.compress(json.dumps({"path": request.path}).encode())
             await link.answer(sid, 200, body, [(b"content-encoding", b"gzip")])
+        elif path == "/etag":  # unchanged since "v1" (If-None-Match): 304 without a body
+            if request.headers.get(b"if-none-match") == b'"v1"':
+                await link.answer(sid, 304, b"")
+            else:
+                await link.answer(sid, 200, b'{"kinds": 1}', [(b"etag", b'"v1"')])
         elif path == "/busy":
             await link.answer(sid, 429, b'{"reason": "TooManyRequests"}', [(b"retry-after", b"7")])
         elif path == "/goaway":

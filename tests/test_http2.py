@@ -286,6 +286,21 @@ def test_a_watch_is_decoded_as_it_arrives_and_an_endless_event_refused(tmp_path:
     _run(tmp_path, test, options=ConnectionOptions(max_event_bytes=1 << 20))
 
 
+def test_a_get_if_changed_reads_the_etag_and_takes_a_304_for_unchanged(tmp_path: Path) -> None:
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        assert await conn.get_if_changed("/etag", "application/json", None) == (
+            {"kinds": 1},
+            '"v1"',
+        )
+        assert await conn.get_if_changed("/etag", "application/json", '"v1"') == (None, '"v1"')
+        assert await conn.get_if_changed("/etag", "application/json", '"v0"') == (
+            {"kinds": 1},
+            '"v1"',
+        )
+
+    _run(tmp_path, test)
+
+
 def test_a_refused_watch_says_why_and_closed_watches_free_their_streams(tmp_path: Path) -> None:
     async def test(conn: KubeConnection, server: H2Server) -> None:
         with pytest.raises(ApiError, match="WATCH /busy: 429 TooManyRequests") as caught:
