@@ -7,6 +7,7 @@ capacity is always current without listing on every probe.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,7 +41,9 @@ class MemberMonitor:
     version: str | None = None
     enablements: list[dict[str, Any]] = field(default_factory=list)
     informers: list[Informer] = field(default_factory=list)
-    _probes: int = 0
+    _probes: int = field(default_factory=lambda: random.randrange(_DISCOVERY_EVERY))
+    """Probes so far, from a random start: members added together (a controller
+    starting) read their discovery again in different rounds, not all in one."""
     _readyz_at: float | None = None
     """When ``/readyz`` last passed (time.monotonic())."""
     _capacity: dict[str, Any] | None = None
