@@ -1,9 +1,12 @@
-"""The fleet manager's fresh view of the members, for decisions on a stale snapshot."""
+"""The fleet manager: its fresh view of the members (for decisions on a stale snapshot) and
+its status passes."""
 
 from __future__ import annotations
 
 import time
 from typing import Any, cast
+
+import anyio
 
 from fleet.connection import KubeConnection
 from fleet.health import Health
@@ -79,3 +82,52 @@ def test_a_fresh_scan_serves_the_decisions_of_the_next_second(monkeypatch: Any) 
     assert manager.fresh_clusters()[0].ready  # the same scan, half a second later
     clock[0] += FRESH_SCAN_REUSE_S
     assert not manager.fresh_clusters()[0].ready  # a new scan
+
+
+class _Hub:
+    """Takes status patches as the hub would: the MemberCluster in the manager's cache is
+    replaced by a new object holding the status (as its watch would deliver it)."""
+
+    def __init__(self, manager: FleetManager) -> None:
+        self.manager = manager
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+
+    async def merge_patch(
+        self, api_version: str, kind: str, name: str, body: dict[str, Any], **_: Any
+    ) -> dict[str, Any]:
+        self.patches.append((name, body["status"]))
+        cache = self.manager.members.cache
+        cache[name] = {**cache[name], "status": body["status"]}
+        return cache[name]
+
+    async def apply(self, obj: dict[str, Any], **_: Any) -> dict[str, Any]:
+        return obj
+
+
+def test_a_status_pass_writes_each_change_and_nothing_while_the_member_is_in_line() -> None:
+    manager = FleetManager(cast(KubeConnection, object()), Settings(), SnapshotStore())
+    hub = _Hub(manager)
+    manager.hub = cast(KubeConnection, hub)
+    manager.members.cache["m1"] = _member("m1", "True", [])
+    monitor = MemberMonitor(
+        "m1", "1", manager.policy, connection=cast(KubeConnection, object()), health=Health(True)
+    )
+    monitor.version, monitor.enablements = "v1.37.2", [{"groupVersion": "v1", "kinds": ["Pod"]}]
+    manager.monitors["m1"] = monitor
+
+    async def passes() -> list[int]:
+        writes = []
+        for change in (None, None, "discovery", None, "not ready", None):
+            if change == "discovery":
+                monitor.enablements = [{"groupVersion": "v1", "kinds": ["ConfigMap", "Pod"]}]
+            elif change == "not ready":
+                monitor.health = Health(ready=False, last_error="timeout", not_ready_since=1.0)
+            await manager.write_status()
+            writes.append(len(hub.patches))
+        return writes
+
+    # Written first (the hub's status lacked the version), then only after each change.
+    assert anyio.run(passes) == [1, 1, 2, 2, 3, 3]
+    last = hub.patches[-1][1]
+    assert last["conditions"][0]["reason"] == "ProbeFailed"
+    assert last["apiEnablements"] == [{"groupVersion": "v1", "kinds": ["ConfigMap", "Pod"]}]

@@ -67,6 +67,11 @@ class FleetManager:
         """Told (in the event loop) whenever a monitor is added, rebuilt or dropped."""
         self._infos = ClusterInfoCache()
         self._fresh: tuple[float, list[ClusterInfo]] | None = None
+        self._in_line: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+        """Per member, the hub object a status pass found holding the status it computed
+        (and that status): while the object is the same, the next pass compares with that
+        status, whose discovery and capacity are the monitor's own objects (the same
+        ones: compared at once), not with the hub's copy, element by element."""
         """The last fresh scan and when it was made (time.monotonic())."""
         self._wake: anyio.Event | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -188,13 +193,18 @@ class FleetManager:
         publish a new snapshot if the fleet looks different."""
         stamp, now = now_iso(), time.monotonic()
         members = {m["metadata"]["name"]: m for m in self.members.snapshot()}
+        in_line, self._in_line = self._in_line, {}
         for name, member in members.items():
             monitor = self.monitors.get(name)
             status = fleetstatus.member_status(member, monitor, stamp)
             self.metrics.cluster_ready.labels(name).set(fleetstatus.is_ready({"status": status}))
-            if status_changed(member.get("status"), status):
+            seen = in_line.get(name)
+            held = seen[1] if seen is not None and seen[0] is member else member.get("status")
+            if status_changed(held, status):
                 await self._patch_status("MemberCluster", name, status)
                 members[name] = {**member, "status": status}
+            else:
+                self._in_line[name] = (member, status)
             taints = fleetstatus.desired_taints(monitor, now)
             if taints != fleetstatus.controller_taints(member):
                 self.metrics.status_writes.labels("MemberCluster taints").inc()
