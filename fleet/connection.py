@@ -17,7 +17,7 @@ import ssl
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -186,9 +186,18 @@ def _run_exec(spec: ExecConfig, cluster: str) -> _ExecToken:
 
 
 _ERROR_BODY_LIMIT = 300
-_READ_HEADERS = (b"retry-after", b"etag")
-"""The answer headers a call reads (names as HTTP/2 sends them)."""
 """Characters of a non-JSON error body kept in a message (member answers are capped)."""
+_READ_HEADERS = ("content-encoding", "retry-after", "etag")
+"""The answer headers a call or a watch reads."""
+
+
+def _read_headers(headers: Mapping[bytes, bytes] | httpx.Headers) -> dict[str, str]:
+    """The headers read of an answer (names in lower case), from the HTTP/2 path's
+    headers or httpx's."""
+    if isinstance(headers, httpx.Headers):
+        return {n: headers[n] for n in _READ_HEADERS if n in headers}
+    found = {n: headers.get(n.encode()) for n in _READ_HEADERS}
+    return {n: v.decode(errors="replace") for n, v in found.items() if v is not None}
 
 
 def _query(params: dict[str, Any] | None) -> str:
@@ -469,8 +478,8 @@ class KubeConnection:
         content: bytes | None,
         timeout_s: float | None,
     ) -> tuple[int, dict[str, str], bytes]:
-        """One call: its status (raises :class:`ApiError` from 400 on), its Retry-After
-        and ETag headers (names in lower case) and its body, decoded."""
+        """One call: its status (raises :class:`ApiError` from 400 on), the headers read
+        of it (``_READ_HEADERS``) and its body, decoded."""
         what = f"{method} {path}"
         client = await self._http()
         direct, origin = self._direct, self._origin
@@ -487,12 +496,7 @@ class KubeConnection:
                     self._options.max_answer_bytes,
                 )
             if answer is not None:
-                status, data = answer.status, answer.content
-                found = {
-                    name.decode(): answer.headers[name].decode(errors="replace")
-                    for name in _READ_HEADERS
-                    if name in answer.headers
-                }
+                status, found, data = answer.status, _read_headers(answer.headers), answer.content
             else:
                 async with client.stream(
                     method,
@@ -504,14 +508,9 @@ class KubeConnection:
                     else httpx.USE_CLIENT_DEFAULT,
                     extensions=self._extensions(),
                 ) as resp:
-                    status = resp.status_code
-                    encoding = resp.headers.get("Content-Encoding", "")
+                    status, found = resp.status_code, _read_headers(resp.headers)
+                    encoding = found.get("content-encoding", "")
                     data = await self._read_whole(encoding, resp.aiter_raw())
-                    found = {
-                        name.decode(): resp.headers[name.decode()]
-                        for name in _READ_HEADERS
-                        if name.decode() in resp.headers
-                    }
         except httpx.TransportError as exc:
             raise self._transport_error(exc, what) from exc
         except UnreadableAnswer as exc:
@@ -603,12 +602,7 @@ class KubeConnection:
             if streamed is not None:
                 status, found, body = streamed
                 try:
-                    names = (b"content-encoding", b"retry-after")
-                    yield (
-                        status,
-                        {n.decode(): found[n].decode("latin-1") for n in names if n in found},
-                        aiter(body),
-                    )
+                    yield status, _read_headers(found), aiter(body)
                 finally:
                     await body.aclose()
                 return
@@ -618,11 +612,7 @@ class KubeConnection:
             timeout=httpx.Timeout(read_timeout_s, connect=self._options.connect_timeout_s),
             extensions=self._extensions(),
         ) as resp:
-            yield (
-                resp.status_code,
-                {k.lower(): v for k, v in resp.headers.items()},
-                resp.aiter_raw(),
-            )
+            yield resp.status_code, _read_headers(resp.headers), resp.aiter_raw()
 
     # -- resources -----------------------------------------------------------------------
 
