@@ -46,9 +46,10 @@ def _pod(name: str, cpu: str) -> dict[str, Any]:
     )
 
 
-def test_capacity_is_summed_again_only_after_a_node_or_pod_changed() -> None:
-    pokes: list[bool] = []
-    monitor = MemberMonitor.from_kubeconfig(
+def _watching(pokes: list[bool]) -> MemberMonitor:
+    """A monitor whose node and pod caches the test fills; each change it reports to
+    the status pass appends to ``pokes``."""
+    return MemberMonitor.from_kubeconfig(
         "m",
         KUBECONFIG,
         "1",
@@ -57,6 +58,11 @@ def test_capacity_is_summed_again_only_after_a_node_or_pod_changed() -> None:
         allow_exec=False,
         on_change=lambda: pokes.append(True),
     )
+
+
+def test_capacity_is_summed_again_only_after_a_node_or_pod_changed() -> None:
+    pokes: list[bool] = []
+    monitor = _watching(pokes)
     nodes, pods = monitor.informers
     assert monitor.capacity() is None  # nothing listed yet
     nodes.cache["n1"] = _node("n1", "4")
@@ -175,15 +181,7 @@ def test_a_member_without_http2_or_with_readyz_every_probe_gets_readyz() -> None
 
 def test_a_heartbeat_alone_neither_sums_capacity_again_nor_wakes_the_status_pass() -> None:
     pokes: list[bool] = []
-    monitor = MemberMonitor.from_kubeconfig(
-        "m",
-        KUBECONFIG,
-        "1",
-        options=ConnectionOptions(),
-        policy=HealthPolicy(),
-        allow_exec=False,
-        on_change=lambda: pokes.append(True),
-    )
+    monitor = _watching(pokes)
     nodes, pods = monitor.informers
 
     def node(version: str, heartbeat: str, ready: str) -> dict[str, Any]:
