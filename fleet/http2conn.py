@@ -331,13 +331,18 @@ class Http2Connection:
 
     async def _check_alive(self) -> None:
         """PING the server; the connection fails unless something arrives in time."""
-        with contextlib.suppress(httpx.TransportError):
+        try:
             await self.ping(PING_TIMEOUT_S)
+        except httpx.ReadTimeout as exc:
+            await self._fail(httpx.ReadTimeout(str(exc)))
+        except httpx.TransportError:
+            return
 
     async def ping(self, timeout_s: float) -> None:
         """PING the server: returns once anything arrives after it (the answer, or frames
-        sent before it); else the connection fails (its streams with it) and this raises
-        httpx.ReadTimeout after ``timeout_s`` (another TransportError if it broke)."""
+        sent before it); raises httpx.ReadTimeout after ``timeout_s`` without (another
+        TransportError if the connection broke). The connection is left as it is: a slow
+        link is not a dead one (a call that times out on a silent connection fails it)."""
         sent = time.monotonic()
         self._raise_if_broken()
         self._h2.ping(os.urandom(8))
@@ -347,8 +352,7 @@ class Http2Connection:
             ping.waits_for_connection = True
             await self._pump(ping, lambda: self.received_at > sent)
         if self.received_at <= sent:
-            await self._fail(httpx.ReadTimeout(f"no answer to a PING within {timeout_s:g} s"))
-            self._raise_if_broken()
+            raise httpx.ReadTimeout(f"no answer to a PING within {timeout_s:g} s")
 
     def _raise_if_broken(self) -> None:
         if self._error is not None:

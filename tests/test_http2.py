@@ -133,29 +133,29 @@ def test_a_ping_is_answered_on_the_open_connection_without_a_request(tmp_path: P
     assert _run(tmp_path, test).connections == 1
 
 
-def test_an_unanswered_ping_fails_the_connection_and_the_next_call_gets_a_new_one(
-    tmp_path: Path,
-) -> None:
+def test_an_unanswered_ping_fails_the_probe_not_the_calls_still_waiting(tmp_path: Path) -> None:
     async def test(conn: KubeConnection, server: H2Server) -> None:
         await conn.request("GET", "/ok")
         failed: list[ApiError] = []
 
-        async def frozen_call() -> None:
-            with pytest.raises(ApiError) as caught:
+        async def slow_call() -> None:
+            try:
                 await conn.request("GET", "/freeze", timeout_s=30)
-            failed.append(caught.value)
+            except ApiError as exc:
+                failed.append(exc)
 
         async with anyio.create_task_group() as tg:
-            tg.start_soon(frozen_call)
+            tg.start_soon(slow_call)
             await anyio.sleep(0.2)  # the server has stopped reading
             with pytest.raises(ApiError, match="HTTP/2 PING: timeout") as caught:
                 await conn.ping(0.3)
             assert caught.value.retryable
-        assert failed  # the call on the dead connection failed with it, long before 30 s
-        assert await conn.request("GET", "/ok", timeout_s=5) == {"kind": "Status", "n": 1}
-        assert await conn.ping(5) is True  # on the new connection
+            await anyio.sleep(0.2)
+            # A slow link is not a dead one: the call waits on, up to its own timeout.
+            assert not failed
+            tg.cancel_scope.cancel()
 
-    assert _run(tmp_path, test).connections == 2
+    assert _run(tmp_path, test).connections == 1
 
 
 def test_bodies_larger_than_the_windows_go_both_ways(tmp_path: Path) -> None:
