@@ -56,7 +56,7 @@ class Discovery:
         for root in ("/api", "/apis"):
             etag, known = self._roots.get(root, (None, {}))
             # Unchanged since the last read (If-None-Match): a 304 without a body, where
-            # the document is ~100 KB of JSON to parse (every member, every 30 probes).
+            # /apis is ~50 KB of JSON to parse (every member, every 30 probes).
             listing, etag = await self._connection.get_if_changed(root, _AGGREGATED, etag)
             if listing is not None:
                 known = _kinds_of(listing)
