@@ -466,6 +466,8 @@ class KubeConnection:
             headers["If-None-Match"] = etag
         status, found, data = await self._call("GET", path, None, headers, None, None)
         if status == 304:
+            if not etag:  # nothing to be unchanged from: a broken (or hostile) answer
+                raise ApiError(self.name, f"GET {path}: 304 Not Modified without If-None-Match")
             return None, etag
         return (json.loads(data) if data else {}), found.get("etag")
 

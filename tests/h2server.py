@@ -209,7 +209,7 @@ class H2Server:
             body = gzip.compress(json.dumps({"path": request.path}).encode())
             await link.answer(sid, 200, body, [(b"content-encoding", b"gzip")])
         elif path == "/etag":  # unchanged since "v1" (If-None-Match): 304 without a body
-            if request.headers.get(b"if-none-match") == b'"v1"':
+            if request.headers.get(b"if-none-match") == b'"v1"' or query == "always-304":
                 await link.answer(sid, 304, b"")
             else:
                 await link.answer(sid, 200, b'{"kinds": 1}', [(b"etag", b'"v1"')])

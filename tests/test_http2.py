@@ -297,6 +297,8 @@ def test_a_get_if_changed_reads_the_etag_and_takes_a_304_for_unchanged(tmp_path:
             {"kinds": 1},
             '"v1"',
         )
+        with pytest.raises(ApiError, match="304 Not Modified without If-None-Match"):
+            await conn.get_if_changed("/etag?always-304", "application/json", None)
 
     _run(tmp_path, test)
 
