@@ -334,7 +334,7 @@ class Http2Connection:
         try:
             await self.ping(PING_TIMEOUT_S)
         except httpx.ReadTimeout as exc:
-            await self._fail(httpx.ReadTimeout(str(exc)))
+            await self._fail(exc)
         except httpx.TransportError:
             return
 
