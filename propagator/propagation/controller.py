@@ -34,7 +34,7 @@ from propagator.observability.metrics import Metrics
 from propagator.propagation.health import WorkloadHealth, cluster_health, quota_refusals
 from propagator.propagation.membersync import MemberSync
 from propagator.propagation.plan import MemberAccess
-from propagator.propagation.reconcile import Reconciler
+from propagator.propagation.reconcile import FINALIZER, Reconciler
 from propagator.propagation.renderworker import warm_up
 from propagator.propagation.resources import APP_LABEL, member_selector
 from propagator.propagation.routing import route_member_event
@@ -71,13 +71,19 @@ def _quota_exceeded(app: dict[str, Any]) -> bool:
 
 
 def _spec_changed(old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
-    """Whether an update matters to the controller (its own status writes do not)."""
+    """Whether an update matters to the controller. Its own writes do not: the status, and
+    the finalizer its first plan adds (that plan went on; planning again would render and
+    compare everything a second time for nothing). Its finalizer taken away does: the next
+    plan puts it back."""
     if old is None or new is None:
         return True
     before, after = old.get("metadata") or {}, new.get("metadata") or {}
-    return any(
+    ours_removed = FINALIZER in (before.get("finalizers") or []) and FINALIZER not in (
+        after.get("finalizers") or []
+    )
+    return ours_removed or any(
         before.get(k) != after.get(k)
-        for k in ("generation", "deletionTimestamp", "finalizers", "annotations", "labels")
+        for k in ("generation", "deletionTimestamp", "annotations", "labels")
     )
 
 
@@ -279,7 +285,8 @@ class PropagationController:
             self._forget(key)
         elif _spec_changed(old, new):
             self._replan_now([key])
-            self._watch_selected_kinds()
+            if new is not None:
+                self._watch_selected_kinds([new])
 
     def _forget(self, key: str) -> None:
         self.reconciler.forget(key)
@@ -355,11 +362,11 @@ class PropagationController:
         assert self._task_group is not None
         self._task_group.start_soon(informer.run)
 
-    def _watch_selected_kinds(self) -> None:
-        """One hub watch per kind the applications select (so edits re-trigger them)."""
+    def _watch_selected_kinds(self, apps: Sequence[dict[str, Any]]) -> None:
+        """One hub watch per kind ``apps`` select (so edits re-trigger them)."""
         if self._task_group is None:
             return  # run() starts them once the applications are listed
-        for app in self.apps.snapshot():
+        for app in apps:
             for sel in ((app.get("spec") or {}).get("resources") or {}).get("selectors") or []:
                 kind = (str(sel.get("apiVersion")), str(sel.get("kind")))
                 if kind not in self.selected:
@@ -477,7 +484,7 @@ class PropagationController:
                 await self.store.newer_than(0)
                 await tg.start(self.members.run)
                 self.members.sync(self.manager.monitors)
-                self._watch_selected_kinds()
+                self._watch_selected_kinds(self.apps.snapshot())
                 self._replan_now(self._keys())
                 task_status.started()
                 tg.start_soon(self._warm_up)

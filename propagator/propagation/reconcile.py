@@ -37,6 +37,7 @@ from propagator.propagation.failoversteps import FailoverSteps
 from propagator.propagation.placement import FleetNotFound, place
 from propagator.propagation.plan import MemberAccess, Outcome, Plan
 from propagator.propagation.render import ApplicationRef, RenderError
+from propagator.propagation.rendermemo import RenderMemo
 from propagator.propagation.renderworker import RenderTarget, render_bounded
 from propagator.propagation.report import plan_status
 from propagator.propagation.resources import kinds_of, resolve
@@ -97,9 +98,11 @@ class Reconciler:
             hub, table, members, metrics, Analysis(settings.analysis_address_list())
         )
         self.plans: dict[str, Plan] = {}
+        self.renders = RenderMemo(self._render_bounded)
 
     def forget(self, key: str) -> None:
         self.plans.pop(key, None)
+        self.renders.forget(key)
         self.table.forget(key)
         self.canary.forget(key)
 
@@ -211,7 +214,7 @@ class Reconciler:
             moved = await self.failover.render(
                 step,
                 targets,
-                lambda kept: self._render(app, objects, snapshot, kept, canary),
+                lambda kept: self._render(key, app, objects, snapshot, kept, canary),
                 key,
                 namespace,
             )
@@ -454,17 +457,34 @@ class Reconciler:
         )
         return targets
 
+    async def _render_bounded(
+        self,
+        manifests: Sequence[Mapping[str, Any]],
+        overrides: Sequence[Override],
+        targets: Sequence[RenderTarget],
+        ref: ApplicationRef,
+    ) -> dict[str, list[dict[str, Any]]]:
+        return await render_bounded(
+            manifests,
+            overrides,
+            targets,
+            ref,
+            timeout_s=self.settings.render_timeout_s,
+            max_bytes=self.settings.render_max_bytes,
+        )
+
     async def _render(
         self,
+        key: str,
         app: ApplicationPropagation,
         objects: list[dict[str, Any]],
         snapshot: FleetSnapshot,
         targets: list[Target],
         canary: CanaryPlan | None = None,
     ) -> dict[str, list[dict[str, Any]]]:
-        """The objects for each target cluster, rendered in a bounded worker (with a
-        canary: as its state has each cluster run them); raises RenderError at the first
-        problem."""
+        """The objects for each target cluster, rendered in a bounded worker unless the
+        application's last renders had the same inputs (with a canary: as its state has
+        each cluster run them); raises RenderError at the first problem."""
         shared = app.spec.placement.replicas.mode != "Duplicated"  # Divided, Aggregated
         ref = ApplicationRef(app.metadata["name"], app.metadata.get("namespace", "default"))
         facts = {}
@@ -480,14 +500,8 @@ class Reconciler:
             overrides: Sequence[Override],
             clusters: Iterable[str],
         ) -> dict[str, list[dict[str, Any]]]:
-            return await render_bounded(
-                manifests,
-                overrides,
-                [facts[c] for c in clusters],
-                ref,
-                timeout_s=self.settings.render_timeout_s,
-                max_bytes=self.settings.render_max_bytes,
-            )
+            targets = [facts[c] for c in clusters]
+            return await self.renders.render(key, manifests, overrides, targets, ref)
 
         with self.metrics.timed("render"), tracer.start_as_current_span("render"):
             rendered = await render(objects, app.spec.overrides, facts)
