@@ -179,3 +179,111 @@ def test_memory_and_output_are_bounded() -> None:
 def test_any_template_text_renders_or_is_a_render_error(source: str) -> None:
     with contextlib.suppress(RenderError):  # anything else fails the test
         render(config(v=source))
+
+
+class _NoWorker:
+    """Stands in for the worker pool: records that a render went there."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        raise RuntimeError("went to a worker")
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: Any = "leaf"
+    for _ in range(depth):
+        value = {"k": value}
+    return value  # type: ignore[no-any-return]
+
+
+def test_manifests_without_templates_or_overrides_are_copied_without_a_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    worker = _NoWorker()
+    monkeypatch.setattr(anyio.to_process, "run_sync", worker)
+    deployment: dict[str, Any] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "template": {"metadata": {"labels": {"app": "web"}}}},
+    }
+    targets = [RenderTarget("edge-1", replicas=3), RenderTarget("edge-2", replicas=0)]
+    rendered: dict[str, list[dict[str, Any]]] = anyio.run(
+        lambda: render_bounded(
+            [config(v="{ not a template }"), deployment],
+            [],
+            targets,
+            APP,
+            timeout_s=5,
+            max_bytes=1 << 20,
+        )
+    )
+    assert worker.calls == 0
+    assert rendered["edge-1"][0]["data"] == {"v": "{ not a template }"}
+    assert [r[1]["spec"]["replicas"] for r in rendered.values()] == [3, 0]
+    assert deployment["spec"]["replicas"] == 1  # the manifest itself is left as it was
+    # What a copy lacks to be applied is the same error as from a worker.
+    with pytest.raises(RenderError, match=r"cluster edge-1: manifest 1 .*metadata.name"):
+        anyio.run(
+            lambda: render_bounded(
+                [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}],
+                [],
+                [EDGE],
+                APP,
+                timeout_s=5,
+                max_bytes=1 << 20,
+            )
+        )
+    assert worker.calls == 0
+
+
+@pytest.mark.parametrize(
+    ("manifest", "overrides", "max_bytes"),
+    [
+        (config(v="{{ cluster.name }}"), [], 1 << 20),  # a template
+        (
+            config(v="x"),
+            [Override.model_validate({"clusterNames": ["e"], "values": {"a": 1}})],
+            1 << 20,
+        ),
+        (config(v=_nested(100)), [], 1 << 20),  # nested past PLAIN_DEPTH
+        (config(v="x" * 3000), [], 4096),  # two copies may not fit in max_bytes
+    ],
+)
+def test_templates_overrides_deep_or_large_manifests_go_to_a_worker(
+    monkeypatch: pytest.MonkeyPatch,
+    manifest: dict[str, Any],
+    overrides: list[Override],
+    max_bytes: int,
+) -> None:
+    worker = _NoWorker()
+    monkeypatch.setattr(anyio.to_process, "run_sync", worker)
+    with pytest.raises(RenderError, match="went to a worker"):
+        anyio.run(
+            lambda: render_bounded(
+                [manifest],
+                overrides,
+                [RenderTarget("e"), RenderTarget("f")],
+                APP,
+                timeout_s=5,
+                max_bytes=max_bytes,
+            )
+        )
+    assert worker.calls == 1
+
+
+def test_a_large_copy_is_refused_by_the_worker_with_its_size() -> None:
+    with pytest.raises(RenderError, match=r"take \d+ bytes for 2 cluster\(s\); at most 4096"):
+        anyio.run(
+            lambda: render_bounded(
+                [config(v="x" * 3000)],
+                [],
+                [RenderTarget("e"), RenderTarget("f")],
+                APP,
+                timeout_s=5,
+                max_bytes=4096,
+            )
+        )

@@ -74,7 +74,8 @@ def _compile_expression(expression: str) -> Any:
     return ENVIRONMENT.compile_expression(expression, undefined_to_none=False)
 
 
-def _is_template(value: str) -> bool:
+def is_template(value: str) -> bool:
+    """Whether ``value`` is rendered as a Jinja2 template."""
     return "{{" in value or "{%" in value
 
 
@@ -98,7 +99,7 @@ def _render_string(source: str, context: Mapping[str, Any]) -> Any:
 
 def _walk(value: Any, context: Mapping[str, Any]) -> Any:
     if isinstance(value, str):
-        return _render_string(value, context) if _is_template(value) else value
+        return _render_string(value, context) if is_template(value) else value
     if isinstance(value, list):
         return [_walk(v, context) for v in value]
     if isinstance(value, dict):
@@ -108,7 +109,7 @@ def _walk(value: Any, context: Mapping[str, Any]) -> Any:
 
 def _first_template_error(obj: Any, context: Mapping[str, Any]) -> tuple[str, Exception] | None:
     """Find which string of ``obj`` fails, to point at its line."""
-    if isinstance(obj, str) and _is_template(obj):
+    if isinstance(obj, str) and is_template(obj):
         try:
             _render_string(obj, context)
         except Exception as exc:  # anything a template raises is the template's problem

@@ -9,6 +9,11 @@ process (``anyio.to_process``, kept between calls, at a lower CPU priority): pas
 more than ``MEMORY_HEADROOM``; and what it returns may not exceed ``max_bytes`` as JSON.
 Each limit ends in a RenderError
 that names it, as every template failure does.
+
+Manifests that hold no template, rendered with no override, are copied in the controller
+instead: a copy cannot loop, its size is known before it is made (it is checked against
+``max_bytes`` first), and on a busy machine the worker's round trip, at its lower
+priority, was most of a plan's time.
 """
 
 from __future__ import annotations
@@ -28,7 +33,12 @@ import anyio
 import anyio.to_process
 
 from api.application import Override
-from propagator.propagation.render import ApplicationRef, RenderError, render_for_cluster
+from propagator.propagation.render import (
+    ApplicationRef,
+    RenderError,
+    is_template,
+    render_for_cluster,
+)
 
 MEMORY_HEADROOM = 512 << 20
 """Bytes of address space a render worker may add to what it has once started."""
@@ -117,6 +127,48 @@ def render_targets(
     return rendered
 
 
+PLAIN_DEPTH = 64
+"""Manifests nested deeper than this are not copied in the controller (the worker's
+failure, if any, is the one to report)."""
+REPLICAS_BYTES = 32
+"""What setting ``spec.replicas`` may add to one rendered object, as JSON."""
+
+
+def _plain(manifests: Sequence[Mapping[str, Any]]) -> bool:
+    """No string anywhere in ``manifests`` is a template, and they nest at most
+    ``PLAIN_DEPTH`` levels (walked without recursion: a manifest is the tenant's)."""
+    stack: list[tuple[Any, int]] = [(m, 1) for m in manifests]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            if is_template(value):
+                return False
+        elif isinstance(value, dict | list):
+            if depth > PLAIN_DEPTH:
+                return False
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+    return True
+
+
+def _copied_here(
+    manifests: Sequence[Mapping[str, Any]],
+    overrides: Sequence[Override],
+    targets: Sequence[RenderTarget],
+    app: ApplicationRef,
+    max_bytes: int,
+) -> dict[str, list[dict[str, Any]]] | None:
+    """The render done in this process when it is a copy within ``max_bytes`` (see the
+    module's docstring), else None."""
+    if overrides or not _plain(manifests):
+        return None
+    size = len(json.dumps(list(manifests), separators=(",", ":")))
+    most = sum(size + REPLICAS_BYTES * len(manifests) + len(t.name) + 8 for t in targets)
+    if most > max_bytes:
+        return None  # the worker measures it exactly, and says so if it is too large
+    return {t.name: render_for_cluster(manifests, (), t, app, t.replicas) for t in targets}
+
+
 async def render_bounded(
     manifests: Sequence[Mapping[str, Any]],
     overrides: Sequence[Override],
@@ -126,8 +178,10 @@ async def render_bounded(
     timeout_s: float,
     max_bytes: int,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Render in a worker process within ``timeout_s``; raises RenderError, never another
-    exception for anything a template does."""
+    """Render in a worker process within ``timeout_s`` (or here, when it is a copy);
+    raises RenderError, never another exception for anything a template does."""
+    if (here := _copied_here(manifests, overrides, targets, app, max_bytes)) is not None:
+        return here
     try:
         with anyio.fail_after(timeout_s):
             result: dict[str, list[dict[str, Any]]] = await anyio.to_process.run_sync(
