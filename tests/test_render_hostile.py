@@ -21,7 +21,13 @@ from hypothesis import strategies as st
 
 from api.application import Override
 from propagator.propagation.render import ApplicationRef, RenderError, render_for_cluster
-from propagator.propagation.renderworker import NICENESS, RenderTarget, render_bounded
+from propagator.propagation.renderworker import (
+    NICENESS,
+    WORKERS,
+    RenderTarget,
+    render_bounded,
+    warm_up,
+)
 
 APP = ApplicationRef("web", "shop")
 EDGE = RenderTarget("edge-1", {"tier": "edge"}, "edge", "eu-west")
@@ -287,3 +293,12 @@ def test_a_large_copy_is_refused_by_the_worker_with_its_size() -> None:
                 max_bytes=4096,
             )
         )
+
+
+def test_warm_up_starts_every_render_worker_though_its_render_is_a_copy() -> None:
+    # Its empty render would be copied in this process; the workers must start anyway.
+    async def started() -> list[int]:
+        await warm_up()
+        return [w for w in _children(os.getpid()) if (f := _stat(w)) and f[16] == str(NICENESS)]
+
+    assert len(anyio.run(started)) == WORKERS

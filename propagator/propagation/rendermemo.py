@@ -2,10 +2,10 @@
 
 An application is planned again on every resync, on every change of its Fleet's clusters
 in the snapshot and when a hub object it selects changes; most of those plans render the
-same manifests with the same overrides for the same clusters as the one before. Each render
-is a round trip to a worker process that runs at a lower CPU priority, so on a busy machine
-it is most of a plan's time. A render whose inputs are byte for byte those of one of the
-application's last renders returns that render's output instead.
+same manifests with the same overrides for the same clusters as the one before. A render
+with templates or overrides is a round trip to a worker process that runs at a lower CPU
+priority (a quarter of a plan's time on a busy machine). A render whose inputs are those of
+one of the application's last renders returns that render's output instead.
 """
 
 from __future__ import annotations
