@@ -13,6 +13,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import ssl
 import subprocess
 import tempfile
@@ -188,6 +189,8 @@ def _run_exec(spec: ExecConfig, cluster: str) -> _ExecToken:
 _ERROR_BODY_LIMIT = 300
 """Characters of a non-JSON error body kept in a message (member answers are capped)."""
 _READ_HEADERS = ("content-encoding", "retry-after", "etag")
+_ETAG = re.compile(r'(W/)?"[\x21\x23-\x7e]*"')
+"""An entity tag (RFC 9110), the only ETag sent back in If-None-Match."""
 """The answer headers a call or a watch reads."""
 
 
@@ -424,6 +427,8 @@ class KubeConnection:
             problem = "connection refused or unreachable"
         elif isinstance(exc, httpx.TimeoutException):
             problem = "timeout"
+        elif isinstance(exc, httpx.RemoteProtocolError):  # what the server got wrong
+            problem = f"protocol error: {exc}"
         else:
             problem = f"connection error ({type(exc).__name__})"
         return ApiError(self.name, f"{what}: {problem}: {self.server}", retryable=True)
@@ -469,7 +474,10 @@ class KubeConnection:
             if not etag:  # nothing to be unchanged from: a broken (or hostile) answer
                 raise ApiError(self.name, f"GET {path}: 304 Not Modified without If-None-Match")
             return None, etag
-        return (json.loads(data) if data else {}), found.get("etag")
+        echoed = found.get("etag")  # sent back as is: only what a header may carry
+        if echoed is not None and not _ETAG.fullmatch(echoed):
+            echoed = None
+        return (json.loads(data) if data else {}), echoed
 
     async def _call(
         self,

@@ -9,7 +9,9 @@ reset), ``/freeze`` (the connection stops answering anything, PINGs included), `
 request's path, compressed), ``/bomb?n=N`` (N zero bytes, compressed), ``/gzip-watch`` (a
 watch, compressed as it goes), ``/endless-event`` (a watch event that never ends),
 ``/bye`` (answered, then once idle the
-connection is closed, as an idle timeout does), ``/busy`` (429, Retry-After 7).
+connection is closed, as an idle timeout does), ``/busy`` (429, Retry-After 7), ``/etag``
+(an ETag and 304s; ``?crlf``: a tag with a line break), ``/bad-status?v=V`` (``:status``
+V, or none without ``v``).
 Also a benchmark's server (bench/calls.py).
 """
 
@@ -79,7 +81,10 @@ class H2Server:
             return
         self.connections += 1
         conn = h2.connection.H2Connection(
-            h2.config.H2Configuration(client_side=False, header_encoding=None)
+            # Unchecked: some routes answer what a broken (or hostile) server would.
+            h2.config.H2Configuration(
+                client_side=False, header_encoding=None, validate_outbound_headers=False
+            )
         )
         conn.local_settings = h2.settings.Settings(
             client=False,
@@ -211,8 +216,13 @@ class H2Server:
         elif path == "/etag":  # unchanged since "v1" (If-None-Match): 304 without a body
             if request.headers.get(b"if-none-match") == b'"v1"' or query == "always-304":
                 await link.answer(sid, 304, b"")
+            elif query == "crlf":  # a tag that would put a header of its own into a request
+                await link.answer(sid, 200, b"{}", [(b"etag", b'"v1"\r\nx-injected: 1')])
             else:
                 await link.answer(sid, 200, b'{"kinds": 1}', [(b"etag", b'"v1"')])
+        elif path == "/bad-status":  # ?v=VALUE, or no :status at all without v
+            status = [(b":status", query.removeprefix("v=").encode())] if query else []
+            await link.raw_headers(sid, [*status, (b"content-length", b"0")], end=True)
         elif path == "/busy":
             await link.answer(sid, 429, b'{"reason": "TooManyRequests"}', [(b"retry-after", b"7")])
         elif path == "/goaway":
@@ -255,7 +265,10 @@ class _Link:
     async def headers(
         self, sid: int, status: int, end: bool = False, extra: Sequence[tuple[bytes, bytes]] = ()
     ) -> None:
-        self._conn.send_headers(sid, [(b":status", str(status).encode()), *extra], end_stream=end)
+        await self.raw_headers(sid, [(b":status", str(status).encode()), *extra], end)
+
+    async def raw_headers(self, sid: int, headers: list[tuple[bytes, bytes]], end: bool) -> None:
+        self._conn.send_headers(sid, headers, end_stream=end)
         await self.flush()
 
     async def data(self, sid: int, body: bytes, end: bool = True) -> None:

@@ -303,6 +303,29 @@ def test_a_get_if_changed_reads_the_etag_and_takes_a_304_for_unchanged(tmp_path:
     _run(tmp_path, test)
 
 
+def test_an_etag_that_is_no_entity_tag_is_not_sent_back(tmp_path: Path) -> None:
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        # Echoed in If-None-Match, its line break would add a header to our request.
+        assert await conn.get_if_changed("/etag?crlf", "application/json", None) == ({}, None)
+
+    _run(tmp_path, test)
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [("v=2x0", "invalid :status b'2x0'"), ("v=2000", "invalid :status"), ("", "no :status")],
+)
+def test_an_answer_without_a_valid_status_is_an_error_and_the_connection_goes_on(
+    tmp_path: Path, query: str, says: str
+) -> None:
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        with pytest.raises(ApiError, match=says):
+            await conn.request("GET", f"/bad-status?{query}")
+        assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
+
+    _run(tmp_path, test)
+
+
 def test_a_refused_watch_says_why_and_closed_watches_free_their_streams(tmp_path: Path) -> None:
     async def test(conn: KubeConnection, server: H2Server) -> None:
         with pytest.raises(ApiError, match="WATCH /busy: 429 TooManyRequests") as caught:
