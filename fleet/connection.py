@@ -189,9 +189,9 @@ def _run_exec(spec: ExecConfig, cluster: str) -> _ExecToken:
 _ERROR_BODY_LIMIT = 300
 """Characters of a non-JSON error body kept in a message (member answers are capped)."""
 _READ_HEADERS = ("content-encoding", "retry-after", "etag")
+"""The answer headers a call or a watch reads."""
 _ETAG = re.compile(r'(W/)?"[\x21\x23-\x7e]*"')
 """An entity tag (RFC 9110), the only ETag sent back in If-None-Match."""
-"""The answer headers a call or a watch reads."""
 
 
 def _read_headers(headers: Mapping[bytes, bytes] | httpx.Headers) -> dict[str, str]:
