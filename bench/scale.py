@@ -202,7 +202,6 @@ def _latencies(hub: Any, names: list[tuple[str, str]]) -> list[float]:
     created: dict[str, float] = {}
     applied: dict[str, float] = {}
     wanted = {n for n, _ in names}
-    refused: list[dict[str, Any]] = []
     stream = k8s_watch.Watch()  # type: ignore[no-untyped-call]
 
     def create(item: tuple[str, str]) -> None:
@@ -217,14 +216,12 @@ def _latencies(hub: Any, names: list[tuple[str, str]]) -> list[float]:
         name = item["metadata"]["name"]
         if name not in wanted or name in applied:
             return
-        conditions = (item.get("status") or {}).get("conditions") or []
-        if any(c["type"] == "Applied" and c.get("reason") == "Forbidden" for c in conditions):
-            refused.append(item)
-        elif _condition(item, "Applied") == "True":
+        _refused([item])  # raised out of the watch's thread by watching.result()
+        if _condition(item, "Applied") == "True":
             applied[name] = now
 
     def watch() -> None:
-        while not refused and not wanted <= applied.keys():  # a watch the server ended
+        while not wanted <= applied.keys():  # again if the server ended the watch
             for event in stream.stream(  # type: ignore[no-untyped-call]
                 api.list_namespaced_custom_object,
                 GROUP,
@@ -234,7 +231,7 @@ def _latencies(hub: Any, names: list[tuple[str, str]]) -> list[float]:
                 timeout_seconds=1800,
             ):
                 seen(event["object"])
-                if refused or wanted <= applied.keys():
+                if wanted <= applied.keys():
                     stream.stop()  # type: ignore[no-untyped-call]
 
     with concurrent.futures.ThreadPoolExecutor(5) as pool:
@@ -242,7 +239,6 @@ def _latencies(hub: Any, names: list[tuple[str, str]]) -> list[float]:
         list(pool.map(create, names))
         _wait(lambda: watching.done(), "latency applications Applied", limit_s=1800, every_s=0.2)
         watching.result()
-    _refused(refused)
     return [applied[n] - created[n] for n, _ in names]
 
 
