@@ -4,6 +4,7 @@ rescaling, and bulk division equal to one seat at a time."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from fractions import Fraction
 
 from hypothesis import given, settings
@@ -24,16 +25,20 @@ def fleets(draw: st.DrawFn) -> tuple[dict[str, int], dict[str, int | None]]:
 
 
 def one_at_a_time(
-    total: int, weights: dict[str, int], caps: dict[str, int | None]
+    total: int,
+    weights: dict[str, int],
+    caps: dict[str, int | None],
+    tie: Callable[[str], int] = lambda _: 0,
 ) -> dict[str, int] | None:
-    """The definition: each seat to the highest weight / (2 seats + 1), ties by name."""
+    """The definition: each seat to the highest weight / (2 seats + 1), ties by the lower
+    tie rank, then by name."""
     seats = dict.fromkeys(weights, 0)
     limit = {n: total + 1 if cap is None else cap for n, cap in caps.items()}
     for _ in range(total):
-        open_ = [n for n in sorted(seats) if weights[n] and seats[n] < limit[n]]
+        open_ = [n for n in seats if weights[n] and seats[n] < limit[n]]
         if not open_:
             return None
-        best = max(open_, key=lambda n: (Fraction(weights[n], 2 * seats[n] + 1), -ord(n)))
+        best = min(open_, key=lambda n: (-Fraction(weights[n], 2 * seats[n] + 1), tie(n), n))
         seats[best] += 1
     return seats
 
@@ -95,6 +100,24 @@ def test_bulk_division_is_the_one_at_a_time_division(
 ) -> None:
     caps = {n: data.draw(st.none() | st.integers(0, 3000)) for n in weights}
     assert apportion(total, weights, caps) == one_at_a_time(total, weights, caps)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from("abcdefgh"), st.integers(0, 1000), min_size=1),
+    st.integers(0, 120),
+    st.data(),
+)
+def test_room_sized_weights_are_divided_as_one_at_a_time(
+    weights: dict[str, int], total: int, data: st.DataObject
+) -> None:
+    """Weights the size of clusters' room (AvailableCapacity), with caps and a tie rank per
+    cluster: the seats given at once before the one-at-a-time ones change nothing."""
+    caps = {n: data.draw(st.none() | st.integers(0, 60)) for n in weights}
+    ranks = {n: data.draw(st.integers(0, 3)) for n in weights}
+    assert apportion(total, weights, caps, ranks.__getitem__) == one_at_a_time(
+        total, weights, caps, ranks.__getitem__
+    )
 
 
 @settings(max_examples=200, deadline=None)

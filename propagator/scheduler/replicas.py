@@ -16,7 +16,9 @@ total as well.
 
 Large totals (an int32 ``replicas``) are given in bulk: every seat whose priority is above
 a threshold at once, the few left one at a time, with exact rational arithmetic, so the
-result is the one-at-a-time result.
+result is the one-at-a-time result. Smaller ones start from every seat above
+``W / (2 total - m)`` (exact integers; ``m`` clusters of weights summing to ``W``), which
+leaves at most ``m`` one at a time.
 """
 
 from __future__ import annotations
@@ -26,12 +28,8 @@ from collections.abc import Callable, Mapping
 from fractions import Fraction
 
 TieRank = Callable[[str], int]
-"""A stable rank per cluster for ties (lower wins; equal ranks fall back to the name)."""
-
-
-def by_name(_name: str) -> int:
-    """No rank: ties go by name."""
-    return 0
+"""A stable rank per cluster for ties (lower wins; equal ranks fall back to the name).
+None where a tie rank is asked for: ties go by name alone."""
 
 
 def _seats_above(weight: int, threshold: Fraction) -> int:
@@ -54,8 +52,10 @@ def _bulk(
 ) -> int:
     """Give, at once, every seat above a threshold as long as fewer than ``count``; returns
     how many were given. What is left is a few seats per cluster."""
+    if count <= 8 * len(seats) + 64:
+        return 0  # a few seats each at most: nothing to give in bulk
     active = [n for n in seats if weights[n] > 0]
-    if count <= 8 * len(active) + 64:
+    if not active or count <= 8 * len(active) + 64:
         return 0
 
     def gained(n: str, threshold: Fraction) -> int:
@@ -79,6 +79,34 @@ def _bulk(
     for n in active:
         seats[n] += gained(n, high)
     return best
+
+
+def _start(
+    seats: dict[str, int],
+    count: int,
+    weights: Mapping[str, int],
+    caps: Mapping[str, int | None],
+) -> int:
+    """Give, at once, every seat whose priority is above ``W / (2 count - m)`` (``W`` the
+    weights' sum, ``m`` the clusters): at most ``count`` seats, all among the first
+    ``count`` one at a time would give (each is above every seat left out), and at least
+    ``count - m``; the rest are given one at a time. Exact integer arithmetic: seat ``k``
+    (from 0) is above it when ``(2k + 1) W < w (2 count - m)``. Only from no seats."""
+    spare = 2 * count - len(seats)
+    total = sum(w for w in weights.values() if w > 0)
+    if spare <= 0 or total <= 0:
+        return 0
+    given, double = 0, 2 * total
+    for n, weight in weights.items():
+        above = weight * spare - total
+        if above > 0:
+            k = (above + double - 1) // double  # seats 0 .. k-1 are above
+            cap = caps.get(n)
+            if cap is not None and k > cap:
+                k = cap if cap > 0 else 0
+            seats[n] = k
+            given += k
+    return given
 
 
 class _Priority:
@@ -116,16 +144,20 @@ def _add(
     count: int,
     weights: Mapping[str, int],
     caps: Mapping[str, int | None],
-    tie: TieRank,
+    tie: TieRank | None,
 ) -> int:
-    """Give ``count`` more seats to ``seats`` (in place), one at a time by priority; returns
-    how many found no cluster below its cap."""
-    count -= _bulk(seats, count, weights, caps)
-    most = max((weights[n] for n in seats), default=0)
+    """Give ``count`` more seats to ``seats`` (in place; its clusters are those of
+    ``weights``), one at a time by priority; returns how many found no cluster below its
+    cap."""
+    given = _bulk(seats, count, weights, caps)
+    if not given:
+        given = _start(seats, count, weights, caps)
+    count -= given
+    most = max(weights.values(), default=0)
     if most * (2 * (max(seats.values(), default=0) + count) + 1) < FLOAT_EXACT_BELOW:
         return _add_by_float(seats, count, weights, caps, tie)
     heap = [
-        _key(weights[n], seats[n], tie(n), n)
+        _key(weights[n], seats[n], tie(n) if tie else 0, n)
         for n in seats
         if weights[n] > 0 and (caps.get(n) is None or seats[n] < (caps[n] or 0))
     ]
@@ -145,14 +177,14 @@ def _add_by_float(
     count: int,
     weights: Mapping[str, int],
     caps: Mapping[str, int | None],
-    tie: TieRank,
+    tie: TieRank | None,
 ) -> int:
     """:func:`_add` when every weight times every divisor stays below
     :data:`FLOAT_EXACT_BELOW`: two distinct priorities then differ by more than a float's
     rounding, so the float alone orders them exactly (and equal floats are equal
     priorities). The key is made inline: this runs for every Divided decision."""
     heap = [
-        (-weights[n] / (2 * seats[n] + 1), tie(n), n)
+        (-weights[n] / (2 * seats[n] + 1), tie(n) if tie else 0, n)
         for n in seats
         if weights[n] > 0 and (caps.get(n) is None or seats[n] < (caps[n] or 0))
     ]
@@ -173,7 +205,7 @@ def apportion(
     total: int,
     weights: Mapping[str, int],
     caps: Mapping[str, int | None],
-    tie: TieRank = by_name,
+    tie: TieRank | None = None,
 ) -> dict[str, int] | None:
     """Split ``total`` replicas in proportion to ``weights`` (Webster), each cluster at most
     its cap (None: no cap). None when the caps cannot hold ``total``."""
@@ -186,7 +218,7 @@ def rescale(
     weights: Mapping[str, int],
     caps: Mapping[str, int | None],
     current: Mapping[str, int],
-    tie: TieRank = by_name,
+    tie: TieRank | None = None,
 ) -> dict[str, int] | None:
     """``total`` replicas over the clusters of ``weights``, moving none that the change
     does not require: each keeps what it runs (``current``, at most its cap); new replicas
