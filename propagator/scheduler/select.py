@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from api.placement import Placement
@@ -41,16 +40,20 @@ class Selection(NamedTuple):
     alone)."""
 
 
-@dataclass
 class Room:
     """How many replicas must be held, and how many each cluster can take (``capacity``,
     None: no limit; asked once per cluster, only for the clusters looked at). ``fewest``:
     use as few clusters as hold them (Aggregated)."""
 
-    replicas: int
-    capacity: Callable[[ClusterInfo], int | None]
-    fewest: bool = False
-    _caps: dict[str, int | None] = field(default_factory=dict)
+    __slots__ = ("_caps", "capacity", "fewest", "replicas")
+
+    def __init__(
+        self, replicas: int, capacity: Callable[[ClusterInfo], int | None], fewest: bool = False
+    ) -> None:
+        self.replicas = replicas
+        self.capacity = capacity
+        self.fewest = fewest
+        self._caps: dict[str, int | None] = {}
 
     def cap(self, cluster: ClusterInfo) -> int | None:
         if cluster.name not in self._caps:
@@ -141,27 +144,32 @@ def _spread(
     spread = placement.spread
     assert spread is not None
     what = spread.by_label or spread.by_field or ""
-    groups: dict[str, list[ClusterInfo]] = {}
+    number: dict[str, int] = {}  # group value -> group number (best group first)
+    groups: list[list[ClusterInfo]] = []
+    of: list[int] = []  # each ranked cluster's group number (-1: none)
     ungrouped: list[tuple[str, str]] = []
     group_of = spread_group(spread.by_field, spread.by_label)
     for c in ranked:
         value = group_of(c)
         if value is None:
             ungrouped.append((c.name, f"no {what} to spread by"))
-            continue
-        if value in groups:
-            groups[value].append(c)
+            of.append(-1)
+        elif value in number:
+            g = number[value]
+            groups[g].append(c)
+            of.append(g)
         else:
-            groups[value] = [c]  # dicts keep order: best group first
-    ordered = list(groups.values())
+            number[value] = len(groups)
+            of.append(len(groups))
+            groups.append([c])
     need_groups = spread.min_groups or 1
-    most_groups = min(spread.max_groups or len(ordered), len(ordered), limit)
-    running_in = {group_of(c) for c in ranked[:kept]}
-    fewest_groups = min(max(need_groups, len(running_in - {None})), most_groups)
-    if len(ordered) < need_groups:
+    most_groups = min(spread.max_groups or len(groups), len(groups), limit)
+    running_in = {of[j] for j in range(kept)}
+    fewest_groups = min(max(need_groups, len(running_in - {-1})), most_groups)
+    if len(groups) < need_groups:
         return Selection(
             (),
-            f"only {len(ordered)} {what} group(s) fit; minGroups is {need_groups}",
+            f"only {len(groups)} {what} group(s) fit; minGroups is {need_groups}",
             len(ungrouped),
             lambda: tuple(ungrouped),
         )
@@ -172,26 +180,29 @@ def _spread(
             len(ungrouped),
             lambda: tuple(ungrouped),
         )
+    numbers = range(len(groups))
     for k in range(fewest_groups, most_groups + 1):
-        for combination in itertools.islice(itertools.combinations(ordered, k), MAX_COMBINATIONS):
-            chosen = _cover(combination, ranked, limit, minimum, room, kept)
+        for combination in itertools.islice(itertools.combinations(numbers, k), MAX_COMBINATIONS):
+            chosen = _cover(combination, groups, ranked, of, limit, minimum, room, kept)
             if chosen is None:
                 continue
 
             def dropped(
-                combination: Sequence[list[ClusterInfo]] = combination,
+                combination: tuple[int, ...] = combination,
                 chosen: list[ClusterInfo] = chosen,
             ) -> Dropped:
                 out = list(ungrouped)
-                used = {id(group) for group in combination}
-                for value, group in groups.items():
-                    if id(group) not in used:  # one reason per group, not per cluster
+                for value, g in number.items():
+                    if g not in combination:  # one reason per group, not per cluster
                         why = f"{what} {value} is not among the {len(combination)} group(s) used"
-                        out += [(c.name, why) for c in group]
+                        out += [(c.name, why) for c in groups[g]]
                 picked = {c.name for c in chosen}
-                left = {c.name for group in combination for c in group} - picked
                 why = f"beyond maxClusters {limit}"
-                out += [(c.name, why) for c in ranked if c.name in left]
+                out += [
+                    (c.name, why)
+                    for c, g in zip(ranked, of, strict=True)
+                    if g in combination and c.name not in picked
+                ]
                 return tuple(out)
 
             # Every feasible cluster is chosen, or dropped by one of the reasons above.
@@ -209,24 +220,45 @@ def _spread(
 
 
 def _cover(
+    combination: tuple[int, ...],
     groups: Sequence[list[ClusterInfo]],
     ranked: Sequence[ClusterInfo],
+    of: Sequence[int],
     limit: int,
     minimum: int,
     room: Room | None,
     kept: int,
 ) -> list[ClusterInfo] | None:
-    """One cluster of each group (its best), then the best ranked of the rest up to
-    ``limit`` (Aggregated: only as many as hold the replicas, those it runs on first);
-    None when that cannot meet ``minimum`` or hold the replicas."""
-    heads = [group[0] for group in groups]
-    if len(groups) == 1:
-        rest = list(groups[0][1:])  # a group keeps rank order
+    """One cluster of each group of ``combination`` (its best), then the best ranked of
+    the rest up to ``limit`` (Aggregated: only as many as hold the replicas, those it runs
+    on first); None when that cannot meet ``minimum`` or hold the replicas. ``of``: the
+    group number of each cluster of ``ranked``."""
+    free = limit - len(combination)
+    if room is None or not room.fewest:
+        # The heads and the first ``free`` of the rest, in one pass in rank order.
+        chosen: list[ClusterInfo] = []
+        headed: set[int] = set()
+        for c, g in zip(ranked, of, strict=True):
+            if g not in combination:
+                continue
+            if g not in headed:
+                headed.add(g)
+                chosen.append(c)
+            elif free > 0:
+                free -= 1
+                chosen.append(c)
+        if room is None or room.holds(chosen):
+            return chosen if len(chosen) >= minimum else None
+        free = limit - len(combination)
+    heads = [groups[g][0] for g in combination]
+    if len(combination) == 1:
+        rest = groups[combination[0]][1:]  # a group keeps rank order
     else:
-        allowed = {c.name for group in groups for c in group[1:]}
-        rest = [c for c in ranked if c.name in allowed]
-    free = limit - len(heads)
-    if room is not None and room.fewest:
+        rest = [
+            c for c, g in zip(ranked, of, strict=True) if g in combination and c is not groups[g][0]
+        ]
+    assert room is not None
+    if room.fewest:
         chosen = list(heads)
         running = {c.name for c in ranked[:kept]}
         # Where it runs first, then the roomiest: the fewest clusters added.
@@ -236,15 +268,9 @@ def _cover(
             if len(chosen) - len(heads) >= free:
                 break
             chosen.append(c)
-        holds = room.holds(chosen)
     else:
-        chosen = heads + rest[:free]
-        holds = room is None or room.holds(chosen)
-        if not holds:
-            assert room is not None
-            chosen = heads + room.largest(rest, free)
-            holds = room.holds(chosen)
-    if len(chosen) < minimum or not holds:
+        chosen = heads + room.largest(rest, free)
+    if len(chosen) < minimum or not room.holds(chosen):
         return None
     picked = {c.name for c in chosen}
     return [c for c in ranked if c.name in picked]  # in rank order
