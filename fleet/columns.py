@@ -170,6 +170,7 @@ class Columns:
         self._memo: dict[Hashable, Any] = {}
         self._asked: set[Hashable] = set()
         self._answers = 0
+        self._members: dict[int, tuple[tuple[int, ...], tuple[ClusterInfo, ...]]] = {}
 
     def updated(self, clusters: Mapping[str, ClusterInfo]) -> Columns:
         """The columns of ``clusters`` made from these: when the same clusters are there
@@ -190,6 +191,7 @@ class Columns:
         new.taints, new.serves = dict(self.taints), dict(self.serves)
         new.available = {r: list(column) for r, column in self.available.items()}
         new._scaled, new._memo, new._asked, new._answers = {}, {}, set(), 0
+        new._members = {}
         for i in changed:
             new._replace(i, self.infos[i], clusters[self.names[i]])
         new._carry_scaled(self, changed)
@@ -291,6 +293,20 @@ class Columns:
             if i is not None:
                 out |= 1 << i
         return out
+
+    def members(self, bits: int) -> tuple[tuple[int, ...], tuple[ClusterInfo, ...]]:
+        """The positions set in ``bits`` (lowest first) and their clusters. Kept for the
+        last :data:`MEMO_ENTRIES` sets asked about: decisions from one template end with
+        the same survivors."""
+        found = self._members.get(bits)
+        if found is None:
+            positions = tuple(self.each(bits))
+            infos = self.infos
+            found = (positions, tuple([infos[i] for i in positions]))
+            if len(self._members) >= MEMO_ENTRIES:
+                self._members.clear()
+            self._members[bits] = found
+        return found
 
     @staticmethod
     def each(bits: int) -> Iterator[int]:

@@ -199,8 +199,9 @@ class Scheduler:
             passes.append(
                 self._pass(layer, candidates, cols, layer_ctx, layer_keys, timings, overflow)
             )
-            placed = sum(p.replicas for q in passes for p in q.placed)
-            if passes[-1].placed and (not overflow or placed >= wanted):
+            if passes[-1].placed and (
+                not overflow or sum(p.replicas for q in passes for p in q.placed) >= wanted
+            ):
                 break
         return self._decision(passes, snapshot, members, clusters, full_scan_reason, ctx, timings)
 
@@ -254,7 +255,6 @@ class Scheduler:
         """Select among the ranked clusters and assign the replicas (each stage timed)."""
         t0 = time.perf_counter()
         feasible = [c for _, _, c, _ in scored]
-        index = {name: (neg, j) for neg, name, _, j in scored}
         mode = ctx.placement.replicas.mode
         room = None
         if mode != "Duplicated":
@@ -264,7 +264,8 @@ class Scheduler:
                 else lambda c: replicas_capacity(c, ctx)
             )
             room = Room(ctx.demand.replicas, capacity, fewest=mode == "Aggregated")
-        kept = len(ctx.current.keys() & index.keys()) if ctx.current else 0
+        current = ctx.current
+        kept = sum(1 for c in feasible if c.name in current) if current else 0
         selection = select(feasible, ctx.placement, room, kept)
         t1 = time.perf_counter()
         timings["select"] = timings.get("select", 0.0) + t1 - t0
@@ -278,12 +279,14 @@ class Scheduler:
             if isinstance(assignment, str):
                 outcome = assignment
             else:
+                # The chosen are in rank order, as scored is; Aggregated: a cluster left
+                # without replicas is not used.
+                used_all = mode != "Aggregated" or not ctx.demand.replicas
                 placed = tuple(
                     [
-                        Placed(c.name, c.layer, assignment[c.name], round(-index[c.name][0]))
-                        for c in selection.chosen
-                        # Aggregated: a cluster left without replicas is not used.
-                        if assignment[c.name] or mode != "Aggregated" or not ctx.demand.replicas
+                        Placed(name, c.layer, assignment[name], round(-neg))
+                        for neg, name, c, _ in scored
+                        if name in assignment and (used_all or assignment[name])
                     ]
                 )
         partial_note = None
@@ -295,6 +298,7 @@ class Scheduler:
             reasons["spread"] += selection.dropped_count
 
         def ranked() -> dict[str, Verdict]:
+            index = {name: (neg, j) for neg, name, _, j in scored}
             by_name = {p.cluster: p for p in placed}
             spread_out = selection.dropped()
             dropped = frozenset(verdicts) | {name for name, _ in spread_out}
@@ -344,7 +348,8 @@ class Scheduler:
         replicas = ctx.demand.replicas
         if mode.mode == "Duplicated":
             return {c.name: replicas for c in chosen}
-        current = {c.name: ctx.current[c.name] for c in chosen if c.name in ctx.current}
+        running = ctx.current
+        current = {c.name: running[c.name] for c in chosen if c.name in running} if running else {}
         weights = mode.weights
         if mode.mode == "Aggregated" or (weights is not None and weights.dynamic):
             # By room: what each cluster can take beyond what it runs.
@@ -359,10 +364,11 @@ class Scheduler:
         room = sum(cap if cap is not None else replicas for n, cap in caps.items() if shares.get(n))
         if partial and room < replicas:
             replicas = room  # overflow: the next layer takes the rest
+        tie = ctx.tie_rank if ctx.application else None
         if current:
-            division = rescale(replicas, shares, caps, current, ctx.tie_rank)
+            division = rescale(replicas, shares, caps, current, tie)
         else:
-            division = apportion(replicas, shares, caps, ctx.tie_rank)
+            division = apportion(replicas, shares, caps, tie)
         if division is None:
             return f"{replicas} replicas do not fit: room for {room} in the chosen clusters"
         return division
@@ -400,18 +406,20 @@ class Scheduler:
             if sum(p.replicas for p in placed) < ctx.demand.replicas:
                 placed = ()  # the layers together cannot hold them: nothing moves
         schedulable = bool(placed)
-        first = next((q.attempt.layer for q in passes if q.placed), None)
+        first = None
+        if schedulable:
+            first = next(q.attempt.layer for q in passes if q.placed)
         return Decision(
             schedulable=schedulable,
             placed=placed,
-            layer=first if schedulable else None,
+            layer=first,
             summary=summary(
                 [(p.attempt, p.reasons) for p in passes],
                 len(members),
                 len(final.placed) if schedulable else None,
             ),
             evaluated=evaluated,
-            attempts=tuple(p.attempt for p in passes),
+            attempts=tuple([p.attempt for p in passes]),
             full_scan=full_scan_reason is not None,
             full_scan_reason=full_scan_reason,
             snapshot_generation=snapshot.generation,

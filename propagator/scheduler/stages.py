@@ -81,8 +81,9 @@ class Stages:
         keys: list[Hashable | None],
         verdicts: dict[str, Verdict],
         reasons: Counter[str],
-    ) -> list[ClusterInfo]:
-        """The clusters of ``alive`` every filter keeps; a verdict for each one dropped,
+    ) -> int:
+        """The clusters of ``alive`` every filter keeps (a bitset of ``cols``); a verdict
+        for each one dropped,
         from the first filter that drops it. A built-in judges the whole set from the
         columns; any other plugin (or a built-in that declines) runs per cluster. The
         filters up to the first without a memo key judge each cluster once per snapshot
@@ -106,7 +107,8 @@ class Stages:
                     by_position[i] = verdict
                 cols.remember(memo, (known | todo, out, by_position))
                 cols.answered(todo.bit_count())
-            dropped = [(i, by_position[i]) for i in cols.each(out & alive & ~mine)]
+            bad = out & alive & ~mine
+            dropped = [(i, by_position[i]) for i in cols.each(bad)] if bad else []
             if mine:
                 dropped += self._judged_by(chain, cols, mine, ctx)
                 dropped.sort(key=lambda d: d[0])
@@ -117,7 +119,7 @@ class Stages:
             reasons[verdict.reason or ""] += 1
             verdicts[verdict.cluster] = verdict
             alive &= ~(1 << i)
-        return [cols.infos[i] for i in cols.each(alive)]
+        return alive
 
     def _judged_by(
         self,
@@ -161,17 +163,19 @@ class Stages:
     def score(
         self,
         cols: Columns,
-        feasible: list[ClusterInfo],
+        alive: int,
         ctx: SchedulingContext,
         key: Hashable | None,
         verdicts: dict[str, Verdict],
         reasons: Counter[str],
     ) -> tuple[list[tuple[float, str, ClusterInfo, int]], Callable[[int], dict[str, float]]]:
-        """(negative weighted score, name, cluster, index) of the clusters that remain
-        candidates, best first — where the application runs keeps its place, then the
+        """(negative weighted score, name, cluster, index) of the clusters of ``alive``
+        that remain candidates, best first — where the application runs keeps its place, then the
         best score, ties by the application's hash — and the per-plugin scores of an
         index. Each score is clamped to 0-100; a score plugin that fails drops the
         cluster (with a verdict saying so)."""
+        at, infos = cols.members(alive)
+        positions, feasible = list(at), list(infos)
         weights = ctx.placement.replicas.weights
         if ctx.placement.replicas.mode == "Divided" and weights is not None and weights.static:
             # A cluster without a static weight would get no replica: not a candidate.
@@ -184,7 +188,7 @@ class Stages:
                     "no static weight",
                     "no weights.static entry names or selects it",
                 )
-        positions = [cols.position[c.name] for c in feasible]
+            positions = [cols.position[c.name] for c in feasible]
         if key is not None:
             negs, parts, failed = self._remembered_scores(cols, feasible, positions, ctx, key)
         else:

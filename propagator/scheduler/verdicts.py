@@ -76,6 +76,10 @@ def prefiltered(name: str, cluster: ClusterInfo | None, ctx: SchedulingContext) 
 
 
 def _counts(reasons: Counter[str]) -> str:
+    """``7 tainted not-ready, 5 insufficient cpu``: the most frequent first, then by name."""
+    if len(reasons) == 1:  # the common case: nothing to order
+        ((reason, n),) = reasons.items()
+        return f"{n} {reason}"
     return ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda i: (-i[1], i[0])))
 
 
