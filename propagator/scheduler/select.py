@@ -60,10 +60,20 @@ class Room:
             self._caps[cluster.name] = self.capacity(cluster)
         return self._caps[cluster.name]
 
-    def holds(self, clusters: Iterable[ClusterInfo]) -> bool:
-        total, caps = 0, self._caps
+    def caps_of(self, clusters: Iterable[ClusterInfo]) -> dict[str, int | None]:
+        """The cap of each of ``clusters``, by name."""
+        caps, capacity = self._caps, self.capacity
+        out: dict[str, int | None] = {}
         for c in clusters:
-            cap = caps[c.name] if c.name in caps else self.cap(c)
+            name = c.name
+            out[name] = caps[name] if name in caps else caps.setdefault(name, capacity(c))
+        return out
+
+    def holds(self, clusters: Iterable[ClusterInfo]) -> bool:
+        total, caps, capacity = 0, self._caps, self.capacity
+        for c in clusters:
+            name = c.name
+            cap = caps[name] if name in caps else caps.setdefault(name, capacity(c))
             if cap is None:
                 return True
             total += cap
@@ -144,46 +154,41 @@ def _spread(
     spread = placement.spread
     assert spread is not None
     what = spread.by_label or spread.by_field or ""
-    number: dict[str, int] = {}  # group value -> group number (best group first)
-    groups: list[list[ClusterInfo]] = []
-    of: list[int] = []  # each ranked cluster's group number (-1: none)
-    ungrouped: list[tuple[str, str]] = []
-    group_of = spread_group(spread.by_field, spread.by_label)
-    for c in ranked:
-        value = group_of(c)
-        if value is None:
-            ungrouped.append((c.name, f"no {what} to spread by"))
-            of.append(-1)
-        elif value in number:
-            g = number[value]
-            groups[g].append(c)
-            of.append(g)
-        else:
-            number[value] = len(groups)
-            of.append(len(groups))
-            groups.append([c])
+    values = list(map(spread_group(spread.by_field, spread.by_label), ranked))
+    # group value -> group number, the best ranked group first (dicts keep order)
+    number: dict[str | None, int] = {
+        v: g for g, v in enumerate([v for v in dict.fromkeys(values) if v is not None])
+    }
+    of = list(map(number.get, values))  # each ranked cluster's group (None: it has none)
+
+    def ungrouped() -> list[tuple[str, str]]:
+        why = f"no {what} to spread by"
+        return [(c.name, why) for c, g in zip(ranked, of, strict=True) if g is None]
+
+    unusable = of.count(None)
     need_groups = spread.min_groups or 1
-    most_groups = min(spread.max_groups or len(groups), len(groups), limit)
-    running_in = {of[j] for j in range(kept)}
-    fewest_groups = min(max(need_groups, len(running_in - {-1})), most_groups)
-    if len(groups) < need_groups:
+    most_groups = min(spread.max_groups or len(number), len(number), limit)
+    running_in = set(of[:kept])
+    running_in.discard(None)
+    fewest_groups = min(max(need_groups, len(running_in)), most_groups)
+    if len(number) < need_groups:
         return Selection(
             (),
-            f"only {len(groups)} {what} group(s) fit; minGroups is {need_groups}",
-            len(ungrouped),
-            lambda: tuple(ungrouped),
+            f"only {len(number)} {what} group(s) fit; minGroups is {need_groups}",
+            unusable,
+            lambda: tuple(ungrouped()),
         )
     if limit < need_groups:
         return Selection(
             (),
             f"maxClusters {limit} cannot cover minGroups {need_groups}",
-            len(ungrouped),
-            lambda: tuple(ungrouped),
+            unusable,
+            lambda: tuple(ungrouped()),
         )
-    numbers = range(len(groups))
+    numbers = range(len(number))
     for k in range(fewest_groups, most_groups + 1):
         for combination in itertools.islice(itertools.combinations(numbers, k), MAX_COMBINATIONS):
-            chosen = _cover(combination, groups, ranked, of, limit, minimum, room, kept)
+            chosen = _cover(combination, ranked, of, limit, minimum, room, kept)
             if chosen is None:
                 continue
 
@@ -191,11 +196,11 @@ def _spread(
                 combination: tuple[int, ...] = combination,
                 chosen: list[ClusterInfo] = chosen,
             ) -> Dropped:
-                out = list(ungrouped)
+                out = ungrouped()
                 for value, g in number.items():
                     if g not in combination:  # one reason per group, not per cluster
                         why = f"{what} {value} is not among the {len(combination)} group(s) used"
-                        out += [(c.name, why) for c in groups[g]]
+                        out += [(c.name, why) for c, at in zip(ranked, of, strict=True) if at == g]
                 picked = {c.name for c in chosen}
                 why = f"beyond maxClusters {limit}"
                 out += [
@@ -214,16 +219,15 @@ def _spread(
     return Selection(
         (),
         f"no {bound} {what} group(s) within maxClusters {limit} hold {needs}",
-        len(ungrouped),
-        lambda: tuple(ungrouped),
+        unusable,
+        lambda: tuple(ungrouped()),
     )
 
 
 def _cover(
     combination: tuple[int, ...],
-    groups: Sequence[list[ClusterInfo]],
     ranked: Sequence[ClusterInfo],
-    of: Sequence[int],
+    of: Sequence[int | None],
     limit: int,
     minimum: int,
     room: Room | None,
@@ -233,31 +237,37 @@ def _cover(
     the rest up to ``limit`` (Aggregated: only as many as hold the replicas, those it runs
     on first); None when that cannot meet ``minimum`` or hold the replicas. ``of``: the
     group number of each cluster of ``ranked``."""
-    free = limit - len(combination)
+    # The clusters of the groups, in rank order (made without a Python loop).
+    members = list(itertools.compress(ranked, map(combination.__contains__, of)))
     if room is None or not room.fewest:
-        # The heads and the first ``free`` of the rest, in one pass in rank order.
-        chosen: list[ClusterInfo] = []
-        headed: set[int] = set()
-        for c, g in zip(ranked, of, strict=True):
-            if g not in combination:
-                continue
-            if g not in headed:
-                headed.add(g)
-                chosen.append(c)
-            elif free > 0:
-                free -= 1
-                chosen.append(c)
+        if len(members) <= limit:
+            chosen = members  # every one: the heads and all the rest
+        else:  # the heads and the first of the rest, in rank order
+            chosen, headed, free = [], set(), limit - len(combination)
+            for c, g in zip(ranked, of, strict=True):
+                if g not in combination:
+                    continue
+                if g not in headed:
+                    headed.add(g)
+                    chosen.append(c)
+                elif free > 0:
+                    free -= 1
+                    chosen.append(c)
         if room is None or room.holds(chosen):
             return chosen if len(chosen) >= minimum else None
-        free = limit - len(combination)
-    heads = [groups[g][0] for g in combination]
-    if len(combination) == 1:
-        rest = groups[combination[0]][1:]  # a group keeps rank order
-    else:
-        rest = [
-            c for c, g in zip(ranked, of, strict=True) if g in combination and c is not groups[g][0]
-        ]
     assert room is not None
+    heads: list[ClusterInfo] = []
+    rest: list[ClusterInfo] = []
+    headed = set()
+    for c, g in zip(ranked, of, strict=True):
+        if g not in combination:
+            continue
+        if g in headed:
+            rest.append(c)  # in rank order
+        else:
+            headed.add(g)
+            heads.append(c)
+    free = limit - len(heads)
     if room.fewest:
         chosen = list(heads)
         running = {c.name for c in ranked[:kept]}
