@@ -10,10 +10,12 @@ snapshot has been fresh for ``fresh_for_s`` (so it does not flap).
 
 from __future__ import annotations
 
+import operator
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import cast
 
 from api.placement import Placement
 from fleet.columns import Columns
@@ -55,6 +57,10 @@ class _Pass:
     ranked: Callable[[], dict[str, Verdict]] = dict
     """The verdicts of the clusters ranked and not dropped, made only when asked: most
     decisions are read for their placement alone."""
+
+
+_CLUSTER = operator.itemgetter(2)
+"""The cluster of a scored entry (negative score, name, cluster, index)."""
 
 
 def _indexed_candidates(
@@ -254,7 +260,7 @@ class Scheduler:
     ) -> _Pass:
         """Select among the ranked clusters and assign the replicas (each stage timed)."""
         t0 = time.perf_counter()
-        feasible = [c for _, _, c, _ in scored]
+        feasible = list(map(_CLUSTER, scored))
         mode = ctx.placement.replicas.mode
         room = None
         if mode != "Duplicated":
@@ -273,7 +279,7 @@ class Scheduler:
         placed: tuple[Placed, ...] = ()
         outcome = selection.problem
         if outcome is None:
-            caps = {c.name: room.cap(c) for c in selection.chosen} if room else {}
+            caps = room.caps_of(selection.chosen) if room else {}
             assignment = self._assign(selection.chosen, ctx, caps, partial)
             timings["assign"] = timings.get("assign", 0.0) + time.perf_counter() - t1
             if isinstance(assignment, str):
@@ -351,17 +357,25 @@ class Scheduler:
         running = ctx.current
         current = {c.name: running[c.name] for c in chosen if c.name in running} if running else {}
         weights = mode.weights
-        if mode.mode == "Aggregated" or (weights is not None and weights.dynamic):
-            # By room: what each cluster can take beyond what it runs.
-            shares = {
-                n: replicas if cap is None else max(0, cap - current.get(n, 0))
-                for n, cap in caps.items()
-            }
-        elif weights is None:
-            shares = {c.name: 1 for c in chosen}
+        by_room = mode.mode == "Aggregated" or (weights is not None and weights.dynamic)
+        shares: Mapping[str, int]
+        if by_room and not current and None not in caps.values():
+            # By room, where it runs nowhere yet: each cluster's share is its room.
+            shares = cast(Mapping[str, int], caps)  # None is not among them
+            room = sum(shares.values())
         else:
-            shares = {c.name: static_weight(c, weights) for c in chosen}
-        room = sum(cap if cap is not None else replicas for n, cap in caps.items() if shares.get(n))
+            if by_room:  # what each cluster can take beyond what it runs
+                shares = {
+                    n: replicas if cap is None else max(0, cap - current.get(n, 0))
+                    for n, cap in caps.items()
+                }
+            elif weights is None:
+                shares = {c.name: 1 for c in chosen}
+            else:
+                shares = {c.name: static_weight(c, weights) for c in chosen}
+            room = sum(
+                cap if cap is not None else replicas for n, cap in caps.items() if shares.get(n)
+            )
         if partial and room < replicas:
             replicas = room  # overflow: the next layer takes the rest
         tie = ctx.tie_rank if ctx.application else None

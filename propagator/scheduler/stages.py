@@ -193,11 +193,15 @@ class Stages:
             negs, parts, failed = self._remembered_scores(cols, feasible, positions, ctx, key)
         else:
             negs, parts, failed = self._reckoned(cols, feasible, positions, ctx)
-        scored = [
-            (neg, cluster.name, cluster, j)
-            for j, (cluster, neg) in enumerate(zip(feasible, negs, strict=True))
-            if j not in failed
-        ]
+        if failed:
+            scored = [
+                (neg, cluster.name, cluster, j)
+                for j, (cluster, neg) in enumerate(zip(feasible, negs, strict=True))
+                if j not in failed
+            ]
+        else:  # made without a Python loop: this runs for every decision
+            names = map(cols.names.__getitem__, positions)
+            scored = list(zip(negs, names, feasible, range(len(feasible)), strict=True))
         for j in sorted(failed):
             verdict = failed[j]
             reasons[verdict.reason or ""] += 1
@@ -268,30 +272,34 @@ class Stages:
     ) -> tuple[list[float], Callable[[int], dict[str, float]], dict[int, Verdict]]:
         """:meth:`_reckoned`, each cluster's scores reckoned once per generation and
         ``memo`` (a failed score is reckoned again)."""
-        known: dict[int, tuple[float, tuple[float, ...]]] | None = cols.recall(memo)
-        if known is None:
+        kept: tuple[dict[int, float], dict[int, tuple[float, ...]]] | None = cols.recall(memo)
+        if kept is None:
             if not cols.worth_keeping(memo):
                 return self._reckoned(cols, feasible, positions, ctx)
-            known = {}
-            cols.remember(memo, known)
-        todo = [j for j, i in enumerate(positions) if i not in known]
+            kept = ({}, {})
+            cols.remember(memo, kept)
+        negs_of, parts_of = kept  # by position: the negative weighted score, each plugin's
+        negs: list[float | None] = list(map(negs_of.get, positions))
         failed: dict[int, Verdict] = {}
-        if todo:
+        if None in negs:
+            todo = [j for j, neg in enumerate(negs) if neg is None]
             fresh, columns, failures = self._reckon(
                 cols, [feasible[j] for j in todo], [positions[j] for j in todo], ctx
             )
             for t, j in enumerate(todo):
                 if t in failures:
-                    failed[j] = failures[t]
+                    failed[j], negs[j] = failures[t], 0.0
                 else:
-                    known[positions[j]] = (fresh[t], tuple([column[t] for column in columns]))
+                    i = positions[j]
+                    negs[j] = negs_of[i] = fresh[t]
+                    parts_of[i] = tuple([column[t] for column in columns])
             cols.answered(len(todo))
         names = self._score_plugin_names
 
         def parts(j: int) -> dict[str, float]:
-            return dict(zip(names, known[positions[j]][1], strict=True))
+            return dict(zip(names, parts_of[positions[j]], strict=True))
 
-        return [known[i][0] if i in known else 0.0 for i in positions], parts, failed
+        return cast(list[float], negs), parts, failed
 
 
 def static_weight(cluster: ClusterInfo, weights: ReplicaWeights) -> int:
