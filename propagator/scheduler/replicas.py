@@ -52,8 +52,6 @@ def _bulk(
 ) -> int:
     """Give, at once, every seat above a threshold as long as fewer than ``count``; returns
     how many were given. What is left is a few seats per cluster."""
-    if count <= 8 * len(seats) + 64:
-        return 0  # a few seats each at most: nothing to give in bulk
     active = [n for n in seats if weights[n] > 0]
     if not active or count <= 8 * len(active) + 64:
         return 0
@@ -79,34 +77,6 @@ def _bulk(
     for n in active:
         seats[n] += gained(n, high)
     return best
-
-
-def _start(
-    seats: dict[str, int],
-    count: int,
-    weights: Mapping[str, int],
-    caps: Mapping[str, int | None],
-) -> int:
-    """Give, at once, every seat whose priority is above ``W / (2 count - m)`` (``W`` the
-    weights' sum, ``m`` the clusters): at most ``count`` seats, all among the first
-    ``count`` one at a time would give (each is above every seat left out), and at least
-    ``count - m``; the rest are given one at a time. Exact integer arithmetic: seat ``k``
-    (from 0) is above it when ``(2k + 1) W < w (2 count - m)``. Only from no seats."""
-    spare = 2 * count - len(seats)
-    total = sum(w for w in weights.values() if w > 0)
-    if spare <= 0 or total <= 0:
-        return 0
-    given, double = 0, 2 * total
-    for n, weight in weights.items():
-        above = weight * spare - total
-        if above > 0:
-            k = (above + double - 1) // double  # seats 0 .. k-1 are above
-            cap = caps.get(n)
-            if cap is not None and k > cap:
-                k = cap if cap > 0 else 0
-            seats[n] = k
-            given += k
-    return given
 
 
 class _Priority:
@@ -149,10 +119,7 @@ def _add(
     """Give ``count`` more seats to ``seats`` (in place; its clusters are those of
     ``weights``), one at a time by priority; returns how many found no cluster below its
     cap."""
-    given = _bulk(seats, count, weights, caps)
-    if not given:
-        given = _start(seats, count, weights, caps)
-    count -= given
+    count -= _bulk(seats, count, weights, caps)
     most = max(weights.values(), default=0)
     if most * (2 * (max(seats.values(), default=0) + count) + 1) < FLOAT_EXACT_BELOW:
         return _add_by_float(seats, count, weights, caps, tie)
@@ -188,6 +155,18 @@ def _add_by_float(
         for n in seats
         if weights[n] > 0 and (caps.get(n) is None or seats[n] < (caps[n] or 0))
     ]
+    return _fill(heap, seats, count, weights, caps)
+
+
+def _fill(
+    heap: list[tuple[float, int, str]],
+    seats: dict[str, int],
+    count: int,
+    weights: Mapping[str, int],
+    caps: Mapping[str, int | None],
+) -> int:
+    """The one-at-a-time loop of :func:`_add_by_float` from ``heap``: each cluster below
+    its cap with a positive weight, keyed by its next seat's priority as a float."""
     heapq.heapify(heap)
     while count > 0 and heap:
         _, rank, n = heap[0]
@@ -209,8 +188,47 @@ def apportion(
 ) -> dict[str, int] | None:
     """Split ``total`` replicas in proportion to ``weights`` (Webster), each cluster at most
     its cap (None: no cap). None when the caps cannot hold ``total``."""
+    if (
+        total <= 8 * len(weights) + 64
+        and min(weights.values(), default=0) >= 0
+        and max(weights.values(), default=0) * (2 * total + 1) < FLOAT_EXACT_BELOW
+    ):
+        return _apportion_few(total, weights, caps, tie)
     seats = dict.fromkeys(weights, 0)
     return seats if _add(seats, total, weights, caps, tie) == 0 else None
+
+
+def _apportion_few(
+    total: int,
+    weights: Mapping[str, int],
+    caps: Mapping[str, int | None],
+    tie: TieRank | None,
+) -> dict[str, int] | None:
+    """:func:`apportion` of a few seats per cluster, with float priorities (see
+    :func:`_add_by_float`). Every seat whose priority is above ``W / (2 total - m)`` (``W``
+    the weights' sum, ``m`` the clusters) is given at once: at most ``total`` of them, all
+    among the first ``total`` one at a time would give (each is above every seat left
+    out), and at least ``total - m``; the rest one at a time. Exact integers: seat ``k``
+    (from 0) is above it when ``(2k + 1) W < w (2 total - m)``."""
+    whole = sum(weights.values())
+    spare, double = 2 * total - len(weights), 2 * whole
+    seats: dict[str, int] = {}
+    heap: list[tuple[float, int, str]] = []
+    given = 0
+    for n, weight in weights.items():
+        k = 0
+        if weight > 0:
+            above = weight * spare - whole
+            if above > 0:
+                k = (above + double - 1) // double  # seats 0 .. k-1 are above
+            cap = caps.get(n)
+            if cap is not None and k >= cap:
+                k = cap if cap > 0 else 0  # full: no more seats
+            else:
+                heap.append((-weight / (2 * k + 1), tie(n) if tie else 0, n))
+            given += k
+        seats[n] = k
+    return seats if _fill(heap, seats, total - given, weights, caps) == 0 else None
 
 
 def rescale(
