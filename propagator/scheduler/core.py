@@ -264,12 +264,12 @@ class Scheduler:
         mode = ctx.placement.replicas.mode
         room = None
         if mode != "Duplicated":
-            capacity = (
+            capacity, known = (
                 columnar_capacity(cols, ctx)
                 if self.columnar
-                else lambda c: replicas_capacity(c, ctx)
+                else ((lambda c: replicas_capacity(c, ctx)), None)
             )
-            room = Room(ctx.demand.replicas, capacity, fewest=mode == "Aggregated")
+            room = Room(ctx.demand.replicas, capacity, mode == "Aggregated", known)
         current = ctx.current
         kept = sum(1 for c in feasible if c.name in current) if current else 0
         selection = select(feasible, ctx.placement, room, kept)

@@ -476,16 +476,20 @@ def replicas_capacity(cluster: ClusterInfo, ctx: SchedulingContext) -> int | Non
     return fits
 
 
-def columnar_capacity(cols: Columns, ctx: SchedulingContext) -> Callable[[ClusterInfo], int | None]:
+def columnar_capacity(
+    cols: Columns, ctx: SchedulingContext
+) -> tuple[Callable[[ClusterInfo], int | None], dict[str, int | None] | None]:
     """:func:`replicas_capacity` as a function of the cluster, from the columns' exact
-    integers when no tenant quota applies (else per cluster). The integers are prepared
-    once per generation and demand, and each cluster where the application does not run
-    is reckoned once per generation and demand, when first asked."""
+    integers when no tenant quota applies (else per cluster), and — where the application
+    runs nowhere — the answers it already gave, by cluster name (None: none kept). The
+    integers are prepared once per generation and demand, and each cluster where the
+    application does not run is reckoned once per generation and demand, when first
+    asked."""
     demand = ctx.demand
     if demand.per_node or ctx.quota is not None:
-        return lambda cluster: replicas_capacity(cluster, ctx)
+        return (lambda cluster: replicas_capacity(cluster, ctx)), None
     memo = ("replicas capacity", demand.resources_key)
-    kept: tuple[list[tuple[list[int | None], int, int]] | None, dict[int, int | None]] | None
+    kept: tuple[list[tuple[list[int | None], int, int]] | None, dict[str, int | None]] | None
     kept = cols.recall(memo)
     keeping = True
     if kept is None:
@@ -495,14 +499,15 @@ def columnar_capacity(cols: Columns, ctx: SchedulingContext) -> Callable[[Cluste
             cols.remember(memo, kept)
     plan, known = kept
     if plan is None:
-        return lambda cluster: replicas_capacity(cluster, ctx)
+        return (lambda cluster: replicas_capacity(cluster, ctx)), None
     position, current = cols.position, ctx.current
 
     def capacity(cluster: ClusterInfo) -> int | None:
-        i = position[cluster.name]
-        running = current.get(cluster.name)
-        if running is None and i in known:
-            return known[i]
+        name = cluster.name
+        i = position[name]
+        running = current.get(name)
+        if running is None and name in known:
+            return known[name]
         fits: int | None = None
         for values, fixed, need in plan:
             have = values[i]
@@ -517,11 +522,11 @@ def columnar_capacity(cols: Columns, ctx: SchedulingContext) -> Callable[[Cluste
             if fits is None or n < fits:
                 fits = n
         if running is None and keeping:
-            known[i] = fits
+            known[name] = fits
             cols.answered(1)
         return fits
 
-    return capacity
+    return capacity, None if current else known
 
 
 def _integer_plan(cols: Columns, demand: Demand) -> list[tuple[list[int | None], int, int]] | None:

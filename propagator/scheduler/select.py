@@ -10,7 +10,7 @@ taken, which serve whenever any set of that size does.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from api.placement import Placement
@@ -48,32 +48,34 @@ class Room:
     __slots__ = ("_caps", "capacity", "fewest", "replicas")
 
     def __init__(
-        self, replicas: int, capacity: Callable[[ClusterInfo], int | None], fewest: bool = False
+        self,
+        replicas: int,
+        capacity: Callable[[ClusterInfo], int | None],
+        fewest: bool = False,
+        known: dict[str, int | None] | None = None,
     ) -> None:
+        """``known``: caps ``capacity`` already gave, by name (kept with the snapshot's
+        columns; the caps asked here are added to it)."""
         self.replicas = replicas
         self.capacity = capacity
         self.fewest = fewest
-        self._caps: dict[str, int | None] = {}
+        self._caps: dict[str, int | None] = {} if known is None else known
 
     def cap(self, cluster: ClusterInfo) -> int | None:
         if cluster.name not in self._caps:
             self._caps[cluster.name] = self.capacity(cluster)
         return self._caps[cluster.name]
 
-    def caps_of(self, clusters: Iterable[ClusterInfo]) -> dict[str, int | None]:
+    def caps_of(self, clusters: Sequence[ClusterInfo]) -> dict[str, int | None]:
         """The cap of each of ``clusters``, by name."""
-        caps, capacity = self._caps, self.capacity
-        out: dict[str, int | None] = {}
-        for c in clusters:
-            name = c.name
-            out[name] = caps[name] if name in caps else caps.setdefault(name, capacity(c))
-        return out
+        caps = self._caps
+        return {c.name: caps[c.name] if c.name in caps else self.cap(c) for c in clusters}
 
-    def holds(self, clusters: Iterable[ClusterInfo]) -> bool:
-        total, caps, capacity = 0, self._caps, self.capacity
+    def holds(self, clusters: Sequence[ClusterInfo]) -> bool:
+        """Whether ``clusters`` together have room for the replicas."""
+        total, caps = 0, self._caps
         for c in clusters:
-            name = c.name
-            cap = caps[name] if name in caps else caps.setdefault(name, capacity(c))
+            cap = caps[c.name] if c.name in caps else self.cap(c)
             if cap is None:
                 return True
             total += cap
