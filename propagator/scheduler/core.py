@@ -10,6 +10,7 @@ snapshot has been fresh for ``fresh_for_s`` (so it does not flap).
 
 from __future__ import annotations
 
+import functools
 import operator
 import time
 from collections import Counter
@@ -59,6 +60,9 @@ class _Pass:
     decisions are read for their placement alone."""
 
 
+_placed = functools.partial(tuple.__new__, Placed)
+"""``Placed`` from a tuple of its fields, without the Python frame of ``Placed(...)``
+(one per placed cluster of every decision)."""
 _CLUSTER = operator.itemgetter(2)
 """The cluster of a scored entry (negative score, name, cluster, index)."""
 
@@ -290,7 +294,7 @@ class Scheduler:
                 used_all = mode != "Aggregated" or not ctx.demand.replicas
                 placed = tuple(
                     [
-                        Placed(name, c.layer, assignment[name], round(-neg))
+                        _placed((name, c.layer, assignment[name], round(-neg)))
                         for neg, name, c, _ in scored
                         if name in assignment and (used_all or assignment[name])
                     ]

@@ -31,6 +31,7 @@ def _none() -> Dropped:
 
 class Selection(NamedTuple):
     chosen: tuple[ClusterInfo, ...]
+    """In rank order."""
     problem: str | None = None
     """Why the placement cannot be satisfied (None when it can)."""
     dropped_count: int = 0

@@ -88,7 +88,7 @@ class Stages:
         columns; any other plugin (or a built-in that declines) runs per cluster. The
         filters up to the first without a memo key judge each cluster once per snapshot
         generation and keys (where the application runs: every time)."""
-        memoised = next((n for n, key in enumerate(keys) if key is None), len(keys))
+        memoised = keys.index(None) if None in keys else len(keys)
         if memoised:
             memo = ("filters", self._filter_names[:memoised], tuple(keys[:memoised]))
             entry = cols.recall(memo)
