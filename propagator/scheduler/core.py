@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import operator
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import cast
@@ -54,7 +53,8 @@ class _Pass:
     placed: tuple[Placed, ...]
     verdicts: dict[str, Verdict]
     """Clusters dropped (by a filter, a weight or spread)."""
-    reasons: Counter[str]
+    reasons: dict[str, int]
+    """How many clusters were dropped, by reason."""
     ranked: Callable[[], dict[str, Verdict]] = dict
     """The verdicts of the clusters ranked and not dropped, made only when asked: most
     decisions are read for their placement alone."""
@@ -229,7 +229,7 @@ class Scheduler:
         ``timings``). With ``partial`` (layer overflow), the chosen clusters are filled as
         far as they go when they cannot hold every replica."""
         verdicts: dict[str, Verdict] = {}
-        reasons: Counter[str] = Counter()
+        reasons: dict[str, int] = {}
         t0 = time.perf_counter()
         feasible = self._stages.filter(cols, candidates, ctx, keys.filters, verdicts, reasons)
         t1 = time.perf_counter()
@@ -258,7 +258,7 @@ class Scheduler:
         parts: Callable[[int], dict[str, float]],
         ctx: SchedulingContext,
         verdicts: dict[str, Verdict],
-        reasons: Counter[str],
+        reasons: dict[str, int],
         timings: dict[str, float],
         partial: bool,
     ) -> _Pass:
@@ -305,7 +305,7 @@ class Scheduler:
             if held < ctx.demand.replicas:
                 partial_note = f"held {held} of {ctx.demand.replicas} replicas, the rest overflow"
         if selection.dropped_count:
-            reasons["spread"] += selection.dropped_count
+            reasons["spread"] = reasons.get("spread", 0) + selection.dropped_count
 
         def ranked() -> dict[str, Verdict]:
             index = {name: (neg, j) for neg, name, _, j in scored}

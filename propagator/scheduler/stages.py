@@ -5,7 +5,6 @@ columns, and the answers of plugins with a memo key kept per snapshot generation
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Hashable
 from typing import NamedTuple, cast
 
@@ -80,7 +79,7 @@ class Stages:
         ctx: SchedulingContext,
         keys: list[Hashable | None],
         verdicts: dict[str, Verdict],
-        reasons: Counter[str],
+        reasons: dict[str, int],
     ) -> int:
         """The clusters of ``alive`` every filter keeps (a bitset of ``cols``); a verdict
         for each one dropped,
@@ -116,7 +115,8 @@ class Stages:
                 alive &= ~(1 << i)
         dropped += self._judged_by(self._filters[memoised:], cols, alive, ctx)
         for i, verdict in dropped:
-            reasons[verdict.reason or ""] += 1
+            reason = verdict.reason or ""
+            reasons[reason] = reasons.get(reason, 0) + 1
             verdicts[verdict.cluster] = verdict
             alive &= ~(1 << i)
         return alive
@@ -167,7 +167,7 @@ class Stages:
         ctx: SchedulingContext,
         key: Hashable | None,
         verdicts: dict[str, Verdict],
-        reasons: Counter[str],
+        reasons: dict[str, int],
     ) -> tuple[list[tuple[float, str, ClusterInfo, int]], Callable[[int], dict[str, float]]]:
         """(negative weighted score, name, cluster, index) of the clusters of ``alive``
         that remain candidates, best first — where the application runs keeps its place, then the
@@ -181,7 +181,7 @@ class Stages:
             # A cluster without a static weight would get no replica: not a candidate.
             for cluster in [c for c in feasible if not static_weight(c, weights)]:
                 feasible.remove(cluster)
-                reasons["no static weight"] += 1
+                reasons["no static weight"] = reasons.get("no static weight", 0) + 1
                 verdicts[cluster.name] = Verdict(
                     cluster.name,
                     "ReplicaWeights",
@@ -204,7 +204,8 @@ class Stages:
             scored = list(zip(negs, names, feasible, range(len(feasible)), strict=True))
         for j in sorted(failed):
             verdict = failed[j]
-            reasons[verdict.reason or ""] += 1
+            reason = verdict.reason or ""
+            reasons[reason] = reasons.get(reason, 0) + 1
             verdicts[verdict.cluster] = verdict
         if ctx.current or ctx.application:
             current, tie_rank = ctx.current, ctx.tie_rank

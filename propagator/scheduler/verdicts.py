@@ -4,7 +4,6 @@ became a candidate, and the one-line summary the Scheduled condition shows."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -75,7 +74,7 @@ def prefiltered(name: str, cluster: ClusterInfo | None, ctx: SchedulingContext) 
     )
 
 
-def _counts(reasons: Counter[str]) -> str:
+def _counts(reasons: dict[str, int]) -> str:
     """``7 tainted not-ready, 5 insufficient cpu``: the most frequent first, then by name."""
     if len(reasons) == 1:  # the common case: nothing to order
         ((reason, n),) = reasons.items()
@@ -84,7 +83,7 @@ def _counts(reasons: Counter[str]) -> str:
 
 
 def summary(
-    layers: Sequence[tuple[LayerAttempt, Counter[str]]], members: int, placed: int | None
+    layers: Sequence[tuple[LayerAttempt, dict[str, int]]], members: int, placed: int | None
 ) -> str:
     """``3/12 clusters fit; placed on 3 in layer edge`` or ``0/12 clusters fit: 7 tainted
     not-ready, 5 insufficient cpu`` (per layer when several were tried; ``placed``: on how
@@ -94,7 +93,8 @@ def summary(
         where = "" if a.layer == ANY_LAYER else f"layer {a.layer}: "
         excluded = members - a.candidates if a.layer == ANY_LAYER else 0
         if excluded:
-            reasons = reasons + Counter({"excluded by placement": excluded})
+            why = "excluded by placement"
+            reasons = {**reasons, why: reasons.get(why, 0) + excluded}
         text = (
             f"{where}{a.feasible}/{members if a.layer == ANY_LAYER else a.candidates} clusters fit"
         )
