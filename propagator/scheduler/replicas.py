@@ -212,23 +212,22 @@ def _apportion_few(
     (from 0) is above it when ``(2k + 1) W < w (2 total - m)``."""
     whole = sum(weights.values())
     spare, double = 2 * total - len(weights), 2 * whole
-    seats: dict[str, int] = {}
+    seats = dict.fromkeys(weights, 0)
     heap: list[tuple[float, int, str]] = []
-    given = 0
     for n, weight in weights.items():
-        k = 0
-        if weight > 0:
-            above = weight * spare - whole
-            if above > 0:
-                k = (above + double - 1) // double  # seats 0 .. k-1 are above
-            cap = caps.get(n)
-            if cap is not None and k >= cap:
-                k = cap if cap > 0 else 0  # full: no more seats
-            else:
-                heap.append((-weight / (2 * k + 1), tie(n) if tie else 0, n))
-            given += k
-        seats[n] = k
-    return seats if _fill(heap, seats, total - given, weights, caps) == 0 else None
+        if weight <= 0:
+            continue
+        above = weight * spare - whole
+        k = (above + double - 1) // double if above > 0 else 0  # seats 0 .. k-1 are above
+        cap = caps.get(n)
+        if cap is not None and k >= cap:
+            seats[n] = cap if cap > 0 else 0  # full: no more seats
+            continue
+        if k:
+            seats[n] = k
+        heap.append((-weight / (2 * k + 1), tie(n) if tie else 0, n))
+    left = total - sum(seats.values())
+    return seats if _fill(heap, seats, left, weights, caps) == 0 else None
 
 
 def rescale(

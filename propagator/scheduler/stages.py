@@ -5,7 +5,7 @@ columns, and the answers of plugins with a memo key kept per snapshot generation
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import NamedTuple, cast
 
 from api.placement import ReplicaWeights
@@ -174,13 +174,13 @@ class Stages:
         best score, ties by the application's hash — and the per-plugin scores of an
         index. Each score is clamped to 0-100; a score plugin that fails drops the
         cluster (with a verdict saying so)."""
-        at, infos = cols.members(alive)
-        positions, feasible = list(at), list(infos)
+        positions, feasible = cols.members(alive)
         weights = ctx.placement.replicas.weights
         if ctx.placement.replicas.mode == "Divided" and weights is not None and weights.static:
             # A cluster without a static weight would get no replica: not a candidate.
+            weighted = list(feasible)
             for cluster in [c for c in feasible if not static_weight(c, weights)]:
-                feasible.remove(cluster)
+                weighted.remove(cluster)
                 reasons["no static weight"] = reasons.get("no static weight", 0) + 1
                 verdicts[cluster.name] = Verdict(
                     cluster.name,
@@ -188,7 +188,8 @@ class Stages:
                     "no static weight",
                     "no weights.static entry names or selects it",
                 )
-            positions = [cols.position[c.name] for c in feasible]
+            feasible = tuple(weighted)
+            positions = tuple([cols.position[c.name] for c in feasible])
         if key is not None:
             negs, parts, failed = self._remembered_scores(cols, feasible, positions, ctx, key)
         else:
@@ -217,8 +218,8 @@ class Stages:
     def _reckon(
         self,
         cols: Columns,
-        feasible: list[ClusterInfo],
-        positions: list[int],
+        feasible: Sequence[ClusterInfo],
+        positions: Sequence[int],
         ctx: SchedulingContext,
     ) -> tuple[list[float], list[list[float]], dict[int, Verdict]]:
         """Per cluster of ``feasible`` (at ``positions``): its negative weighted score,
@@ -250,8 +251,8 @@ class Stages:
     def _reckoned(
         self,
         cols: Columns,
-        feasible: list[ClusterInfo],
-        positions: list[int],
+        feasible: Sequence[ClusterInfo],
+        positions: Sequence[int],
         ctx: SchedulingContext,
     ) -> tuple[list[float], Callable[[int], dict[str, float]], dict[int, Verdict]]:
         """:meth:`_reckon` with the per-plugin scores of an index as a function."""
@@ -266,8 +267,8 @@ class Stages:
     def _remembered_scores(
         self,
         cols: Columns,
-        feasible: list[ClusterInfo],
-        positions: list[int],
+        feasible: Sequence[ClusterInfo],
+        positions: Sequence[int],
         ctx: SchedulingContext,
         memo: Hashable,
     ) -> tuple[list[float], Callable[[int], dict[str, float]], dict[int, Verdict]]:

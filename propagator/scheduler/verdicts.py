@@ -4,6 +4,7 @@ became a candidate, and the one-line summary the Scheduled condition shows."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -74,12 +75,17 @@ def prefiltered(name: str, cluster: ClusterInfo | None, ctx: SchedulingContext) 
     )
 
 
+_COUNT = operator.itemgetter(1)
+
+
 def _counts(reasons: dict[str, int]) -> str:
     """``7 tainted not-ready, 5 insufficient cpu``: the most frequent first, then by name."""
     if len(reasons) == 1:  # the common case: nothing to order
         ((reason, n),) = reasons.items()
         return f"{n} {reason}"
-    return ", ".join(f"{n} {r}" for r, n in sorted(reasons.items(), key=lambda i: (-i[1], i[0])))
+    ordered = sorted(reasons.items())
+    ordered.sort(key=_COUNT, reverse=True)  # stable: equal counts stay by name
+    return ", ".join([f"{n} {r}" for r, n in ordered])
 
 
 def summary(
