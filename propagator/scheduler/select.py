@@ -70,7 +70,10 @@ class Room:
     def caps_of(self, clusters: Sequence[ClusterInfo]) -> dict[str, int | None]:
         """The cap of each of ``clusters``, by name."""
         caps = self._caps
-        return {c.name: caps[c.name] if c.name in caps else self.cap(c) for c in clusters}
+        try:  # each asked before (the common case)
+            return {c.name: caps[c.name] for c in clusters}
+        except KeyError:
+            return {c.name: caps[c.name] if c.name in caps else self.cap(c) for c in clusters}
 
     def holds(self, clusters: Sequence[ClusterInfo]) -> bool:
         """Whether ``clusters`` together have room for the replicas."""
@@ -171,9 +174,8 @@ def _spread(
     unusable = of.count(None)
     need_groups = spread.min_groups or 1
     most_groups = min(spread.max_groups or len(number), len(number), limit)
-    running_in = set(of[:kept])
-    running_in.discard(None)
-    fewest_groups = min(max(need_groups, len(running_in)), most_groups)
+    running_in = len(set(of[:kept]) - {None}) if kept else 0
+    fewest_groups = min(max(need_groups, running_in), most_groups)
     if len(number) < need_groups:
         return Selection(
             (),
