@@ -21,7 +21,7 @@ never kept (it counts the application's own use there).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Protocol, runtime_checkable
@@ -489,18 +489,42 @@ def columnar_capacity(
     if demand.per_node or ctx.quota is not None:
         return (lambda cluster: replicas_capacity(cluster, ctx)), None
     memo = ("replicas capacity", demand.resources_key)
-    kept: tuple[list[tuple[list[int | None], int, int]] | None, dict[str, int | None]] | None
-    kept = cols.recall(memo)
+    kept: _KeptCapacity | None = cols.recall(memo)
     keeping = True
     if kept is None:
-        kept = (_integer_plan(cols, demand), {})
+        plan = _integer_plan(cols, demand)
+        known: dict[str, int | None] = {}
         keeping = cols.worth_keeping(memo)
+        fresh = None if plan is None else _capacity(cols, plan, known, {}, keeping)
+        kept = (plan, known, fresh)
         if keeping:
             cols.remember(memo, kept)
-    plan, known = kept
-    if plan is None:
+    plan, known, fresh = kept
+    if plan is None or fresh is None:
         return (lambda cluster: replicas_capacity(cluster, ctx)), None
-    position, current = cols.position, ctx.current
+    if not ctx.current:
+        return fresh, known  # made once per generation and demand
+    return _capacity(cols, plan, known, ctx.current, keeping), None
+
+
+_Plan = list[tuple[list[int | None], int, int]]
+_KeptCapacity = tuple[
+    _Plan | None, dict[str, int | None], Callable[[ClusterInfo], int | None] | None
+]
+"""What columnar_capacity keeps per generation and demand: the integer plan, the caps
+of clusters where the application does not run, and the capacity where it runs nowhere."""
+
+
+def _capacity(
+    cols: Columns,
+    plan: _Plan,
+    known: dict[str, int | None],
+    current: Mapping[str, int],
+    keeping: bool,
+) -> Callable[[ClusterInfo], int | None]:
+    """The capacity of a cluster by ``plan``, ``current`` counted back; a cluster where
+    the application does not run is reckoned once into ``known`` (with ``keeping``)."""
+    position = cols.position
 
     def capacity(cluster: ClusterInfo) -> int | None:
         name = cluster.name
@@ -526,10 +550,10 @@ def columnar_capacity(
             cols.answered(1)
         return fits
 
-    return capacity, None if current else known
+    return capacity
 
 
-def _integer_plan(cols: Columns, demand: Demand) -> list[tuple[list[int | None], int, int]] | None:
+def _integer_plan(cols: Columns, demand: Demand) -> _Plan | None:
     """Per requested resource some cluster tracks: (available, fixed need, need per
     replica) as integers in one unit; None when a value does not scale exactly."""
     plan = []
