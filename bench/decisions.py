@@ -2,8 +2,11 @@
 instruction counter, whose counts (unlike seconds) repeat exactly on a shared machine.
 Instructions per decision = (count with N decisions - count with 0) / N, e.g.
 
-    for n in 0 1000; do valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
-        python -m bench.decisions Duplicated 100 $n 2>&1 | grep Collected; done
+    for n in 0 1000; do PYTHONHASHSEED=0 valgrind --tool=callgrind \\
+        --callgrind-out-file=/dev/null python -m bench.decisions Duplicated 100 $n 2>&1 |
+        grep Collected; done
+
+(a fixed hash seed: dicts and sets are laid out alike in every run, so counts repeat).
 
     python -m bench.decisions PLACEMENT CLUSTERS DECISIONS
 """
