@@ -171,6 +171,7 @@ class Columns:
         self._asked: set[Hashable] = set()
         self._answers = 0
         self._members: dict[int, tuple[tuple[int, ...], tuple[ClusterInfo, ...]]] = {}
+        self._members_held = 0
 
     def updated(self, clusters: Mapping[str, ClusterInfo]) -> Columns:
         """The columns of ``clusters`` made from these: when the same clusters are there
@@ -191,7 +192,7 @@ class Columns:
         new.taints, new.serves = dict(self.taints), dict(self.serves)
         new.available = {r: list(column) for r, column in self.available.items()}
         new._scaled, new._memo, new._asked, new._answers = {}, {}, set(), 0
-        new._members = {}
+        new._members, new._members_held = {}, 0
         for i in changed:
             new._replace(i, self.infos[i], clusters[self.names[i]])
         new._carry_scaled(self, changed)
@@ -296,15 +297,18 @@ class Columns:
 
     def members(self, bits: int) -> tuple[tuple[int, ...], tuple[ClusterInfo, ...]]:
         """The positions set in ``bits`` (lowest first) and their clusters. Kept for the
-        last :data:`MEMO_ENTRIES` sets asked about: decisions from one template end with
-        the same survivors."""
+        sets asked about (decisions from one template end with the same survivors), at
+        most :data:`MEMO_ENTRIES` sets and :data:`MEMO_ANSWERS` clusters in all (past
+        either they start over)."""
         found = self._members.get(bits)
         if found is None:
             positions = tuple(self.each(bits))
             infos = self.infos
             found = (positions, tuple([infos[i] for i in positions]))
-            if len(self._members) >= MEMO_ENTRIES:
+            self._members_held += len(positions)
+            if len(self._members) >= MEMO_ENTRIES or self._members_held > MEMO_ANSWERS:
                 self._members.clear()
+                self._members_held = len(positions)
             self._members[bits] = found
         return found
 

@@ -8,6 +8,7 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -265,6 +266,24 @@ def test_answers_are_kept_from_the_second_time_their_key_is_asked_about() -> Non
     updated = cols.updated(changed)
     assert updated.recall("k") is None
     assert not updated.worth_keeping("k")
+
+
+def test_a_bitset_decodes_to_its_clusters_within_the_memory_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fleet = {n: ClusterInfo(n, MappingProxyType({}), "gold") for n in ("c", "a", "b", "d")}
+    cols = Columns(fleet)  # numbered by name: a=0, b=1, c=2, d=3
+    positions, infos = cols.members(0b1101)
+    assert positions == (0, 2, 3)
+    assert [c.name for c in infos] == ["a", "c", "d"]
+    assert cols.members(0b1101) is cols.members(0b1101)  # kept
+    assert cols.members(0) == ((), ())
+    # past the bound on clusters held, what was kept is let go (and made again when asked)
+    monkeypatch.setattr("fleet.columns.MEMO_ANSWERS", 4)
+    kept = cols.members(0b0011)
+    cols.members(0b0111)
+    assert cols.members(0b0011) is not kept
+    assert cols.members(0b0011) == kept
 
 
 def test_columns_hold_what_the_filters_read() -> None:

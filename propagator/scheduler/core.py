@@ -231,10 +231,10 @@ class Scheduler:
         verdicts: dict[str, Verdict] = {}
         reasons: dict[str, int] = {}
         t0 = time.perf_counter()
-        feasible = self._stages.filter(cols, candidates, ctx, keys.filters, verdicts, reasons)
+        survivors = self._stages.filter(cols, candidates, ctx, keys.filters, verdicts, reasons)
         t1 = time.perf_counter()
         timings["filter"] = timings.get("filter", 0.0) + t1 - t0
-        scored, parts = self._stages.score(cols, feasible, ctx, keys.scores, verdicts, reasons)
+        scored, parts = self._stages.score(cols, survivors, ctx, keys.scores, verdicts, reasons)
         timings["score"] = timings.get("score", 0.0) + time.perf_counter() - t1
         return self._choose(
             layer,
