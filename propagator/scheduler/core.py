@@ -26,7 +26,7 @@ from propagator.scheduler.plugins import (
 )
 from propagator.scheduler.registry import Profile
 from propagator.scheduler.replicas import apportion, rescale
-from propagator.scheduler.select import Room, select
+from propagator.scheduler.select import Room, Selection, select
 from propagator.scheduler.stages import MemoKeys, Stages, static_weight
 from propagator.scheduler.types import (
     Decision,
@@ -65,6 +65,67 @@ _placed = functools.partial(tuple.__new__, Placed)
 (one per placed cluster of every decision)."""
 _CLUSTER = operator.itemgetter(2)
 """The cluster of a scored entry (negative score, name, cluster, index)."""
+
+
+def _ranked_verdicts(
+    scored: list[tuple[float, str, ClusterInfo, int]],
+    parts: Callable[[int], dict[str, float]],
+    placed: tuple[Placed, ...],
+    selection: Selection,
+    verdicts: dict[str, Verdict],
+    outcome: str | None,
+    label: str,
+) -> dict[str, Verdict]:
+    """The verdicts of a pass's ranked clusters not dropped by a filter (``verdicts``):
+    chosen, left out by spread, not selected, or in a layer that failed (``outcome``)."""
+    index = {name: (neg, j) for neg, name, _, j in scored}
+    by_name = {p.cluster: p for p in placed}
+    spread_out = selection.dropped()
+    dropped = frozenset(verdicts) | {name for name, _ in spread_out}
+    out = {}
+    for name, why in spread_out:
+        neg, j = index[name]
+        out[name] = Verdict(name, "Spread", "spread", why, parts(j), round(-neg))
+    for neg, name, _, j in scored:
+        if name in dropped:
+            continue
+        chosen = by_name.get(name)
+        out[name] = Verdict(
+            name,
+            scores=parts(j),
+            score=round(-neg),
+            selected=chosen is not None,
+            replicas=chosen.replicas if chosen else None,
+            reason=None if chosen else "not selected" if outcome is None else "layer failed",
+            detail=None
+            if chosen
+            else "lower score than the chosen"
+            if outcome is None
+            else f"layer {label} could not serve the placement: {outcome}",
+        )
+    return out
+
+
+def _evaluated(passes: list[_Pass]) -> dict[str, Verdict]:
+    """The verdicts of every cluster the passes looked at."""
+    out: dict[str, Verdict] = {}
+    for p in passes:
+        out.update(p.verdicts)
+        out.update(p.ranked())
+    return out
+
+
+def _explain_rest(
+    members: frozenset[str],
+    clusters: Mapping[str, ClusterInfo],
+    ctx: SchedulingContext,
+    evaluated: Mapping[str, Verdict],
+) -> dict[str, Verdict]:
+    """The verdicts of the fleet members no pass looked at (the indexes ruled them out)."""
+    return {
+        name: prefiltered(name, clusters.get(name), ctx)
+        for name in sorted(members - evaluated.keys())
+    }
 
 
 def _indexed_candidates(
@@ -307,38 +368,9 @@ class Scheduler:
         if selection.dropped_count:
             reasons["spread"] = reasons.get("spread", 0) + selection.dropped_count
 
-        def ranked() -> dict[str, Verdict]:
-            index = {name: (neg, j) for neg, name, _, j in scored}
-            by_name = {p.cluster: p for p in placed}
-            spread_out = selection.dropped()
-            dropped = frozenset(verdicts) | {name for name, _ in spread_out}
-            out = {}
-            for name, why in spread_out:
-                neg, j = index[name]
-                out[name] = Verdict(name, "Spread", "spread", why, parts(j), round(-neg))
-            for neg, name, _, j in scored:
-                if name in dropped:
-                    continue
-                chosen = by_name.get(name)
-                out[name] = Verdict(
-                    name,
-                    scores=parts(j),
-                    score=round(-neg),
-                    selected=chosen is not None,
-                    replicas=chosen.replicas if chosen else None,
-                    reason=None
-                    if chosen
-                    else "not selected"
-                    if outcome is None
-                    else "layer failed",
-                    detail=None
-                    if chosen
-                    else "lower score than the chosen"
-                    if outcome is None
-                    else f"layer {label} could not serve the placement: {outcome}",
-                )
-            return out
-
+        ranked = functools.partial(
+            _ranked_verdicts, scored, parts, placed, selection, verdicts, outcome, label
+        )
         attempt = LayerAttempt(
             label, candidates, len(feasible), outcome or partial_note or "selected"
         )
@@ -403,20 +435,8 @@ class Scheduler:
     ) -> Decision:
         final = passes[-1]
 
-        def verdicts() -> dict[str, Verdict]:
-            out: dict[str, Verdict] = {}
-            for p in passes:
-                out.update(p.verdicts)
-                out.update(p.ranked())
-            return out
-
-        evaluated = Verdicts(verdicts)
-
-        def explain_rest() -> dict[str, Verdict]:
-            return {
-                name: prefiltered(name, clusters.get(name), ctx)
-                for name in sorted(members - evaluated.keys())
-            }
+        evaluated = Verdicts(functools.partial(_evaluated, passes))
+        explain_rest = functools.partial(_explain_rest, members, clusters, ctx, evaluated)
 
         placed = final.placed
         if ctx.placement.overflow and ctx.placement.replicas.mode != "Duplicated":

@@ -9,6 +9,7 @@ taken, which serve whenever any set of that size does.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
@@ -166,11 +167,7 @@ def _spread(
         v: g for g, v in enumerate([v for v in dict.fromkeys(values) if v is not None])
     }
     of = list(map(number.get, values))  # each ranked cluster's group (None: it has none)
-
-    def ungrouped() -> list[tuple[str, str]]:
-        why = f"no {what} to spread by"
-        return [(c.name, why) for c, g in zip(ranked, of, strict=True) if g is None]
-
+    ungrouped = functools.partial(_ungrouped, ranked, of, what)
     unusable = of.count(None)
     need_groups = spread.min_groups or 1
     most_groups = min(spread.max_groups or len(number), len(number), limit)
@@ -181,14 +178,14 @@ def _spread(
             (),
             f"only {len(number)} {what} group(s) fit; minGroups is {need_groups}",
             unusable,
-            lambda: tuple(ungrouped()),
+            ungrouped,
         )
     if limit < need_groups:
         return Selection(
             (),
             f"maxClusters {limit} cannot cover minGroups {need_groups}",
             unusable,
-            lambda: tuple(ungrouped()),
+            ungrouped,
         )
     numbers = range(len(number))
     for k in range(fewest_groups, most_groups + 1):
@@ -196,26 +193,10 @@ def _spread(
             chosen = _cover(combination, ranked, of, limit, minimum, room, kept)
             if chosen is None:
                 continue
-
-            def dropped(
-                combination: tuple[int, ...] = combination,
-                chosen: list[ClusterInfo] = chosen,
-            ) -> Dropped:
-                out = ungrouped()
-                for value, g in number.items():
-                    if g not in combination:  # one reason per group, not per cluster
-                        why = f"{what} {value} is not among the {len(combination)} group(s) used"
-                        out += [(c.name, why) for c, at in zip(ranked, of, strict=True) if at == g]
-                picked = {c.name for c in chosen}
-                why = f"beyond maxClusters {limit}"
-                out += [
-                    (c.name, why)
-                    for c, g in zip(ranked, of, strict=True)
-                    if g in combination and c.name not in picked
-                ]
-                return tuple(out)
-
             # Every feasible cluster is chosen, or dropped by one of the reasons above.
+            dropped = functools.partial(
+                _left_out, ungrouped, ranked, of, number, what, limit, combination, chosen
+            )
             return Selection(tuple(chosen), None, len(ranked) - len(chosen), dropped)
     bound = f"{need_groups}" if most_groups <= need_groups else f"{need_groups} to {most_groups}"
     needs = f"minClusters {minimum}"
@@ -225,8 +206,42 @@ def _spread(
         (),
         f"no {bound} {what} group(s) within maxClusters {limit} hold {needs}",
         unusable,
-        lambda: tuple(ungrouped()),
+        ungrouped,
     )
+
+
+def _ungrouped(ranked: Sequence[ClusterInfo], of: Sequence[int | None], what: str) -> Dropped:
+    """The clusters of ``ranked`` without a group to spread by (``of``: their groups)."""
+    why = f"no {what} to spread by"
+    return tuple([(c.name, why) for c, g in zip(ranked, of, strict=True) if g is None])
+
+
+def _left_out(
+    ungrouped: Callable[[], Dropped],
+    ranked: Sequence[ClusterInfo],
+    of: Sequence[int | None],
+    number: dict[str | None, int],
+    what: str,
+    limit: int,
+    combination: tuple[int, ...],
+    chosen: list[ClusterInfo],
+) -> Dropped:
+    """Why each cluster of ``ranked`` that a spread over ``combination`` did not choose
+    was left out: no group, a group not used (one reason per group), or beyond
+    maxClusters."""
+    out = list(ungrouped())
+    for value, g in number.items():
+        if g not in combination:
+            why = f"{what} {value} is not among the {len(combination)} group(s) used"
+            out += [(c.name, why) for c, at in zip(ranked, of, strict=True) if at == g]
+    picked = {c.name for c in chosen}
+    why = f"beyond maxClusters {limit}"
+    out += [
+        (c.name, why)
+        for c, g in zip(ranked, of, strict=True)
+        if g in combination and c.name not in picked
+    ]
+    return tuple(out)
 
 
 def _cover(
