@@ -26,7 +26,7 @@ from propagator.scheduler.plugins import (
 )
 from propagator.scheduler.registry import Profile
 from propagator.scheduler.replicas import apportion, rescale
-from propagator.scheduler.select import Room, Selection, select
+from propagator.scheduler.select import Room, select
 from propagator.scheduler.stages import MemoKeys, Stages, static_weight
 from propagator.scheduler.types import (
     Decision,
@@ -40,8 +40,9 @@ from propagator.scheduler.types import (
 )
 from propagator.scheduler.verdicts import (
     ANY_LAYER,
-    prefiltered,
+    ranked_verdicts,
     summary,
+    unevaluated,
 )
 
 
@@ -67,45 +68,6 @@ _CLUSTER = operator.itemgetter(2)
 """The cluster of a scored entry (negative score, name, cluster, index)."""
 
 
-def _ranked_verdicts(
-    scored: list[tuple[float, str, ClusterInfo, int]],
-    parts: Callable[[int], dict[str, float]],
-    placed: tuple[Placed, ...],
-    selection: Selection,
-    verdicts: dict[str, Verdict],
-    outcome: str | None,
-    label: str,
-) -> dict[str, Verdict]:
-    """The verdicts of a pass's ranked clusters not dropped by a filter (``verdicts``):
-    chosen, left out by spread, not selected, or in a layer that failed (``outcome``)."""
-    index = {name: (neg, j) for neg, name, _, j in scored}
-    by_name = {p.cluster: p for p in placed}
-    spread_out = selection.dropped()
-    dropped = frozenset(verdicts) | {name for name, _ in spread_out}
-    out = {}
-    for name, why in spread_out:
-        neg, j = index[name]
-        out[name] = Verdict(name, "Spread", "spread", why, parts(j), round(-neg))
-    for neg, name, _, j in scored:
-        if name in dropped:
-            continue
-        chosen = by_name.get(name)
-        out[name] = Verdict(
-            name,
-            scores=parts(j),
-            score=round(-neg),
-            selected=chosen is not None,
-            replicas=chosen.replicas if chosen else None,
-            reason=None if chosen else "not selected" if outcome is None else "layer failed",
-            detail=None
-            if chosen
-            else "lower score than the chosen"
-            if outcome is None
-            else f"layer {label} could not serve the placement: {outcome}",
-        )
-    return out
-
-
 def _evaluated(passes: list[_Pass]) -> dict[str, Verdict]:
     """The verdicts of every cluster the passes looked at."""
     out: dict[str, Verdict] = {}
@@ -113,19 +75,6 @@ def _evaluated(passes: list[_Pass]) -> dict[str, Verdict]:
         out.update(p.verdicts)
         out.update(p.ranked())
     return out
-
-
-def _explain_rest(
-    members: frozenset[str],
-    clusters: Mapping[str, ClusterInfo],
-    ctx: SchedulingContext,
-    evaluated: Mapping[str, Verdict],
-) -> dict[str, Verdict]:
-    """The verdicts of the fleet members no pass looked at (the indexes ruled them out)."""
-    return {
-        name: prefiltered(name, clusters.get(name), ctx)
-        for name in sorted(members - evaluated.keys())
-    }
 
 
 def _indexed_candidates(
@@ -369,7 +318,7 @@ class Scheduler:
             reasons["spread"] = reasons.get("spread", 0) + selection.dropped_count
 
         ranked = functools.partial(
-            _ranked_verdicts, scored, parts, placed, selection, verdicts, outcome, label
+            ranked_verdicts, scored, parts, placed, selection, verdicts, outcome, label
         )
         attempt = LayerAttempt(
             label, candidates, len(feasible), outcome or partial_note or "selected"
@@ -436,7 +385,7 @@ class Scheduler:
         final = passes[-1]
 
         evaluated = Verdicts(functools.partial(_evaluated, passes))
-        explain_rest = functools.partial(_explain_rest, members, clusters, ctx, evaluated)
+        explain_rest = functools.partial(unevaluated, members, clusters, ctx, evaluated)
 
         placed = final.placed
         if ctx.placement.overflow and ctx.placement.replicas.mode != "Duplicated":

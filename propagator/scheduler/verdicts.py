@@ -1,11 +1,12 @@
 """What the plugins' answers mean for a decision: a filter's verdict (Unschedulable,
-Failed, or a plugin that raised), a clamped score, the verdict of a fleet member that never
-became a candidate, and the one-line summary the Scheduled condition shows."""
+Failed, or a plugin that raised), a clamped score, the verdicts of the ranked clusters and
+of the fleet members that never became candidates, and the one-line summary the Scheduled
+condition shows."""
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from fleet.snapshot import ClusterInfo
@@ -16,7 +17,8 @@ from propagator.scheduler.plugins import (
     ScorePlugin,
     Unschedulable,
 )
-from propagator.scheduler.types import LayerAttempt, SchedulingContext, Verdict
+from propagator.scheduler.select import Selection
+from propagator.scheduler.types import LayerAttempt, Placed, SchedulingContext, Verdict
 
 ANY_LAYER = "*"
 PREFILTER = "PreFilter"
@@ -112,3 +114,55 @@ def summary(
     if placed is not None:
         parts.append(f"placed on {placed}")
     return "; ".join(parts)
+
+
+def ranked_verdicts(
+    scored: list[tuple[float, str, ClusterInfo, int]],
+    parts: Callable[[int], dict[str, float]],
+    placed: tuple[Placed, ...],
+    selection: Selection,
+    verdicts: dict[str, Verdict],
+    outcome: str | None,
+    label: str,
+) -> dict[str, Verdict]:
+    """The verdicts of a pass's ranked clusters not dropped by a filter (``verdicts``):
+    chosen, left out by spread, not selected, or in a layer that failed (``outcome``)."""
+    index = {name: (neg, j) for neg, name, _, j in scored}
+    by_name = {p.cluster: p for p in placed}
+    spread_out = selection.dropped()
+    dropped = frozenset(verdicts) | {name for name, _ in spread_out}
+    out = {}
+    for name, why in spread_out:
+        neg, j = index[name]
+        out[name] = Verdict(name, "Spread", "spread", why, parts(j), round(-neg))
+    for neg, name, _, j in scored:
+        if name in dropped:
+            continue
+        chosen = by_name.get(name)
+        out[name] = Verdict(
+            name,
+            scores=parts(j),
+            score=round(-neg),
+            selected=chosen is not None,
+            replicas=chosen.replicas if chosen else None,
+            reason=None if chosen else "not selected" if outcome is None else "layer failed",
+            detail=None
+            if chosen
+            else "lower score than the chosen"
+            if outcome is None
+            else f"layer {label} could not serve the placement: {outcome}",
+        )
+    return out
+
+
+def unevaluated(
+    members: frozenset[str],
+    clusters: Mapping[str, ClusterInfo],
+    ctx: SchedulingContext,
+    evaluated: Mapping[str, Verdict],
+) -> dict[str, Verdict]:
+    """The verdicts of the fleet members no pass looked at (the indexes ruled them out)."""
+    return {
+        name: prefiltered(name, clusters.get(name), ctx)
+        for name in sorted(members - evaluated.keys())
+    }
