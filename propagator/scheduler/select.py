@@ -257,22 +257,38 @@ def _cover(
     the rest up to ``limit`` (Aggregated: only as many as hold the replicas, those it runs
     on first); None when that cannot meet ``minimum`` or hold the replicas. ``of``: the
     group number of each cluster of ``ranked``."""
-    mask = list(map(combination.__contains__, of))
-    members = list(itertools.compress(ranked, mask))  # in rank order, without a Python loop
-    # Every one (the heads and all the rest) when they are few enough and hold the replicas.
-    if len(members) <= limit and (room is None or (not room.fewest and room.holds(members))):
-        return members if len(members) >= minimum else None
+    # The clusters of the groups, in rank order (made without a Python loop).
+    members = list(itertools.compress(ranked, map(combination.__contains__, of)))
+    if room is None or not room.fewest:
+        if len(members) <= limit:
+            chosen = members  # every one: the heads and all the rest
+        else:  # the heads and the first of the rest, in rank order
+            chosen, headed, free = [], set(), limit - len(combination)
+            for c, g in zip(ranked, of, strict=True):
+                if g not in combination:
+                    continue
+                if g not in headed:
+                    headed.add(g)
+                    chosen.append(c)
+                elif free > 0:
+                    free -= 1
+                    chosen.append(c)
+        if room is None or room.holds(chosen):
+            return chosen if len(chosen) >= minimum else None
+    assert room is not None
     heads: list[ClusterInfo] = []
-    rest: list[ClusterInfo] = []  # in rank order
+    rest: list[ClusterInfo] = []
     headed = set()
-    for c, g in zip(members, itertools.compress(of, mask), strict=True):
+    for c, g in zip(ranked, of, strict=True):
+        if g not in combination:
+            continue
         if g in headed:
-            rest.append(c)
+            rest.append(c)  # in rank order
         else:
             headed.add(g)
             heads.append(c)
     free = limit - len(heads)
-    if room is not None and room.fewest:
+    if room.fewest:
         chosen = list(heads)
         running = {c.name for c in ranked[:kept]}
         # Where it runs first, then the roomiest: the fewest clusters added.
@@ -283,10 +299,8 @@ def _cover(
                 break
             chosen.append(c)
     else:
-        chosen = heads + rest[:free]
-        if room is not None and not room.holds(chosen):
-            chosen = heads + room.largest(rest, free)
-    if len(chosen) < minimum or (room is not None and not room.holds(chosen)):
+        chosen = heads + room.largest(rest, free)
+    if len(chosen) < minimum or not room.holds(chosen):
         return None
     picked = {c.name for c in chosen}
     return [c for c in ranked if c.name in picked]  # in rank order
