@@ -144,3 +144,17 @@ def joined(fleet: Fleet, hub_crds: list[str]) -> list[str]:
         assert result.returncode == 0, result.stderr
         assert f"MemberCluster {name}: layer {layer}" in result.stdout
     return list(MEMBER_LAYERS)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A failed test that ran beside a controller shows the end of its log: an e2e
+    failure that does not repeat can only be understood from what the controller did."""
+    report = yield
+    controller = getattr(item, "funcargs", {}).get("controller")
+    log = getattr(controller, "log", None)
+    if report.failed and isinstance(log, Path) and log.exists():
+        report.sections.append(
+            ("controller log (last 20,000 characters)", log.read_text(errors="replace")[-20_000:])
+        )
+    return report

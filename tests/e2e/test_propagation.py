@@ -3,6 +3,7 @@ members, driven only through ApplicationPropagations on the hub."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections import Counter
@@ -112,13 +113,24 @@ def cluster_entry(app: dict[str, Any], cluster: str) -> dict[str, Any]:
 
 
 def wait_ap(fleet: Fleet, namespace: str, name: str, what: str, predicate: Any) -> dict[str, Any]:
+    last: list[dict[str, Any]] = []
+
     def probe() -> dict[str, Any] | None:
         app = get_ap(fleet, namespace, name)
+        last[:] = [app]
         current = app.get("metadata", {}).get("generation")
         observed = (app.get("status") or {}).get("observedGeneration")
         return app if observed == current and predicate(app) else None
 
-    return eventually(probe, f"{namespace}/{name}: {what}")
+    try:
+        return eventually(probe, f"{namespace}/{name}: {what}")
+    except AssertionError as exc:  # what it was instead, to tell why
+        seen = last[0] if last else {}
+        state = {
+            "generation": seen.get("metadata", {}).get("generation"),
+            **(seen.get("status") or {}),
+        }
+        raise AssertionError(f"{exc}; last seen: {json.dumps(state, indent=1)}") from None
 
 
 def ready_everywhere(app: dict[str, Any], total: int = 3) -> bool:
