@@ -424,12 +424,17 @@ class Reconciler:
         self.metrics.scheduling_results.labels(
             "scheduled" if decision.schedulable else "unschedulable"
         ).inc()
-        quota_blocked = [
-            f"{v.cluster} ({v.detail or v.reason})"
-            for v in decision.evaluated.values()
-            if v.filtered_by == "TenantQuota"
-        ]
-        if not decision.schedulable and quota_blocked:
+        # Every verdict is made on demand: only an unschedulable decision needs them.
+        quota_blocked = (
+            []
+            if decision.schedulable
+            else [
+                f"{v.cluster} ({v.detail or v.reason})"
+                for v in decision.evaluated.values()
+                if v.filtered_by == "TenantQuota"
+            ]
+        )
+        if quota_blocked:
             name = (tenant or {}).get("metadata", {}).get("name", "")
             self.metrics.tenant_rejections.labels(name, "quota").inc()
             plan.conditions.append(
