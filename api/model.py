@@ -9,6 +9,7 @@ and a Python predicate that pydantic runs when the same object is read offline (
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
@@ -49,28 +50,49 @@ def _add_rules(schema: dict[str, Any], cls: type) -> None:
         schema["x-kubernetes-validations"] = [r.as_cel() for r in rules]
 
 
+@functools.cache
+def _unique_lists(cls: type[BaseModel]) -> tuple[tuple[str, str, tuple[str, ...], str], ...]:
+    """The fields of ``cls`` declared as sets or maps: (name, list type, map keys, wire
+    name), read once per class (validation runs on every reconcile)."""
+    found = []
+    for name, info in cls.model_fields.items():
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        kind = extra.get("x-kubernetes-list-type")
+        if kind in ("set", "map"):
+            keys = tuple(cast(list[str], extra.get("x-kubernetes-list-map-keys") or []))
+            found.append((name, kind, keys, info.alias or name))
+    return tuple(found)
+
+
+@functools.cache
+def _attribute(cls: type[BaseModel], wire_name: str) -> str:
+    """The Python name of the field of ``cls`` called ``wire_name`` on the wire."""
+    return next(
+        (name for name, info in cls.model_fields.items() if (info.alias or name) == wire_name),
+        wire_name,
+    )
+
+
+def _map_key(item: Any, keys: tuple[str, ...]) -> tuple[Any, ...]:
+    if isinstance(item, BaseModel):
+        cls = type(item)
+        return tuple(getattr(item, _attribute(cls, k), None) for k in keys)
+    return tuple(item.get(k) for k in keys)
+
+
 def _check_unique_lists(model: BaseModel) -> None:
     """Lists declared as sets (``x-kubernetes-list-type: set``) or maps (keyed by
     ``x-kubernetes-list-map-keys``) refuse duplicates offline, as the API server does."""
-    for name, info in type(model).model_fields.items():
-        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-        kind = extra.get("x-kubernetes-list-type")
+    for name, kind, keys, wire_name in _unique_lists(type(model)):
         items = getattr(model, name)
-        if kind not in ("set", "map") or not items:
+        if not items:
             continue
-        keys = cast(list[str], extra.get("x-kubernetes-list-map-keys") or [])
         seen: set[Any] = set()
         for item in items:
-            if kind == "set":
-                key: Any = item
-            else:
-                raw = item.model_dump(by_alias=True) if isinstance(item, BaseModel) else item
-                key = tuple(raw.get(k) for k in keys)
+            key: Any = item if kind == "set" else _map_key(item, keys)
             if key in seen:
                 shown = key if kind == "set" else dict(zip(keys, key, strict=True))
-                raise ValueError(
-                    f"{info.alias or name}: {shown!r} is listed twice; each may appear once"
-                )
+                raise ValueError(f"{wire_name}: {shown!r} is listed twice; each may appear once")
             seen.add(key)
 
 

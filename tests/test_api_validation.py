@@ -10,9 +10,24 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from api.application import ApplicationPropagationStatus
 from api.crd import RESOURCES
 from api.resource import Resource
 from tests.api_cases import BAD_OBJECTS, BadObject
+
+
+def _condition(type_: str) -> dict[str, Any]:
+    return {
+        "type": type_,
+        "status": "True",
+        "reason": "Done",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }
+
+
+def _evicted(cluster: str) -> dict[str, Any]:
+    return {"cluster": cluster, "reason": "ApplicationUnhealthy", "since": "2026-01-01T00:00:00Z"}
+
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "docs" / "examples"
 MODELS: dict[str, type[Resource]] = {r.crd.kind: r for r in RESOURCES}
@@ -68,3 +83,31 @@ def test_tenant_quota_takes_huge_and_exponent_quantities() -> None:
 
     huge = {"cpu": "1e60", "memory": "1" + "0" * 53, "pods": "1e51"}
     MODELS["TenantQuota"].model_validate(tq({"hard": huge}))
+
+
+@pytest.mark.parametrize(
+    ("status", "refused"),
+    [
+        (
+            {"conditions": [_condition("Applied"), _condition("Ready"), _condition("Applied")]},
+            "conditions: {'type': 'Applied'} is listed twice",
+        ),
+        (
+            {"clusters": [{"name": "m1"}, {"name": "m2"}, {"name": "m1"}]},
+            "clusters: {'name': 'm1'} is listed twice",
+        ),
+        (
+            {"evicted": [_evicted("m1"), _evicted("m1")]},
+            "evicted: {'cluster': 'm1'} is listed twice",
+        ),
+    ],
+)
+def test_a_status_list_keyed_by_a_field_refuses_the_same_key_twice(
+    status: dict[str, Any], refused: str
+) -> None:
+    """The status the controller builds is validated before it is written: the API server
+    would refuse a map-type list with a key twice."""
+    with pytest.raises(ValidationError, match=refused):
+        ApplicationPropagationStatus.model_validate(status)
+    unique = {k: v[:2] if k != "evicted" else v[:1] for k, v in status.items()}
+    ApplicationPropagationStatus.model_validate(unique)
