@@ -10,7 +10,6 @@ one of the application's last renders returns that render's output instead.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from collections import OrderedDict
@@ -43,11 +42,12 @@ def inputs_digest(
         [
             list(manifests),
             [o.model_dump(mode="json") for o in overrides],
-            [dataclasses.asdict(t) for t in targets],
-            dataclasses.asdict(app),
+            [vars(t) for t in targets],  # plain fields, no copy (asdict copies deep)
+            vars(app),
         ],
         sort_keys=True,
         separators=(",", ":"),
+        default=dict,  # a target's labels may be any mapping
     )
     return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
