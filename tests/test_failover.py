@@ -3,10 +3,13 @@ or one where it stays unhealthy, gracefully; it comes back by failback or rebala
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from decimal import Decimal
 from typing import Any
+
+import anyio
 
 from fleet.snapshot import build_snapshot
 from propagator.propagation.failover import (
@@ -362,3 +365,42 @@ def test_the_next_change_is_when_a_toleration_or_a_failback_period_runs_out() ->
     roomless = dataclasses.replace(snap.clusters["back"], allocatable={"pods": Decimal(0)})
     snap = build_snapshot([roomless], {}, generation=2)
     assert next_change([], ["back"], snap, 300, 60, now) is None
+
+
+def _plan_from(h: Harness, obj: dict[str, Any]) -> None:
+    """Plan from ``obj``: the application as the informer's cache still holds it."""
+    anyio.run(lambda: h.reconciler.reconcile(copy.deepcopy(obj), replan=True))
+
+
+def test_a_plan_before_the_last_status_write_is_seen_keeps_a_rebalance() -> None:
+    h = _skewed()
+    h.hub.app["metadata"]["annotations"] = {"propagator.io/rebalance": "now"}
+    h.hub.app["metadata"]["generation"] += 1
+    stale = copy.deepcopy(h.hub.app)  # its status still says 4:1:1
+    h.reconcile()
+    h.reconcile(replan=False)
+    assert _placement(h) == {"a": 2, "b": 2, "c": 2}
+    # planned again (a snapshot changed) before the status write came back through the watch
+    _plan_from(h, stale)
+    h.reconcile(replan=False)
+    assert _placement(h) == {"a": 2, "b": 2, "c": 2}
+    assert _replicas(h, "b") == 2
+
+
+def test_a_plan_before_the_last_status_write_is_seen_keeps_a_failback() -> None:
+    h = _running(
+        failover={"clusterUnreachableAfter": "30s", "failback": "WhenReady", "failbackAfter": "3s"}
+    )
+    _set_c(h, ready=False, not_ready_since=time.time() - 60)
+    _replan(h)
+    assert _placement(h) == {"a": 3, "b": 3}
+    _set_c(h, ready=True, not_ready_since=None, ready_since=time.time() - 10)
+    h.hub.app["metadata"]["generation"] += 1
+    stale = copy.deepcopy(h.hub.app)  # placed 3:3, c evicted
+    h.reconcile()
+    h.reconcile(replan=False)
+    assert _placement(h) == {"a": 2, "b": 2, "c": 2}
+    _plan_from(h, stale)
+    h.reconcile(replan=False)
+    assert _placement(h) == {"a": 2, "b": 2, "c": 2}
+    assert _replicas(h, "c") == 2

@@ -6,7 +6,7 @@ from typing import Any
 
 from api.taints import NOT_READY_TAINT, Taint, Toleration
 from fleet.snapshot import ClusterInfo, build_snapshot
-from propagator.propagation.targets import Target, held_targets, targets_of
+from propagator.propagation.targets import Target, from_status, held_targets, targets_of
 from propagator.scheduler import Scheduler
 from tests.test_scheduler import PROFILE, cluster, demand, placement
 
@@ -17,7 +17,7 @@ def _targets(
     snap = build_snapshot(clusters, {"f": [c.name for c in clusters]}, generation=1)
     p = placement(**spec)
     decision = Scheduler(PROFILE).schedule(snap, "f", p, demand(), age_s=0)
-    return targets_of(decision, held_targets(previous, snap, p))
+    return targets_of(decision, held_targets(from_status(previous), snap, p))
 
 
 def test_a_placed_cluster_that_goes_not_ready_keeps_its_place() -> None:

@@ -84,13 +84,14 @@ class FailoverSteps:
         app: ApplicationPropagation,
         last: Plan | None,
         previous: Mapping[str, Any],
+        running: Sequence[Target],
         snapshot: FleetSnapshot,
         now: float,
     ) -> FailoverPass:
-        """The failover decision for ``app`` given its last plan (None after a restart:
-        the status ``previous`` says what it carried)."""
+        """The failover decision for ``app`` running on ``running`` given its last plan
+        (None after a restart: the status ``previous`` says what it carried)."""
         carried = last.failover if last is not None else FailoverState.from_status(previous)
-        before = _placed_before(last, previous)
+        before = {t.cluster: t.replicas for t in running}
         failover = app.spec.failover
         namespace = app.metadata.get("namespace", "default")
         healths = {}
@@ -245,15 +246,3 @@ class FailoverSteps:
         if due is None:
             return None
         return due + DEADLINE_MARGIN_S if due > 0 else OVERDUE_RECHECK_S
-
-
-def _placed_before(last: Plan | None, status: Mapping[str, Any]) -> dict[str, int | None]:
-    """Where the application runs now, replicas per cluster (None: Duplicated): its last
-    plan's placement, or the status's after a restart or a plan that placed nothing."""
-    if last is not None and last.targets:
-        return {t.cluster: t.replicas for t in last.targets}
-    out: dict[str, int | None] = {}
-    for entry in status.get("placement") or []:
-        replicas = entry.get("replicas")
-        out[str(entry.get("cluster"))] = replicas if isinstance(replicas, int) else None
-    return out

@@ -41,12 +41,14 @@ def place(
     fresh: bool = False,
     held: Mapping[str, int | None] | None = None,
     fresh_clusters: Callable[[], Iterable[ClusterInfo]] | None = None,
+    running: Mapping[str, int] | None = None,
 ) -> Decision:
     """Schedule ``app`` on ``snapshot`` within its tenant's remaining quota (the tenant is
     found among ``quotas`` by the application's namespace and that namespace's labels;
     ``own``: what the application's last plan asks there, per cluster; ``planned``: what
-    the tenant's applications' last plans ask together), from where it runs now (its
-    ``status.placement``; ``fresh``: as if it ran nowhere, for a rebalance), never on the
+    the tenant's applications' last plans ask together), from where it runs now
+    (``running``, replicas per cluster; default: its ``status.placement``; ``fresh``: as
+    if it ran nowhere, for a rebalance or a failback), never on the
     ``evicted`` clusters, and around the ``held`` ones (clusters it keeps with their
     replicas while nothing new may land there: the rest of its replicas and of its
     ``maxClusters`` is placed on the others); ``fresh_clusters``: the freshest cluster
@@ -73,7 +75,7 @@ def place(
     if held and placement.replicas.mode != "Duplicated":
         kept = sum(n or 0 for n in held.values())
         demand = dataclasses.replace(demand, replicas=max(0, demand.replicas - kept))
-    current = {} if fresh else current_placement(app)
+    current = {} if fresh else current_placement(app) if running is None else running
     return scheduler.schedule(
         snapshot,
         app.spec.fleet,

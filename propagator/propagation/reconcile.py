@@ -43,7 +43,7 @@ from propagator.propagation.report import plan_status
 from propagator.propagation.resources import kinds_of, resolve
 from propagator.propagation.results import applied_summary, failures
 from propagator.propagation.status import StatusBuilder
-from propagator.propagation.targets import Target, held_targets, targets_of
+from propagator.propagation.targets import Target, held_targets, running_targets, targets_of
 from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
 from propagator.scheduler import Scheduler, demand_of
 from propagator.settings import Settings
@@ -185,11 +185,13 @@ class Reconciler:
             return await self._planned(obj, key, plan, Outcome(True, exc))
         snapshot = self.store.current()
         previous = obj.get("status") or {}
-        step = self.failover.begin(app, self.plans.get(key), previous, snapshot, time.time())
+        last = self.plans.get(key)
+        running = running_targets(last.targets if last is not None else [], previous)
+        step = self.failover.begin(app, last, previous, running, snapshot, time.time())
         plan.failover = step.carried  # unchanged unless a placement is made
         own, planned = self.admission.use(tenant, key, snapshot)
         targets = self._place(
-            app, objects, snapshot, previous, plan, tenant, own, planned, step.decision
+            app, objects, snapshot, running, plan, tenant, own, planned, step.decision
         )
         if not targets:
             # No fleet, or nothing fits: what runs stays where it is (no apply, no prune).
@@ -367,7 +369,7 @@ class Reconciler:
         app: ApplicationPropagation,
         objects: list[dict[str, Any]],
         snapshot: FleetSnapshot,
-        previous: Mapping[str, Any],
+        running: Sequence[Target],
         plan: Plan,
         tenant: Mapping[str, Any] | None,
         own: Use,
@@ -380,7 +382,7 @@ class Reconciler:
         room)."""
         namespace = app.metadata.get("namespace", "default")
         away = failover.away
-        held = held_targets(previous.get("placement") or [], snapshot, app.spec.placement, away)
+        held = held_targets(running, snapshot, app.spec.placement, away)
         kept = [f"{t.cluster} ({t.kept})" for t in held]
         placement = app.spec.placement
         demand = demand_of(objects)
@@ -411,6 +413,7 @@ class Reconciler:
                     fresh=failover.fresh,
                     held={t.cluster: t.replicas for t in held},
                     fresh_clusters=self.fresh_clusters,
+                    running={t.cluster: t.replicas or 0 for t in running},
                 )
             except FleetNotFound as exc:
                 self.metrics.scheduling_results.labels("fleet-not-found").inc()

@@ -10,7 +10,8 @@ NoExecute taint removes it, or it has been NotReady longer than the application 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+import dataclasses
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,19 +38,45 @@ class Target:
     not-ready")."""
 
 
+def from_status(placement: Iterable[Mapping[str, Any]]) -> list[Target]:
+    """The targets a ``status.placement`` lists."""
+    targets = []
+    for entry in placement:
+        replicas = entry.get("replicas")
+        targets.append(
+            Target(
+                str(entry.get("cluster")),
+                entry.get("layer"),
+                replicas if isinstance(replicas, int) else None,
+                entry.get("score"),
+            )
+        )
+    return targets
+
+
+def running_targets(last: Sequence[Target], status: Mapping[str, Any]) -> list[Target]:
+    """Where the application runs now: the targets of its last plan (``last``), or its
+    ``status.placement`` after a restart or a plan that placed nothing. The last plan
+    comes first because the status it wrote reaches the informer's cache later: a plan
+    made meanwhile from that status would undo the moves of a rebalance or a failback
+    (divided replicas are rescaled from where they run, and only those plans place
+    afresh)."""
+    return list(last) if last else from_status(status.get("placement") or [])
+
+
 def held_targets(
-    previous: Iterable[Mapping[str, Any]],
+    running: Iterable[Target],
     snapshot: FleetSnapshot,
     placement: Placement,
     evicted: Collection[str] = (),
 ) -> list[Target]:
-    """The clusters of ``previous`` (the application's ``status.placement``) that keep
-    their place and replicas although nothing new may land there: not Ready or tainted
-    NoSchedule, still selected by the placement, not tainted NoExecute, not ``evicted``."""
+    """The clusters of ``running`` (see :func:`running_targets`) that keep their place and
+    replicas although nothing new may land there: not Ready or tainted NoSchedule, still
+    selected by the placement, not tainted NoExecute, not ``evicted``."""
     ctx = SchedulingContext(placement, Demand())
     held = []
-    for entry in previous:
-        name = str(entry.get("cluster"))
+    for target in running:
+        name = target.cluster
         info = snapshot.clusters.get(name)
         if info is None or name in evicted:
             continue
@@ -60,16 +87,7 @@ def held_targets(
         if (info.ready and not blocking) or _AFFINITY.filter(info, ctx) is not None:
             continue  # schedulable (the scheduler decides), or deselected
         why = f"tainted {taint_name(blocking[0].key)}" if blocking else "not ready"
-        replicas = entry.get("replicas")
-        held.append(
-            Target(
-                name,
-                entry.get("layer"),
-                replicas if isinstance(replicas, int) else None,
-                entry.get("score"),
-                why,
-            )
-        )
+        held.append(dataclasses.replace(target, kept=why))
     return held
 
 
