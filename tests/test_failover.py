@@ -367,23 +367,26 @@ def test_the_next_change_is_when_a_toleration_or_a_failback_period_runs_out() ->
     assert next_change([], ["back"], snap, 300, 60, now) is None
 
 
-def _plan_from(h: Harness, obj: dict[str, Any]) -> None:
-    """Plan from ``obj``: the application as the informer's cache still holds it."""
-    anyio.run(lambda: h.reconciler.reconcile(copy.deepcopy(obj), replan=True))
+def _planned_twice(h: Harness) -> dict[str, int | None]:
+    """Plan (the generation moved on), then plan again from the application as the
+    informer's cache still held it — its status from before the first plan's write came
+    back through the watch — as when a snapshot changes meanwhile; returns the placement
+    the first plan made (the second must keep it)."""
+    h.hub.app["metadata"]["generation"] += 1
+    stale = copy.deepcopy(h.hub.app)
+    h.reconcile()
+    h.reconcile(replan=False)
+    first = _placement(h)
+    anyio.run(lambda: h.reconciler.reconcile(copy.deepcopy(stale), replan=True))
+    h.reconcile(replan=False)
+    assert _placement(h) == first
+    return first
 
 
 def test_a_plan_before_the_last_status_write_is_seen_keeps_a_rebalance() -> None:
-    h = _skewed()
+    h = _skewed()  # status: 4:1:1
     h.hub.app["metadata"]["annotations"] = {"propagator.io/rebalance": "now"}
-    h.hub.app["metadata"]["generation"] += 1
-    stale = copy.deepcopy(h.hub.app)  # its status still says 4:1:1
-    h.reconcile()
-    h.reconcile(replan=False)
-    assert _placement(h) == {"a": 2, "b": 2, "c": 2}
-    # planned again (a snapshot changed) before the status write came back through the watch
-    _plan_from(h, stale)
-    h.reconcile(replan=False)
-    assert _placement(h) == {"a": 2, "b": 2, "c": 2}
+    assert _planned_twice(h) == {"a": 2, "b": 2, "c": 2}
     assert _replicas(h, "b") == 2
 
 
@@ -393,14 +396,7 @@ def test_a_plan_before_the_last_status_write_is_seen_keeps_a_failback() -> None:
     )
     _set_c(h, ready=False, not_ready_since=time.time() - 60)
     _replan(h)
-    assert _placement(h) == {"a": 3, "b": 3}
+    assert _placement(h) == {"a": 3, "b": 3}  # status: c evicted
     _set_c(h, ready=True, not_ready_since=None, ready_since=time.time() - 10)
-    h.hub.app["metadata"]["generation"] += 1
-    stale = copy.deepcopy(h.hub.app)  # placed 3:3, c evicted
-    h.reconcile()
-    h.reconcile(replan=False)
-    assert _placement(h) == {"a": 2, "b": 2, "c": 2}
-    _plan_from(h, stale)
-    h.reconcile(replan=False)
-    assert _placement(h) == {"a": 2, "b": 2, "c": 2}
+    assert _planned_twice(h) == {"a": 2, "b": 2, "c": 2}
     assert _replicas(h, "c") == 2
