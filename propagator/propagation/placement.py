@@ -41,13 +41,13 @@ def place(
     fresh: bool = False,
     held: Mapping[str, int | None] | None = None,
     fresh_clusters: Callable[[], Iterable[ClusterInfo]] | None = None,
-    running: Mapping[str, int] | None = None,
+    current: Mapping[str, int] | None = None,
 ) -> Decision:
     """Schedule ``app`` on ``snapshot`` within its tenant's remaining quota (the tenant is
     found among ``quotas`` by the application's namespace and that namespace's labels;
     ``own``: what the application's last plan asks there, per cluster; ``planned``: what
     the tenant's applications' last plans ask together), from where it runs now
-    (``running``, replicas per cluster; default: its ``status.placement``; ``fresh``: as
+    (``current``, replicas per cluster; default: its ``status.placement``; ``fresh``: as
     if it ran nowhere, for a rebalance or a failback), never on the
     ``evicted`` clusters, and around the ``held`` ones (clusters it keeps with their
     replicas while nothing new may land there: the rest of its replicas and of its
@@ -75,7 +75,10 @@ def place(
     if held and placement.replicas.mode != "Duplicated":
         kept = sum(n or 0 for n in held.values())
         demand = dataclasses.replace(demand, replicas=max(0, demand.replicas - kept))
-    current = {} if fresh else current_placement(app) if running is None else running
+    if fresh:
+        current = {}
+    elif current is None:
+        current = current_placement(app)
     return scheduler.schedule(
         snapshot,
         app.spec.fleet,

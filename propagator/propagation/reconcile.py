@@ -413,7 +413,7 @@ class Reconciler:
                     fresh=failover.fresh,
                     held={t.cluster: t.replicas for t in held},
                     fresh_clusters=self.fresh_clusters,
-                    running={t.cluster: t.replicas or 0 for t in running},
+                    current={t.cluster: t.replicas or 0 for t in running},
                 )
             except FleetNotFound as exc:
                 self.metrics.scheduling_results.labels("fleet-not-found").inc()
