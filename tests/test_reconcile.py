@@ -160,6 +160,28 @@ def test_a_new_application_gets_its_finalizer_and_work_and_waits_for_the_syncs()
     assert h.queued == []
 
 
+def test_a_status_written_since_the_cache_was_read_is_what_a_refresh_compares_with() -> None:
+    """A refresh compares its status with the last one written while the informer's copy
+    is the one that write went over: else a status that went back to what the cache shows
+    would not be written, and the hub would keep the newer, wrong one."""
+    h = Harness(_app())
+    h.hub.app["metadata"]["resourceVersion"] = "7"
+    h.reconcile()
+    h.synced("shop/web", "a")
+    h.reconcile(replan=False)
+    assert h.condition("Applied")["message"] == "1/2 clusters applied; 1 in progress: b"
+    stale = copy.deepcopy(h.hub.app)  # the cache, before the next write comes back
+    state = h.table.state("shop/web", "b")
+    assert state is not None
+    before = copy.copy(vars(state))
+    h.synced("shop/web", "b")
+    anyio.run(lambda: h.reconciler.reconcile(copy.deepcopy(stale), replan=False))
+    assert h.condition("Applied")["message"] == "2/2 clusters applied"
+    vars(state).update(before)  # b is back to where it was (applying again)
+    anyio.run(lambda: h.reconciler.reconcile(copy.deepcopy(stale), replan=False))
+    assert h.condition("Applied")["message"] == "1/2 clusters applied; 1 in progress: b"
+
+
 def test_a_cluster_still_syncing_is_named_in_progress() -> None:
     h = Harness(_app())
     h.reconcile()

@@ -99,20 +99,30 @@ class Reconciler:
         )
         self.plans: dict[str, Plan] = {}
         self.renders = RenderMemo(self._render_bounded)
+        self._written: dict[str, tuple[str | None, dict[str, Any]]] = {}
+        """Per application, the last status written and the resourceVersion of the copy
+        it was written over: while the informer's copy is still that one, the hub holds
+        this status, not the copy's."""
 
     def forget(self, key: str) -> None:
         self.plans.pop(key, None)
+        self._written.pop(key, None)
         self.renders.forget(key)
         self.table.forget(key)
         self.canary.forget(key)
 
     # -- hub writes -----------------------------------------------------------------------
 
-    async def _write_status(self, obj: Mapping[str, Any], status: dict[str, Any]) -> None:
-        if not status_changed(obj.get("status"), status):
+    async def _write_status(self, obj: dict[str, Any], status: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        key, version = cache_key(obj), meta.get("resourceVersion")
+        held = obj.get("status")
+        written = self._written.get(key)
+        if written is not None and written[0] == version:
+            held = written[1]  # our last write has not come back through the watch yet
+        if not status_changed(held, status):
             return
         self.metrics.status_writes.labels("ApplicationPropagation status").inc()
-        meta = obj["metadata"]
         try:
             await self.hub.merge_patch(
                 API_VERSION,
@@ -125,6 +135,8 @@ class Reconciler:
         except ApiError as exc:
             if not exc.not_found:  # deleted meanwhile: nothing to report
                 raise
+        else:
+            self._written[key] = (version, status)
 
     async def _set_finalizers(self, obj: Mapping[str, Any], finalizers: list[str]) -> None:
         """Replace the finalizers, only if the object is unchanged since it was read."""
