@@ -1,7 +1,8 @@
 """Conditions and status writes, the same way for every resource the controller writes.
 
 A condition keeps its ``lastTransitionTime`` while its status holds; a status is written
-only when it differs in more than the volatile fields (the probe time).
+only when it differs in more than the volatile fields (the probe time) from what the hub
+holds — the informer's copy, or the status last written while that copy trails it.
 """
 
 from __future__ import annotations
@@ -56,3 +57,33 @@ def status_changed(current: Mapping[str, Any] | None, desired: Mapping[str, Any]
         return {k: v for k, v in (s or {}).items() if k not in _VOLATILE}
 
     return stable(current) != stable(desired)
+
+
+class WrittenStatuses:
+    """The last status written per object, with the resourceVersion of the copy it was
+    written over. A write comes back through the watch ~100 ms later: while the informer's
+    copy is still the one it went over, the hub holds the written status, not the copy's,
+    and a status that went back to the copy's must be written again."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[str | None, Mapping[str, Any]]] = {}
+
+    def changed(self, key: str, obj: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+        """Whether ``status`` differs from what the hub holds for ``obj`` (as cached)."""
+        held = obj.get("status")
+        last = self._last.get(key)
+        if last is not None and last[0] == _version(obj):
+            held = last[1]
+        return status_changed(held, status)
+
+    def written(self, key: str, obj: Mapping[str, Any], status: Mapping[str, Any]) -> None:
+        """``status`` was written over ``obj`` (as cached)."""
+        self._last[key] = (_version(obj), status)
+
+    def forget(self, key: str) -> None:
+        self._last.pop(key, None)
+
+
+def _version(obj: Mapping[str, Any]) -> str | None:
+    version = (obj.get("metadata") or {}).get("resourceVersion")
+    return None if version is None else str(version)

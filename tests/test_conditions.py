@@ -1,8 +1,9 @@
-"""Conditions keep their transition time; the probe time alone is not a status change."""
+"""Conditions keep their transition time; the probe time alone is not a status change; a
+status just written counts until the cache shows it."""
 
 from __future__ import annotations
 
-from propagator.conditions import condition, status_changed
+from propagator.conditions import WrittenStatuses, condition, status_changed
 
 
 def test_probe_time_alone_is_not_a_change() -> None:
@@ -18,3 +19,19 @@ def test_transition_time_kept_while_the_status_holds() -> None:
     flipped = condition("Ready", False, "Bad", "down", 1, [again], "T3")
     assert (first["lastTransitionTime"], again["lastTransitionTime"]) == ("T1", "T1")
     assert flipped["lastTransitionTime"] == "T3"
+
+
+def test_a_written_status_counts_while_the_cached_copy_is_the_one_it_went_over() -> None:
+    statuses = WrittenStatuses()
+    cached = {"metadata": {"resourceVersion": "1"}, "status": {"ready": "1/2"}}
+    assert not statuses.changed("t", cached, {"ready": "1/2"})
+    statuses.written("t", cached, {"ready": "2/2"})
+    # the cache still shows version 1: the hub holds 2/2, so 1/2 again is a change
+    assert statuses.changed("t", cached, {"ready": "1/2"})
+    assert not statuses.changed("t", cached, {"ready": "2/2"})
+    # the write came back (version 2): the copy is what the hub holds again
+    caught_up = {"metadata": {"resourceVersion": "2"}, "status": {"ready": "2/2"}}
+    assert not statuses.changed("t", caught_up, {"ready": "2/2"})
+    assert statuses.changed("t", caught_up, {"ready": "1/2"})
+    statuses.forget("t")
+    assert not statuses.changed("t", cached, {"ready": "1/2"})

@@ -27,7 +27,7 @@ from fleet.informer import cache_key
 from fleet.snapshot import ClusterInfo, FleetSnapshot, SnapshotStore
 from propagator.canary.analysis import Analysis
 from propagator.canary.plan import CanaryPlan
-from propagator.conditions import now_iso, status_changed
+from propagator.conditions import WrittenStatuses, now_iso
 from propagator.observability.metrics import Metrics
 from propagator.observability.tracing import current_span_context
 from propagator.propagation.canarysteps import CanarySteps, condition_of
@@ -99,14 +99,11 @@ class Reconciler:
         )
         self.plans: dict[str, Plan] = {}
         self.renders = RenderMemo(self._render_bounded)
-        self._written: dict[str, tuple[str | None, dict[str, Any]]] = {}
-        """Per application, the last status written and the resourceVersion of the copy
-        it was written over: while the informer's copy is still that one, the hub holds
-        this status, not the copy's."""
+        self.statuses = WrittenStatuses()
 
     def forget(self, key: str) -> None:
         self.plans.pop(key, None)
-        self._written.pop(key, None)
+        self.statuses.forget(key)
         self.renders.forget(key)
         self.table.forget(key)
         self.canary.forget(key)
@@ -114,13 +111,8 @@ class Reconciler:
     # -- hub writes -----------------------------------------------------------------------
 
     async def _write_status(self, obj: dict[str, Any], status: dict[str, Any]) -> None:
-        meta = obj["metadata"]
-        key, version = cache_key(obj), meta.get("resourceVersion")
-        held = obj.get("status")
-        written = self._written.get(key)
-        if written is not None and written[0] == version:
-            held = written[1]  # our last write has not come back through the watch yet
-        if not status_changed(held, status):
+        meta, key = obj["metadata"], cache_key(obj)
+        if not self.statuses.changed(key, obj, status):
             return
         self.metrics.status_writes.labels("ApplicationPropagation status").inc()
         try:
@@ -136,7 +128,7 @@ class Reconciler:
             if not exc.not_found:  # deleted meanwhile: nothing to report
                 raise
         else:
-            self._written[key] = (version, status)
+            self.statuses.written(key, obj, status)
 
     async def _set_finalizers(self, obj: Mapping[str, Any], finalizers: list[str]) -> None:
         """Replace the finalizers, only if the object is unchanged since it was read."""

@@ -12,7 +12,7 @@ from api.common import API_VERSION
 from api.quantity import arithmetic
 from api.tenantquota import TenantQuotaStatus
 from fleet.connection import ApiError, KubeConnection
-from propagator.conditions import condition, now_iso, status_changed
+from propagator.conditions import WrittenStatuses, condition, now_iso
 from propagator.observability.metrics import Metrics
 from propagator.runtime.workqueue import WorkQueue
 from propagator.tenancy.enforcer import Usage, written
@@ -107,6 +107,7 @@ class TenantStatusWriter:
         self.usage = usage
         self.metrics = metrics
         self.queue = WorkQueue(max_delay_s=30.0)
+        self.statuses = WrittenStatuses()
 
     def changed(self, tenant: str) -> None:
         self.queue.add_after(tenant, STATUS_DEBOUNCE_S)
@@ -126,6 +127,7 @@ class TenantStatusWriter:
     async def _write(self, tenant: str) -> None:
         quota = next((q for q in self.quotas() if q["metadata"]["name"] == tenant), None)
         if quota is None:
+            self.statuses.forget(tenant)
             return
         usage = with_planned(
             {c: u for (t, c), u in self.usage.items() if t == tenant}, self.planned(tenant)
@@ -137,9 +139,10 @@ class TenantStatusWriter:
                 used = u.used.get(resource, Decimal(0))
                 self.metrics.tenant_quota_used.labels(*labels).set(float(used))
         status = tenant_status(quota, usage, now_iso())
-        if not status_changed(quota.get("status"), status):
+        if not self.statuses.changed(tenant, quota, status):
             return
         self.metrics.status_writes.labels("TenantQuota status").inc()
         await self.hub.merge_patch(
             API_VERSION, "TenantQuota", tenant, {"status": status}, subresource="status"
         )
+        self.statuses.written(tenant, quota, status)
