@@ -130,11 +130,9 @@ async def _sync_all(
     done = anyio.Event()
     waiting = set(conns)
 
-    def reported(app: str) -> None:
-        cluster = app.split("/", 1)[1].removeprefix(f"{run}-")
-        state = table.state(app, cluster)
-        if state is not None and (state.applied or state.failed):
-            waiting.discard(cluster)
+    def reported(app: str, settled: bool) -> None:
+        if settled:
+            waiting.discard(app.split("/", 1)[1].removeprefix(f"{run}-"))
         if not waiting:
             done.set()
 
@@ -198,7 +196,12 @@ async def measure(
     servers_s = await _bare_loop(direct, concurrency, run)
     CountingConnection.requests = 0
     wall, table, metrics = await _sync_all(conns, concurrency, run)
-    failed = {k: s for k, s in table.states.items() if not s.applied}
+    failed = {
+        (app, cluster): state
+        for app, states in table.states.items()
+        for cluster, state in states.items()
+        if not state.applied
+    }
     if failed:
         (_, cluster), state = next(iter(failed.items()))
         raise SystemExit(f"bench.fanout: {len(failed)} clusters failed, e.g. {cluster}: {state}")

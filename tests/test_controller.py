@@ -1,10 +1,16 @@
-"""What re-queues an application: not the controller's own status writes."""
+"""What re-queues an application (not the controller's own status writes), and when a
+member sync's result refreshes its status."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from propagator.propagation.controller import _spec_changed
+from propagator.propagation.controller import (
+    STATUS_DEBOUNCE_S,
+    _spec_changed,
+    status_refresh_delay,
+)
+from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
 
 
 def _app(generation: int, **meta: Any) -> dict[str, Any]:
@@ -34,3 +40,19 @@ def test_spec_deletion_and_annotations_requeue() -> None:
     assert _spec_changed(_app(1), _app(1, deletionTimestamp="2026-11-30T00:00:00Z"))
     assert _spec_changed(_app(1), _app(1, annotations={"propagator.io/orphan-unreachable": "true"}))
     assert _spec_changed(None, _app(1))
+
+
+def test_the_status_is_refreshed_at_once_when_the_last_cluster_of_the_work_settles() -> None:
+    table = WorkTable()
+    works = {c: ClusterWork("shop/web", c, (), "r1", frozenset(), SyncPolicy()) for c in "ab"}
+    table.set_work("shop/web", works, now=0, recheck_after_s=60)
+    a, b = table.state("shop/web", "a"), table.state("shop/web", "b")
+    assert a is not None
+    assert b is not None
+    a.applied = True  # a settled, b still syncing: more is coming, debounce
+    assert status_refresh_delay(table, "shop/web", True) == STATUS_DEBOUNCE_S
+    b.failed = True  # the last one settled (failed counts): nothing more is coming
+    assert status_refresh_delay(table, "shop/web", True) == 0
+    # A result that settled nothing (a recheck, a retry still within its retries) is
+    # debounced: the rechecks of a large application's clusters make one refresh.
+    assert status_refresh_delay(table, "shop/web", False) == STATUS_DEBOUNCE_S

@@ -34,7 +34,8 @@ class Harness:
     def __init__(self, **policy: Any) -> None:
         self.table = WorkTable()
         self.metrics = Metrics()
-        self.reported: list[str] = []
+        self.reported: list[tuple[str, bool]] = []
+        """(application, whether the sync settled its cluster) per result."""
         self.fakes: dict[str, FakeMember] = {}
         self.sync = MemberSync(
             Settings(requeue_max_delay_s=2),
@@ -42,7 +43,7 @@ class Harness:
             self.metrics,
             anyio.CapacityLimiter(10),
             self._caches,
-            self.reported.append,
+            lambda app, settled: self.reported.append((app, settled)),
         )
         self.policy = SyncPolicy(backoff_s=0.01, max_backoff_s=0.02, **policy)
 
@@ -86,7 +87,9 @@ async def test_success_records_the_state_and_reports() -> None:
     assert state.applied
     assert state.attempts == 1
     assert not state.failed
-    assert h.reported == [APP]
+    assert h.reported == [(APP, True)]
+    await h.sync.sync(member, APP)  # a recheck: in line already, it settles nothing
+    assert h.reported == [(APP, True), (APP, False)]
     assert h.value("propagator_member_writes_total", cluster="m1", operation="apply") == 1
 
 
@@ -112,6 +115,9 @@ async def test_retryable_failures_come_back_then_count_as_failed() -> None:
     assert state.applied
     assert not state.failed
     assert state.attempts == 3
+    # Only the result that made the cluster count as failed settled it: a retry still
+    # within its retries is more to come, and a failed cluster had settled already.
+    assert h.reported == [(APP, False), (APP, True), (APP, False)]
     assert state.error is None
 
 

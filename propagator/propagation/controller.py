@@ -51,7 +51,15 @@ from propagator.tenancy.status import TenantStatusWriter
 log = logging.getLogger(__name__)
 
 STATUS_DEBOUNCE_S = 0.02
-"""Member results within this long make one status refresh."""
+"""Member results within this long make one status refresh (unless the last of an
+application's work has reported: then it is refreshed at once)."""
+
+
+def status_refresh_delay(table: WorkTable, app: str, settled: bool) -> float:
+    """How long the status refresh after a member sync of ``app`` waits: none when the
+    sync settled the last cluster of the work (nothing more is coming: a new
+    application's Applied, a change's rollout done), else the debounce."""
+    return 0.0 if settled and not table.pending(app) else STATUS_DEBOUNCE_S
 
 
 def _namespace_labels(obj: dict[str, Any]) -> dict[str, Any]:
@@ -145,7 +153,7 @@ class PropagationController:
             metrics,
             self.limiter,
             self._caches,
-            self._refresh,
+            self._on_sync_result,
             self.enforcer.guard,
         )
         self.members = MemberRegistry(
@@ -265,6 +273,13 @@ class PropagationController:
     def _refresh(self, app: str) -> None:
         """Refresh ``app``'s status soon (a member sync reported, a workload changed)."""
         self.queue.add_after(app, STATUS_DEBOUNCE_S)
+
+    def _on_sync_result(self, app: str, settled: bool) -> None:
+        """A member sync of ``app`` reported: refresh its status."""
+        if status_refresh_delay(self.table, app, settled):
+            self._refresh(app)
+        else:
+            self.queue.add(app)
 
     # -- events (every watch calls in the event loop) ------------------------------------
 

@@ -7,7 +7,8 @@ Retry-After, 5xx) comes back on the member's queue after a backoff with jitter; 
 application's retries the cluster counts as failed and is still retried, at the
 controller's requeue backoff. A refusal (4xx) is not retried until the work changes or
 the resync comes. Every outcome is recorded in the work table and reported through
-``on_result`` so the application's status can follow.
+``on_result`` so the application's status can follow, saying whether the sync settled
+its cluster (in line, or counted as failed, where it was neither before).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class MemberSync:
         metrics: Metrics,
         limiter: anyio.CapacityLimiter,
         caches: Caches,
-        on_result: Callable[[str], None],
+        on_result: Callable[[str, bool], None],
         guard: Guard | None = None,
     ) -> None:
         self.guard = guard
@@ -79,6 +80,7 @@ class MemberSync:
         work, state = self.table.get(app, member.name), self.table.state(app, member.name)
         if work is None or state is None:
             return  # forgotten meanwhile
+        was_pending = not state.applied and not state.failed
         try:
             self._try(member, work, state)
         except _NotNow as skip:
@@ -86,7 +88,7 @@ class MemberSync:
             if skip.retry_in_s is not None:
                 member.queue.add_after(app, skip.retry_in_s)
             self._publish_circuit(member)
-            self.on_result(app)
+            self.on_result(app, was_pending)
             return
         state.tries += 1
         report: SyncReport | None = None
@@ -129,7 +131,7 @@ class MemberSync:
             self._record_failure(member, work, state, reason, retryable, retry_after)
             state.quota_exceeded = over_quota
         self._publish_circuit(member)
-        self.on_result(app)
+        self.on_result(app, was_pending and (state.applied or state.failed))
 
     def _try(self, member: Member, work: ClusterWork, state: SyncState) -> None:
         """Raise _NotNow when this sync must not be tried now."""

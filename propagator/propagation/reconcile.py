@@ -279,9 +279,7 @@ class Reconciler:
             )
         queued = self._set_work(key, works)
         # Syncs in flight (queued now, or by an earlier plan of this revision) report back.
-        pending = queued or any(
-            not s.applied and not s.failed for s in self.table.states_of(key).values()
-        )
+        pending = queued or self.table.pending(key)
         outcome = Outcome(
             False,
             refresh_after_s=STATUS_CATCH_UP_S if pending else None,
@@ -547,9 +545,9 @@ class Reconciler:
             for c in sorted(clusters - set(gone))
         }
         self._set_work(key, works)
-        states = self.table.states_of(key)
-        if not all(s.applied or s.failed for s in states.values()):
+        if self.table.pending(key):
             return Outcome(False)  # removals in flight: their results come back here
+        states = self.table.states_of(key)
         failed = failures(states)
         orphan = (meta.get("annotations") or {}).get(ORPHAN_ANNOTATION) == "true"
         if failed is not None and not orphan:

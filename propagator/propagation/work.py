@@ -127,10 +127,12 @@ class SyncState:
 
 @dataclass
 class WorkTable:
-    """Work and sync states of every application, by (application, cluster)."""
+    """Work and sync states of every application, by application, then cluster (every
+    question is about one application: its cost follows its own clusters, not the
+    fleet's)."""
 
     work: dict[str, dict[str, ClusterWork]] = field(default_factory=dict)
-    states: dict[tuple[str, str], SyncState] = field(default_factory=dict)
+    states: dict[str, dict[str, SyncState]] = field(default_factory=dict)
 
     def set_work(
         self, app: str, works: Mapping[str, ClusterWork], *, now: float, recheck_after_s: float
@@ -139,35 +141,40 @@ class WorkTable:
         whose work is new or changed, or whose last sync ended more than
         ``recheck_after_s`` ago (the member syncs retry failures on their own)."""
         self.work[app] = dict(works)
-        for key in [k for k in self.states if k[0] == app and k[1] not in works]:
-            del self.states[key]
+        old = self.states.get(app, {})
+        states = self.states[app] = {}
         due = []
         for cluster, work in works.items():
-            state = self.states.get((app, cluster))
+            state = old.get(cluster)
             if state is None or state.revision != work.revision:
-                self.states[app, cluster] = SyncState(work.revision)
+                state = SyncState(work.revision)
                 due.append(cluster)
             elif state.tried_at is not None and now - state.tried_at >= recheck_after_s:
                 due.append(cluster)
+            states[cluster] = state
         return sorted(due)
 
     def get(self, app: str, cluster: str) -> ClusterWork | None:
         return self.work.get(app, {}).get(cluster)
 
     def state(self, app: str, cluster: str) -> SyncState | None:
-        return self.states.get((app, cluster))
+        return self.states.get(app, {}).get(cluster)
 
     def states_of(self, app: str) -> dict[str, SyncState]:
-        return {c: s for (a, c), s in self.states.items() if a == app}
+        return dict(self.states.get(app, {}))
+
+    def pending(self, app: str) -> bool:
+        """Whether a sync of ``app`` has yet to report for its work: a cluster neither in
+        line nor counted as failed."""
+        return any(not s.applied and not s.failed for s in self.states.get(app, {}).values())
 
     def failed_elsewhere(self, app: str, cluster: str) -> int:
         """Clusters of ``app`` other than ``cluster`` whose sync counts as failed."""
-        return sum(s.failed for (a, c), s in self.states.items() if a == app and c != cluster)
+        return sum(s.failed for c, s in self.states.get(app, {}).items() if c != cluster)
 
     def apps_on(self, cluster: str) -> list[str]:
         return sorted(a for a, works in self.work.items() if cluster in works)
 
     def forget(self, app: str) -> None:
         self.work.pop(app, None)
-        for key in [k for k in self.states if k[0] == app]:
-            del self.states[key]
+        self.states.pop(app, None)
