@@ -10,7 +10,7 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from propagator.scheduler.replicas import apportion, rescale
+from propagator.scheduler.replicas import _by_divisor, apportion, rescale
 
 names = st.lists(st.sampled_from("abcdef"), min_size=1, max_size=6, unique=True)
 
@@ -134,6 +134,44 @@ def test_room_sized_weights_are_divided_as_one_at_a_time(
 def test_huge_weights_are_ranked_exactly(weights: dict[str, int], total: int) -> None:
     caps: dict[str, int | None] = dict.fromkeys(weights)
     assert apportion(total, weights, caps) == one_at_a_time(total, weights, caps)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from("abcdefgh"), st.integers(0, 400), min_size=1),
+    st.integers(0, 200),
+    st.data(),
+)
+def test_the_natural_divisor_answers_only_with_the_one_at_a_time_division(
+    weights: dict[str, int], total: int, data: st.DataObject
+) -> None:
+    """Whenever the natural divisor settles a division, with caps and a tie rank per
+    cluster, it is the one-at-a-time result."""
+    caps = {n: data.draw(st.none() | st.integers(0, 150)) for n in weights}
+    ranks = {n: data.draw(st.integers(0, 3)) for n in weights}
+    exact = _by_divisor(total, weights, caps)
+    if exact is not None:
+        assert exact == one_at_a_time(total, weights, caps, ranks.__getitem__)
+
+
+def test_the_natural_divisor_leaves_halves_misses_and_caps_to_one_at_a_time() -> None:
+    # the scheduler's room-sized weights: 12 replicas, every cluster its share rounded
+    room = {"a": 16, "b": 21, "c": 44, "d": 336, "e": 72, "f": 38}
+    assert _by_divisor(12, room, dict.fromkeys(room)) == one_at_a_time(
+        12, room, dict.fromkeys(room)
+    )
+    # 1 replica over two equal weights: both shares are a half, rounded up they make 2;
+    # one at a time, the tie rank decides
+    assert _by_divisor(1, {"a": 1, "b": 1}, {"a": None, "b": None}) is None
+    assert apportion(1, {"a": 1, "b": 1}, {"a": None, "b": None}, {"a": 1, "b": 0}.__getitem__) == {
+        "a": 0,
+        "b": 1,
+    }
+    # shares that round to more (or fewer) than the total
+    assert _by_divisor(2, {"a": 1, "b": 1, "c": 1}, dict.fromkeys("abc")) is None
+    # a share above its cap
+    assert _by_divisor(4, {"a": 3, "b": 1}, {"a": 2, "b": None}) is None
+    assert apportion(4, {"a": 3, "b": 1}, {"a": 2, "b": None}) == {"a": 2, "b": 2}
 
 
 def test_an_int32_replica_count_is_divided_at_once() -> None:

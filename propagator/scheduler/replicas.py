@@ -14,7 +14,10 @@ scale-down takes replicas away in proportion to what each cluster runs; an uncha
 changes nothing. Both are fresh divisions of the difference, so they are monotone in the
 total as well.
 
-Large totals (an int32 ``replicas``) are given in bulk: every seat whose priority is above
+Most divisions are settled at once by the natural divisor (:func:`_by_divisor`): each
+cluster's weight times the total over the weights' sum, rounded; when those sum to the
+total and exceed no cap, they are the one-at-a-time result. Otherwise, large
+totals (an int32 ``replicas``) are given in bulk: every seat whose priority is above
 a threshold at once, the few left one at a time, with exact rational arithmetic, so the
 result is the one-at-a-time result. Smaller ones start from every seat above
 ``W / (2 total - m)`` (exact integers; ``m`` clusters of weights summing to ``W``), which
@@ -180,6 +183,32 @@ def _fill(
     return count
 
 
+def _by_divisor(
+    total: int, weights: Mapping[str, int], caps: Mapping[str, int | None]
+) -> dict[str, int] | None:
+    """The division at the natural divisor ``D = W / total`` (``W`` the weights' sum, all
+    non-negative): each cluster gets ``k = w / D`` rounded (a half up). Every seat it
+    gives has a priority ``w / (2j + 1)`` of at least ``D / 2`` and every seat it does not
+    give one below; so when those seats number ``total`` and none is above a cap, they are
+    the ``total`` highest, which is what one seat at a time gives (seats tied at the
+    boundary are all given, or they would not number ``total``: neither the tie rank nor
+    a cap can change it). None otherwise. Exact integers: ``k = (2 w total + W) // 2W``."""
+    whole = sum(weights.values())
+    if whole <= 0:
+        return None
+    double, twice = 2 * whole, 2 * total
+    seats = {}
+    given = 0
+    for n, weight in weights.items():
+        k = (twice * weight + whole) // double
+        cap = caps.get(n)
+        if cap is not None and k > cap:
+            return None
+        seats[n] = k
+        given += k
+    return seats if given == total else None
+
+
 def apportion(
     total: int,
     weights: Mapping[str, int],
@@ -188,6 +217,9 @@ def apportion(
 ) -> dict[str, int] | None:
     """Split ``total`` replicas in proportion to ``weights`` (Webster), each cluster at most
     its cap (None: no cap). None when the caps cannot hold ``total``."""
+    exact = _by_divisor(total, weights, caps) if min(weights.values(), default=0) >= 0 else None
+    if exact is not None:
+        return exact
     if (
         total <= 8 * len(weights) + 64
         and min(weights.values(), default=0) >= 0
