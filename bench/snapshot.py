@@ -2,7 +2,8 @@
 
 A full rebuild reads every MemberCluster (``cluster_info``) and indexes them
 (``build_snapshot``); an incremental one (what the fleet manager does after one member
-changed) re-reads only that member through ``ClusterInfoCache`` and re-indexes. The
+changed) re-reads only that member through ``ClusterInfoCache`` and moves it in the
+previous generation's indexes. The
 scheduler's columns are built on a snapshot's first decision: from scratch, and — what a
 decision after one member's change pays — from the previous generation's columns. The
 baseline, measured in the same run, is ``copy.deepcopy`` of the same hub objects: the cost
@@ -44,12 +45,16 @@ def measure(count: int, repeats: int) -> dict[str, Any]:
         return build_snapshot([cluster_info(m) for m in members], fleets, generation=1)
 
     cache = ClusterInfoCache()
-    cache.infos(members)
+    latest = build_snapshot(cache.infos(members), fleets, generation=1)
     changed = iter(range(10**9))
 
     def incremental() -> Any:
+        nonlocal latest
         members[0]["metadata"]["resourceVersion"] = f"changed-{next(changed)}"
-        return build_snapshot(cache.infos(members), fleets, generation=2)
+        latest = build_snapshot(
+            cache.infos(members), fleets, latest.generation + 1, previous=latest
+        )
+        return latest
 
     rebuild()  # warm up
     samples = _timed(rebuild, repeats)

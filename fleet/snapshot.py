@@ -204,33 +204,92 @@ def build_snapshot(
     previous: FleetSnapshot | None = None,
 ) -> FleetSnapshot:
     """Index ``clusters`` into a new snapshot (``previous``: the one it replaces, whose
-    columns, if built, its own are made from)."""
+    indexes are patched for the clusters that changed — a ClusterInfo that is not the
+    previous one's object — and whose columns, if built, its own are made from)."""
     by_name = {c.name: c for c in clusters}
-    layers: dict[str, set[str]] = {}
-    labels: dict[str, dict[str, set[str]]] = {}
-    for c in by_name.values():
-        layers.setdefault(c.layer, set()).add(c.name)
-        for key, value in c.labels.items():
-            labels.setdefault(key, {}).setdefault(value, set()).add(c.name)
+    indexes = _patched(previous, by_name) if previous is not None else None
+    if indexes is None:
+        indexes = _indexed(by_name.values())
+    by_layer, by_label = indexes
     snapshot = FleetSnapshot(
         generation=generation,
         built_at=time.monotonic() if now is None else now,
         clusters=MappingProxyType(by_name),
-        by_layer=MappingProxyType({k: frozenset(v) for k, v in layers.items()}),
-        by_label=MappingProxyType(
-            {
-                k: MappingProxyType({v: frozenset(n) for v, n in vals.items()})
-                for k, vals in labels.items()
-            }
-        ),
+        by_layer=by_layer,
+        by_label=by_label,
         fleets=MappingProxyType(
-            {name: frozenset(n for n in names if n in by_name) for name, names in fleets.items()}
+            {name: frozenset(by_name.keys() & set(names)) for name, names in fleets.items()}
         ),
     )
     built = previous.__dict__.get("columns") if previous is not None else None
     if built is not None:
         snapshot.__dict__["_previous_columns"] = built  # no chain: columns hold no snapshot
     return snapshot
+
+
+_Indexes = tuple[Mapping[str, frozenset[str]], Mapping[str, Mapping[str, frozenset[str]]]]
+"""A snapshot's clusters by layer, and by label key and value."""
+
+
+def _indexed(clusters: Iterable[ClusterInfo]) -> _Indexes:
+    """The indexes of ``clusters``, from scratch."""
+    layers: dict[str, set[str]] = {}
+    labels: dict[str, dict[str, set[str]]] = {}
+    for c in clusters:
+        layers.setdefault(c.layer, set()).add(c.name)
+        for key, value in c.labels.items():
+            labels.setdefault(key, {}).setdefault(value, set()).add(c.name)
+    return (
+        MappingProxyType({k: frozenset(v) for k, v in layers.items()}),
+        MappingProxyType(
+            {
+                k: MappingProxyType({v: frozenset(n) for v, n in vals.items()})
+                for k, vals in labels.items()
+            }
+        ),
+    )
+
+
+def _patched(previous: FleetSnapshot, by_name: Mapping[str, ClusterInfo]) -> _Indexes | None:
+    """``previous``'s indexes with the clusters of ``by_name`` that changed (or came or
+    went) moved: work for what changed, plus a copy of each index entry it touches. None
+    when most of the fleet changed (indexing from scratch is then as cheap)."""
+    before = previous.clusters
+    changed = [n for n, c in by_name.items() if before.get(n) is not c]
+    changed += before.keys() - by_name.keys()  # gone
+    if 4 * len(changed) > len(by_name) + 8:
+        return None
+    layer_moves: dict[str, tuple[set[str], set[str]]] = {}  # layer -> (out, in)
+    label_moves: dict[tuple[str, str], tuple[set[str], set[str]]] = {}
+    for name in changed:
+        for info, side in ((before.get(name), 0), (by_name.get(name), 1)):
+            if info is None:
+                continue
+            layer_moves.setdefault(info.layer, (set(), set()))[side].add(name)
+            for pair in info.labels.items():
+                label_moves.setdefault(pair, (set(), set()))[side].add(name)
+    layers = dict(previous.by_layer)
+    for layer, (out, into) in layer_moves.items():
+        _move(layers, layer, out, into)
+    labels = {key: dict(previous.by_label.get(key, {})) for key, _ in label_moves}
+    for (key, value), (out, into) in label_moves.items():
+        _move(labels.setdefault(key, {}), value, out, into)
+    by_label = dict(previous.by_label)
+    for key, values in labels.items():
+        if values:
+            by_label[key] = MappingProxyType(values)
+        else:
+            by_label.pop(key, None)
+    return MappingProxyType(layers), MappingProxyType(by_label)
+
+
+def _move(index: dict[str, frozenset[str]], entry: str, out: set[str], into: set[str]) -> None:
+    """Take ``out`` from ``index[entry]`` and put ``into`` in; an entry left empty goes."""
+    names = (index.get(entry, _EMPTY) - out) | into
+    if names:
+        index[entry] = names
+    else:
+        index.pop(entry, None)
 
 
 class SnapshotStore:

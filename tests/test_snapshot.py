@@ -4,8 +4,17 @@ from decimal import Decimal
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from fleet.snapshot import ClusterInfoCache, SnapshotStore, build_snapshot, cluster_info
+from fleet.snapshot import (
+    ClusterInfo,
+    ClusterInfoCache,
+    FleetSnapshot,
+    SnapshotStore,
+    build_snapshot,
+    cluster_info,
+)
 
 
 def mc(name: str, layer: str, labels: dict[str, str], ready: bool = True) -> dict[str, object]:
@@ -43,6 +52,72 @@ def test_indexes_by_layer_and_label() -> None:
     assert snap.with_label("gpu") == {"a"}
     assert snap.fleet("f") == {"a", "c"}
     assert snap.generation == 7
+
+
+def _indexes(snap: FleetSnapshot) -> tuple[object, ...]:
+    return (
+        dict(snap.by_layer),
+        {k: dict(v) for k, v in snap.by_label.items()},
+        dict(snap.fleets),
+    )
+
+
+_members = st.dictionaries(
+    st.sampled_from([f"m{i}" for i in range(12)]),
+    st.tuples(
+        st.sampled_from(["edge", "core", "gpu"]),
+        st.dictionaries(st.sampled_from(["env", "tier", "zone"]), st.sampled_from("abc")),
+    ),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_members, st.lists(_members, min_size=1, max_size=4))
+def test_indexes_patched_from_the_previous_generation_are_the_indexes_from_scratch(
+    first: dict[str, tuple[str, dict[str, str]]],
+    later: list[dict[str, tuple[str, dict[str, str]]]],
+) -> None:
+    """Generation after generation, members changing, coming and going (unchanged ones
+    keep their ClusterInfo, as the info cache gives it): the next snapshot's indexes,
+    patched from the previous ones, are the ones built from scratch."""
+    infos: dict[str, ClusterInfo] = {}
+
+    def generation(members: dict[str, tuple[str, dict[str, str]]]) -> list[ClusterInfo]:
+        for name, (layer, labels) in members.items():
+            info = infos.get(name)
+            if info is None or (info.layer, dict(info.labels)) != (layer, labels):
+                infos[name] = cluster_info(mc(name, layer, labels))
+        return [infos[n] for n in members]
+
+    snap = build_snapshot(generation(first), {"f": list(first)}, generation=1)
+    for number, members in enumerate(later, start=2):
+        clusters = generation(members)
+        patched = build_snapshot(clusters, {"f": list(members)}, number, previous=snap)
+        assert _indexes(patched) == _indexes(build_snapshot(clusters, {"f": list(members)}, 1))
+        snap = patched
+
+
+def test_one_changed_member_is_moved_in_the_indexes_of_the_next_generation() -> None:
+    def versioned(name: str, layer: str, env: str, version: str) -> dict[str, object]:
+        member = mc(name, layer, {"env": env})
+        return {
+            **member,
+            "metadata": {"name": name, "labels": {"env": env}, "resourceVersion": version},
+        }
+
+    members = [versioned(f"m{i}", "core", "prod", "1") for i in range(20)]
+    cache = ClusterInfoCache()
+    first = build_snapshot(cache.infos(members), {"f": [f"m{i}" for i in range(20)]}, 1)
+    members[3] = versioned("m3", "edge", "dev", "2")
+    infos = cache.infos(members[:19])
+    assert sum(info is not first.clusters[info.name] for info in infos) == 1  # m3 alone
+    second = build_snapshot(infos, {"f": ["m3", "m19"]}, 2, previous=first)
+    assert second.in_layer("edge") == {"m3"}
+    assert second.in_layer("core") == {f"m{i}" for i in range(19)} - {"m3"}
+    assert second.with_label("env", "dev") == {"m3"}
+    assert "m19" not in second.with_label("env", "prod")  # gone
+    assert second.fleet("f") == {"m3"}
+    assert first.in_layer("core") == {f"m{i}" for i in range(20)}  # the old one unchanged
 
 
 def test_snapshot_cannot_be_changed() -> None:
