@@ -7,6 +7,7 @@ from typing import Any
 
 from propagator.propagation.controller import (
     STATUS_DEBOUNCE_S,
+    STATUS_PROGRESS_S,
     _spec_changed,
     status_refresh_delay,
 )
@@ -49,10 +50,13 @@ def test_the_status_is_refreshed_at_once_when_the_last_cluster_of_the_work_settl
     a, b = table.state("shop/web", "a"), table.state("shop/web", "b")
     assert a is not None
     assert b is not None
-    a.applied = True  # a settled, b still syncing: more is coming, debounce
-    assert status_refresh_delay(table, "shop/web", True) == STATUS_DEBOUNCE_S
+    # a settled, b still syncing: more is coming, the progress waits (and so does a
+    # workload's change meanwhile)
+    a.applied = True
+    assert status_refresh_delay(table, "shop/web", True) == STATUS_PROGRESS_S
+    assert status_refresh_delay(table, "shop/web", False) == STATUS_PROGRESS_S
     b.failed = True  # the last one settled (failed counts): nothing more is coming
     assert status_refresh_delay(table, "shop/web", True) == 0
-    # A result that settled nothing (a recheck, a retry still within its retries) is
-    # debounced: the rechecks of a large application's clusters make one refresh.
+    # What settles nothing afterwards (a recheck, a workload's change) is debounced: the
+    # rechecks of a large application's clusters make one refresh.
     assert status_refresh_delay(table, "shop/web", False) == STATUS_DEBOUNCE_S

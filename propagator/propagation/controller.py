@@ -51,15 +51,22 @@ from propagator.tenancy.status import TenantStatusWriter
 log = logging.getLogger(__name__)
 
 STATUS_DEBOUNCE_S = 0.02
-"""Member results within this long make one status refresh (unless the last of an
-application's work has reported: then it is refreshed at once)."""
+"""Member results and workload changes within this long make one status refresh."""
+STATUS_PROGRESS_S = 0.25
+"""While an application's clusters are still to report, its status waits this long: the
+progress of a rollout shows, and the write of the last result (made at once) is not held
+up behind writes of partial progress on a busy hub."""
 
 
 def status_refresh_delay(table: WorkTable, app: str, settled: bool) -> float:
-    """How long the status refresh after a member sync of ``app`` waits: none when the
-    sync settled the last cluster of the work (nothing more is coming: a new
-    application's Applied, a change's rollout done), else the debounce."""
-    return 0.0 if settled and not table.pending(app) else STATUS_DEBOUNCE_S
+    """How long a status refresh of ``app`` waits after a member sync reported
+    (``settled``: it settled its cluster) or a workload of it changed: none when that
+    settled the last cluster of the work (nothing more is coming: a new application's
+    Applied, a change's rollout done); :data:`STATUS_PROGRESS_S` while clusters are still
+    to report; else the debounce."""
+    if table.pending(app):
+        return STATUS_PROGRESS_S
+    return 0.0 if settled else STATUS_DEBOUNCE_S
 
 
 def _namespace_labels(obj: dict[str, Any]) -> dict[str, Any]:
@@ -153,7 +160,7 @@ class PropagationController:
             metrics,
             self.limiter,
             self._caches,
-            self._on_sync_result,
+            self._refresh,
             self.enforcer.guard,
         )
         self.members = MemberRegistry(
@@ -270,14 +277,12 @@ class PropagationController:
     async def _caches(self, member: Member, kinds: Any, timeout_s: float) -> dict[Any, Informer]:
         return await self.members.caches_synced(member, kinds, timeout_s)
 
-    def _refresh(self, app: str) -> None:
-        """Refresh ``app``'s status soon (a member sync reported, a workload changed)."""
-        self.queue.add_after(app, STATUS_DEBOUNCE_S)
-
-    def _on_sync_result(self, app: str, settled: bool) -> None:
-        """A member sync of ``app`` reported: refresh its status."""
-        if status_refresh_delay(self.table, app, settled):
-            self._refresh(app)
+    def _refresh(self, app: str, settled: bool = False) -> None:
+        """Refresh ``app``'s status (a member sync reported, a workload changed): at once,
+        or soon (:func:`status_refresh_delay`)."""
+        delay = status_refresh_delay(self.table, app, settled)
+        if delay:
+            self.queue.add_after(app, delay)
         else:
             self.queue.add(app)
 
