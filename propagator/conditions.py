@@ -68,13 +68,25 @@ class WrittenStatuses:
     def __init__(self) -> None:
         self._last: dict[str, tuple[str | None, Mapping[str, Any]]] = {}
 
-    def changed(self, key: str, obj: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
-        """Whether ``status`` differs from what the hub holds for ``obj`` (as cached)."""
-        held = obj.get("status")
+    def held(self, key: str, obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The status the hub holds for ``obj`` (as cached): the last one written while
+        the cache still shows the copy it went over, else the copy's."""
         last = self._last.get(key)
         if last is not None and last[0] == _version(obj):
-            held = last[1]
-        return status_changed(held, status)
+            return last[1]
+        status = obj.get("status")
+        return status if isinstance(status, Mapping) else None
+
+    def as_held(self, key: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """``obj`` with the status the hub holds: what a new status is built over (a
+        condition keeps its lastTransitionTime from the last write, not from a copy that
+        predates it)."""
+        held = self.held(key, obj)
+        return obj if held is obj.get("status") else {**obj, "status": held}
+
+    def changed(self, key: str, obj: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+        """Whether ``status`` differs from what the hub holds for ``obj`` (as cached)."""
+        return status_changed(self.held(key, obj), status)
 
     def written(self, key: str, obj: Mapping[str, Any], status: Mapping[str, Any]) -> None:
         """``status`` was written over ``obj`` (as cached)."""

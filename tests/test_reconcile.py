@@ -182,6 +182,33 @@ def test_a_status_written_since_the_cache_was_read_is_what_a_refresh_compares_wi
     assert h.condition("Applied")["message"] == "1/2 clusters applied; 1 in progress: b"
 
 
+def test_a_condition_keeps_its_transition_time_from_the_last_write_not_a_stale_copy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While the informer's copy predates the last status write, a refresh builds on what
+    was written: a condition that has not changed since keeps that write's
+    lastTransitionTime (and nothing is written again)."""
+    clock = [1_800_000_000.0]
+    monkeypatch.setattr(time, "time", lambda: clock[0])
+    h = Harness(_app())
+    h.hub.app["metadata"]["resourceVersion"] = "7"
+    h.reconcile()
+    h.synced("shop/web", "a")
+    h.reconcile(replan=False)
+    assert h.condition("Applied")["status"] == "False"  # 1/2 applied
+    stale = copy.deepcopy(h.hub.app)  # the cache, before the next writes come back
+    h.synced("shop/web", "b")
+    clock[0] += 60
+    anyio.run(lambda: h.reconciler.reconcile(copy.deepcopy(stale), replan=False))
+    applied = h.condition("Applied")
+    assert applied["status"] == "True"
+    writes = len(h.hub.patches)
+    clock[0] += 60  # nothing changes; the cache still shows the copy before the write
+    anyio.run(lambda: h.reconciler.reconcile(copy.deepcopy(stale), replan=False))
+    assert h.condition("Applied")["lastTransitionTime"] == applied["lastTransitionTime"]
+    assert len(h.hub.patches) == writes
+
+
 def test_a_cluster_still_syncing_is_named_in_progress() -> None:
     h = Harness(_app())
     h.reconcile()

@@ -357,7 +357,9 @@ class Reconciler:
         """Write the status of ``plan`` with the current sync states (if it changed);
         returns when the application must be planned again for failover, if it must."""
         now = time.time()
-        status = plan_status(obj, plan, self.table, self.members, now)
+        status = plan_status(
+            self.statuses.as_held(key, obj), plan, self.table, self.members, now
+        )
         await self._write_status(obj, status)
         namespace = obj["metadata"].get("namespace", "default")
         due = [
@@ -551,7 +553,7 @@ class Reconciler:
         failed = failures(states)
         orphan = (meta.get("annotations") or {}).get(ORPHAN_ANNOTATION) == "true"
         if failed is not None and not orphan:
-            builder = StatusBuilder(obj, now_iso())
+            builder = StatusBuilder(self.statuses.as_held(key, obj), now_iso())
             builder.condition(
                 "Applied",
                 False,

@@ -138,7 +138,7 @@ class TenantStatusWriter:
                 self.metrics.tenant_quota_hard.labels(*labels).set(float(value))
                 used = u.used.get(resource, Decimal(0))
                 self.metrics.tenant_quota_used.labels(*labels).set(float(used))
-        status = tenant_status(quota, usage, now_iso())
+        status = tenant_status(self.statuses.as_held(tenant, quota), usage, now_iso())
         if not self.statuses.changed(tenant, quota, status):
             return
         self.metrics.status_writes.labels("TenantQuota status").inc()
