@@ -62,24 +62,25 @@ def _indexes(snap: FleetSnapshot) -> tuple[object, ...]:
     )
 
 
-_members = st.dictionaries(
-    st.sampled_from([f"m{i}" for i in range(12)]),
-    st.tuples(
-        st.sampled_from(["edge", "core", "gpu"]),
-        st.dictionaries(st.sampled_from(["env", "tier", "zone"]), st.sampled_from("abc")),
-    ),
+_member = st.tuples(
+    st.sampled_from(["edge", "core", "gpu"]),
+    st.dictionaries(st.sampled_from(["env", "tier", "zone"]), st.sampled_from("abc")),
 )
+_names = st.sampled_from([f"m{i}" for i in range(16)])
 
 
 @settings(max_examples=200, deadline=None)
-@given(_members, st.lists(_members, min_size=1, max_size=4))
+@given(
+    st.dictionaries(_names, _member),
+    st.lists(st.dictionaries(_names, st.none() | _member, max_size=4), min_size=1, max_size=6),
+)
 def test_indexes_patched_from_the_previous_generation_are_the_indexes_from_scratch(
     first: dict[str, tuple[str, dict[str, str]]],
-    later: list[dict[str, tuple[str, dict[str, str]]]],
+    edits: list[dict[str, tuple[str, dict[str, str]] | None]],
 ) -> None:
-    """Generation after generation, members changing, coming and going (unchanged ones
-    keep their ClusterInfo, as the info cache gives it): the next snapshot's indexes,
-    patched from the previous ones, are the ones built from scratch."""
+    """Generation after generation, a few members changing, coming and going (None: gone;
+    unchanged ones keep their ClusterInfo, as the info cache gives it): the next
+    snapshot's indexes, patched from the previous ones, are the ones built from scratch."""
     infos: dict[str, ClusterInfo] = {}
 
     def generation(members: dict[str, tuple[str, dict[str, str]]]) -> list[ClusterInfo]:
@@ -89,8 +90,14 @@ def test_indexes_patched_from_the_previous_generation_are_the_indexes_from_scrat
                 infos[name] = cluster_info(mc(name, layer, labels))
         return [infos[n] for n in members]
 
-    snap = build_snapshot(generation(first), {"f": list(first)}, generation=1)
-    for number, members in enumerate(later, start=2):
+    members = dict(first)
+    snap = build_snapshot(generation(members), {"f": list(members)}, generation=1)
+    for number, edit in enumerate(edits, start=2):
+        for name, value in edit.items():
+            if value is None:
+                members.pop(name, None)
+            else:
+                members[name] = value
         clusters = generation(members)
         patched = build_snapshot(clusters, {"f": list(members)}, number, previous=snap)
         assert _indexes(patched) == _indexes(build_snapshot(clusters, {"f": list(members)}, 1))
