@@ -357,9 +357,7 @@ class Reconciler:
         """Write the status of ``plan`` with the current sync states (if it changed);
         returns when the application must be planned again for failover, if it must."""
         now = time.time()
-        status = plan_status(
-            self.statuses.as_held(key, obj), plan, self.table, self.members, now
-        )
+        status = plan_status(self.statuses.as_held(key, obj), plan, self.table, self.members, now)
         await self._write_status(obj, status)
         namespace = obj["metadata"].get("namespace", "default")
         due = [
