@@ -271,7 +271,7 @@ def _patched(previous: FleetSnapshot, by_name: Mapping[str, ClusterInfo]) -> _In
     layers = dict(previous.by_layer)
     for layer, (out, into) in layer_moves.items():
         _move(layers, layer, out, into)
-    labels = {key: dict(previous.by_label.get(key, {})) for key, _ in label_moves}
+    labels = {key: dict(previous.by_label.get(key, {})) for key in {k for k, _ in label_moves}}
     for (key, value), (out, into) in label_moves.items():
         _move(labels.setdefault(key, {}), value, out, into)
     by_label = dict(previous.by_label)

@@ -217,15 +217,15 @@ def apportion(
 ) -> dict[str, int] | None:
     """Split ``total`` replicas in proportion to ``weights`` (Webster), each cluster at most
     its cap (None: no cap). None when the caps cannot hold ``total``."""
-    exact = _by_divisor(total, weights, caps) if min(weights.values(), default=0) >= 0 else None
-    if exact is not None:
-        return exact
-    if (
-        total <= 8 * len(weights) + 64
-        and min(weights.values(), default=0) >= 0
-        and max(weights.values(), default=0) * (2 * total + 1) < FLOAT_EXACT_BELOW
-    ):
-        return _apportion_few(total, weights, caps, tie)
+    if min(weights.values(), default=0) >= 0:
+        exact = _by_divisor(total, weights, caps)
+        if exact is not None:
+            return exact
+        if (
+            total <= 8 * len(weights) + 64
+            and max(weights.values(), default=0) * (2 * total + 1) < FLOAT_EXACT_BELOW
+        ):
+            return _apportion_few(total, weights, caps, tie)
     seats = dict.fromkeys(weights, 0)
     return seats if _add(seats, total, weights, caps, tie) == 0 else None
 
