@@ -40,7 +40,7 @@ from fleet.kubeconfig import load_kubeconfig
 from fleet.member import MemberMonitor
 from propagator.observability.metrics import Metrics
 from propagator.propagation.membersync import MemberSync
-from propagator.propagation.resources import APP_LABEL, member_selector, revision_of
+from propagator.propagation.resources import member_selector, revision_of
 from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
 from propagator.runtime.members import MemberRegistry
 from propagator.settings import Settings
@@ -146,7 +146,6 @@ async def _sync_all(
         reported,
     )
     registry = MemberRegistry(
-        owner_label=APP_LABEL,
         selector=member_selector,
         sync=member_sync.sync,
         on_object=lambda *_: None,

@@ -85,6 +85,10 @@ class ApiError(Exception):
     def not_found(self) -> bool:
         return self.status == 404
 
+    @property
+    def already_exists(self) -> bool:
+        return self.status == 409 and self.reason == "AlreadyExists"
+
 
 def _ssl_context(creds: Credentials, client: tuple[bytes, bytes] | None) -> ssl.SSLContext:
     ctx = ssl.create_default_context(cadata=creds.ca_data.decode() if creds.ca_data else None)
@@ -667,6 +671,16 @@ class KubeConnection:
             content_type=APPLY_CONTENT_TYPE,
             timeout_s=timeout_s,
         )
+
+    async def create(
+        self, obj: dict[str, Any], *, field_manager: str = FIELD_MANAGER
+    ) -> dict[str, Any]:
+        """Create ``obj``; raises ApiError (``already_exists``) if it exists: unlike an
+        apply, a create never writes over what someone else made."""
+        info = await self.resource(obj["apiVersion"], obj["kind"])
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        path = info.path(namespace if info.namespaced else None)
+        return await self.request("POST", path, params={"fieldManager": field_manager}, body=obj)
 
     async def merge_patch(
         self,

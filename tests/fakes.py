@@ -95,6 +95,20 @@ class FakeMember:
             )
         return self.put(obj)
 
+    async def create(self, obj: dict[str, Any], **_: Any) -> dict[str, Any]:
+        key = _key(obj)
+        self.requests.append(("create", key))
+        self._fail()
+        self._resource(obj["apiVersion"], obj["kind"])
+        if key in self.objects:
+            raise ApiError(
+                self.name,
+                f'POST: 409 AlreadyExists: {obj["kind"]} "{key[3]}" already exists',
+                status=409,
+                reason="AlreadyExists",
+            )
+        return self.put(obj)
+
     async def get(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
     ) -> dict[str, Any]:
@@ -135,7 +149,7 @@ class FakeMember:
         self.put(obj)
 
     def writes(self) -> list[tuple[str, ObjectKey]]:
-        return [r for r in self.requests if r[0] in ("apply", "delete")]
+        return [r for r in self.requests if r[0] in ("apply", "create", "delete")]
 
     # -- what the member sync is given ----------------------------------------------------
 
@@ -151,7 +165,7 @@ class FakeMember:
         self, member: Member, kinds: Iterable[KindKey], timeout_s: float
     ) -> dict[KindKey, Informer]:
         """Caches of ``kinds`` holding what the member holds now: as the registry's, only
-        objects stamped for this member, namespaces all."""
+        objects stamped for this member."""
         await anyio.sleep(self.delay_s)
         out = {}
         for api_version, kind in kinds:
@@ -163,7 +177,7 @@ class FakeMember:
                 )
                 if key in self.unseen:
                     continue
-                if key[:2] == (api_version, kind) and (stamped or kind == "Namespace"):
+                if key[:2] == (api_version, kind) and stamped:
                     informer.cache[cache_key(obj)] = cached_form(obj, api_version, kind)
             informer.mark_synced()
             out[api_version, kind] = informer

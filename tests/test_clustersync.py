@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any, cast
 
 import anyio
@@ -47,20 +48,53 @@ async def test_a_first_sync_into_a_new_namespace_costs_one_request_per_object() 
     report = await _sync(fake, _work(_objects()))
     assert report.applied == 3
     assert report.deleted == report.healed == 0
-    kinds = [key[1] for _, key in fake.requests]
-    assert kinds[0] == "Namespace"
-    assert sorted(kinds[1:]) == ["ConfigMap", "Deployment"]  # nothing to read in it yet
-    live = fake.objects["apps/v1", "Deployment", "shop", "web"]
-    assert Owner("shop", "web", "uid-web").owns(live)
+    verbs = [(verb, key[1]) for verb, key in fake.requests]
+    # Created first (the answer says nothing can be in it yet), then its stamp and the
+    # objects in one round: nothing read.
+    assert verbs[0] == ("create", "Namespace")
+    assert sorted(verbs[1:]) == [
+        ("apply", "ConfigMap"),
+        ("apply", "Deployment"),
+        ("apply", "Namespace"),
+    ]
+    owner = Owner("shop", "web", "uid-web")
+    assert owner.owns(fake.objects["apps/v1", "Deployment", "shop", "web"])
+    assert owner.owns(fake.objects["v1", "Namespace", "", "shop"])
+
+
+async def test_a_namespace_the_objects_need_is_created_labelled_but_not_the_applications() -> None:
+    fake = FakeMember()
+    objects = [config_map("web-config", "team-a", mode="a")]
+    member = fake.unit()
+    await _sync(fake, _work(objects), member)
+    assert [(verb, key[1]) for verb, key in fake.requests] == [
+        ("create", "Namespace"),
+        ("apply", "ConfigMap"),
+    ]
+    namespace = fake.objects["v1", "Namespace", "", "team-a"]
+    assert namespace["metadata"]["labels"][MEMBER_LABEL] == "m1"  # the caches see it
+    assert not Owner("shop", "web", "uid-web").annotated(namespace)
+    # The application leaves: its ConfigMap goes, the namespace (maybe shared) stays.
+    report = await _sync(fake, _work([], frozenset({"v1/ConfigMap", "v1/Namespace"})), member)
+    assert report.deleted == 1
+    assert ("v1", "Namespace", "", "team-a") in fake.objects
 
 
 async def test_in_an_existing_namespace_each_new_object_is_read_once_before_its_write() -> None:
     fake = FakeMember(namespaces=["shop"])
-    report = await _sync(fake, _work(_objects()))
+    member = fake.unit()
+    report = await _sync(fake, _work(_objects()), member)
     assert report.applied == 2
     verbs = [(verb, key[1]) for verb, key in fake.requests]
-    assert sorted(verbs[:2]) == [("get", "ConfigMap"), ("get", "Deployment")]
-    assert sorted(verbs[2:]) == [("apply", "ConfigMap"), ("apply", "Deployment")]
+    assert verbs[0] == ("create", "Namespace")  # refused: it exists, not ours
+    assert sorted(verbs[1:4]) == [("get", "ConfigMap"), ("get", "Deployment"), ("get", "Namespace")]
+    assert sorted(verbs[4:]) == [("apply", "ConfigMap"), ("apply", "Deployment")]
+    assert "labels" not in fake.objects["v1", "Namespace", "", "shop"]["metadata"]  # left as is
+    # Known to exist from then on: a new object in it is read, the namespace not created.
+    fake.requests.clear()
+    await _sync(fake, _work([*_objects(), config_map("more", "shop", a="1")]), member)
+    assert ("create", ("v1", "Namespace", "", "shop")) not in fake.requests
+    assert ("get", ("v1", "ConfigMap", "shop", "more")) in fake.requests
 
 
 async def test_nothing_is_written_when_the_member_holds_it() -> None:
@@ -138,6 +172,7 @@ async def test_two_member_clusters_on_one_api_server_do_not_take_objects_from_ea
     two = FakeMember("m2")
     two.objects = one.objects  # the same API server, registered twice
     await _sync(one, _work(_objects()))
+    before = copy.deepcopy(one.objects)
     report = await _sync(two, _work(_objects()))
     assert report.conflicts == (
         "apps/v1 Deployment shop/web is propagated there through MemberCluster m1 as well "
@@ -148,7 +183,7 @@ async def test_two_member_clusters_on_one_api_server_do_not_take_objects_from_ea
         "(two MemberClusters reach the same API server)",
     )
     assert report.applied == 0
-    assert not two.writes()
+    assert two.objects == before  # nothing written: creating the namespace was refused
     labels = one.objects["apps/v1", "Deployment", "shop", "web"]["metadata"]["labels"]
     assert labels[MEMBER_LABEL] == "m1"
     # m2's caches hold nothing of m1's, so m1's prune of its own objects is not m2's
@@ -205,16 +240,6 @@ async def test_an_object_written_before_the_caches_saw_it_is_still_pruned() -> N
     report = await _sync(fake, _work(_objects()[:1], kinds), member)
     assert report.deleted == 0
     assert hidden in fake.objects
-
-
-async def test_a_namespace_the_member_lacks_is_created_first_one_request_each() -> None:
-    fake = FakeMember()
-    report = await _sync(fake, _work([config_map("c", "elsewhere", a="1")]))
-    assert report.applied == 1
-    assert fake.writes() == [
-        ("apply", ("v1", "Namespace", "", "elsewhere")),
-        ("apply", ("v1", "ConfigMap", "elsewhere", "c")),
-    ]
 
 
 def test_a_namespace_gone_since_the_cache_saw_it_is_created_on_the_refusal() -> None:

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-from propagator.propagation.resources import APP_LABEL, Owner
+from propagator.propagation.resources import Owner
 from propagator.runtime.members import cached_form
 
 
-def test_a_namespace_that_is_not_ours_is_cached_as_its_name_only() -> None:
-    theirs = {
-        "metadata": {"name": "team-b", "resourceVersion": "9", "labels": {"x": "y"}},
-        "spec": {"finalizers": ["kubernetes"]},
-    }
-    assert cached_form(theirs, "v1", "Namespace", APP_LABEL) == {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": "team-b", "resourceVersion": "9"},
-    }
+def test_a_cached_object_keeps_all_but_its_managed_fields() -> None:
     ours = Owner("shop", "web", "").stamp(
         {"metadata": {"name": "shop", "managedFields": [{}]}}, "r1", "m1"
     )
-    kept = cached_form(ours, "v1", "Namespace", APP_LABEL)
+    kept = cached_form(ours, "v1", "Namespace")
     assert kept["metadata"]["annotations"] == ours["metadata"]["annotations"]
+    assert kept["metadata"]["labels"] == ours["metadata"]["labels"]
     assert "managedFields" not in kept["metadata"]
+    assert (kept["apiVersion"], kept["kind"]) == ("v1", "Namespace")

@@ -3,9 +3,11 @@ wanted, both judged from the member's watch caches (no read per object).
 
 An object is applied when the cache lacks it or its projection onto the applied fields
 differs from what the last apply left (drift: ``propagation.drift``). Namespaces and CRDs
-go first, then everything else, a bounded number at once; a first apply costs one request
-per object (a namespace that turns out to be missing is created and the object applied
-again). Objects carrying this application's stamp that it no longer wants are deleted.
+go first, then everything else, a bounded number at once. The caches hold only what
+carries our labels, so an object they lack is read before it is written, unless its
+namespace is new: a namespace not known to exist is created (labelled, so the caches see
+it), and the answer says whether it is; a first apply into it then costs one request per
+object. Objects carrying this application's stamp that it no longer wants are deleted.
 """
 
 from __future__ import annotations
@@ -21,9 +23,13 @@ from fleet.discovery import UnknownKind
 from fleet.informer import Informer, cache_key
 from propagator.propagation.drift import fingerprint, in_line
 from propagator.propagation.resources import (
+    APP_ANNOTATION,
+    APP_LABEL,
     MEMBER_LABEL,
+    OWNER_UID_ANNOTATION,
     REVISION_ANNOTATION,
     ObjectKey,
+    app_label_value,
     key_of,
     member_label_value,
     owner_named,
@@ -98,18 +104,23 @@ async def apply_creating_namespace(conn: KubeConnection, obj: dict[str, Any]) ->
     return await conn.apply(obj)
 
 
-def _missing_namespaces(
-    stale: Sequence[dict[str, Any]], first: Sequence[dict[str, Any]], namespaces: Informer
-) -> list[dict[str, Any]]:
-    """Namespaces the stale objects live in that the member lacks and the application
-    does not bring itself."""
-    brought = {o["metadata"]["name"] for o in first if o["kind"] == "Namespace"}
-    wanted = {str(o["metadata"]["namespace"]) for o in stale if o["metadata"].get("namespace")}
-    return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-        for name in sorted(wanted - brought)
-        if namespaces.get(name) is None
-    ]
+def _namespace_to_create(
+    name: str, work: ClusterWork, cluster: str, brought: bool
+) -> dict[str, Any]:
+    """What creating namespace ``name`` writes. One the application brings gets its stamp
+    only (the apply that follows writes the rest: a label later taken out of the manifest
+    is not kept by the create); one its objects need gets its labels, so the member's
+    caches see it, but not its annotations: it is not the application's, and stays when
+    the application goes."""
+    labels = {APP_LABEL: app_label_value(work.owner.namespace, work.owner.name)}
+    labels[MEMBER_LABEL] = member_label_value(cluster)
+    meta: dict[str, Any] = {"name": name, "labels": labels}
+    if brought:
+        meta["annotations"] = {
+            APP_ANNOTATION: f"{work.owner.namespace}/{work.owner.name}",
+            OWNER_UID_ANNOTATION: work.owner.uid,
+        }
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
 
 async def _each(items: Sequence[Any], fn: Callable[[Any], Awaitable[None]]) -> None:
@@ -151,8 +162,20 @@ async def sync_cluster(
     }
     cache = await caches(member, sorted(kinds | {NAMESPACES}), timeout_s)
 
-    stale: list[dict[str, Any]] = []
+    namespaces = cache[NAMESPACES]
+
+    def known(namespace: str) -> bool:
+        return namespaces.get(namespace) is not None or namespace in member.foreign_namespaces
+
+    firsts: list[dict[str, Any]] = []
+    """Namespaces and CRDs to write, before everything else."""
+    rest: list[dict[str, Any]] = []
     unknown: list[dict[str, Any]] = []
+    """Objects the caches lack that may exist all the same: looked at before writing."""
+    waiting: dict[str, list[dict[str, Any]]] = {}
+    """Objects the caches lack in a namespace not known to exist (by namespace, the
+    namespace itself among them when the application brings it): the namespace is
+    created, and they are written at once if that made it, looked at if it existed."""
     conflicts: list[str] = []
     drifted: set[ObjectKey] = set()
     """Objects that were in line after an earlier apply of this revision."""
@@ -172,14 +195,15 @@ async def sync_cluster(
             continue
         if recorded is not None:
             drifted.add(key)
-        # The caches hold only what carries our labels: look before writing an object
-        # they lack (it may exist unstamped, or through another MemberCluster), unless
-        # its namespace is new (nothing can be in it yet).
-        in_new_namespace = bool(key[2]) and cache[NAMESPACES].get(key[2]) is None
-        if live is None and key[:2] != NAMESPACES and not in_new_namespace:
-            unknown.append(obj)
+        # The caches hold only what carries our labels: an object they lack may exist
+        # unstamped, or through another MemberCluster, unless its namespace is new.
+        namespace = key[3] if key[:2] == NAMESPACES else key[2]
+        if live is not None:
+            (firsts if key[:2] in FIRST_KINDS else rest).append(obj)
+        elif namespace and not known(namespace):
+            waiting.setdefault(namespace, []).append(obj)
         else:
-            stale.append(obj)
+            unknown.append(obj)
 
     async def apply(obj: dict[str, Any]) -> None:
         answer = await apply_creating_namespace(conn, obj)
@@ -189,11 +213,19 @@ async def sync_cluster(
         )
         written.add(key_of(obj))
 
-    async def apply_first(obj: dict[str, Any]) -> None:
-        if owner.owns(obj):
-            await apply(obj)  # one of the application's objects
-        else:
-            await conn.apply(obj)
+    created: list[str] = []
+
+    async def create(name: str) -> None:
+        """Create a namespace not known to exist: the answer says whether it did."""
+        brought = any(key_of(o)[:2] == NAMESPACES for o in waiting[name])
+        try:
+            await conn.create(_namespace_to_create(name, work, member.name, brought))
+        except ApiError as exc:
+            if not exc.already_exists:
+                raise
+            member.foreign_namespaces.add(name)
+            return
+        created.append(name)
 
     async def look(obj: dict[str, Any]) -> None:
         """Read an object the caches cannot see before writing it: one that exists
@@ -208,20 +240,23 @@ async def sync_cluster(
             if not exc.not_found:
                 raise
             live = None
+        if live is not None and key_of(obj)[:2] == NAMESPACES and not owner.annotated(live):
+            return  # a namespace is shared: one that exists is left as it is
         problem = None if live is None else _claimed(obj, live, work, member.name)
         if problem is not None:
             conflicts.append(problem)
         elif (obj["apiVersion"], obj["kind"]) in FIRST_KINDS:
-            await apply(obj)  # a CRD: before what may be of its kind
+            await apply(obj)  # before what may be in it or of its kind
         else:
-            stale.append(obj)
+            rest.append(obj)
 
-    first = [o for o in stale if (o["apiVersion"], o["kind"]) in FIRST_KINDS]
-    namespaces = _missing_namespaces([*stale, *unknown], first, cache[NAMESPACES])
     # Namespaces and CRDs first, while the objects the caches cannot see are looked up.
-    calls = [(apply_first, o) for o in first + namespaces] + [(look, o) for o in unknown]
-    await _each(calls, lambda call: call[0](call[1]))
-    rest = [o for o in stale if (o["apiVersion"], o["kind"]) not in FIRST_KINDS]
+    calls = [(create, n) for n in sorted(waiting)] + [(apply, o) for o in firsts]
+    await _each(calls + [(look, o) for o in unknown], lambda call: call[0](call[1]))
+    # Nothing can be in a namespace this sync made; in one that existed, look first.
+    await _each([o for n in sorted(waiting) if n not in created for o in waiting[n]], look)
+    for name in created:  # a namespace brought: its stamp written, the rest now
+        rest.extend(waiting[name])
     if rest and guard is not None:
         await guard(member, work)
     await _each(rest, apply)

@@ -36,7 +36,7 @@ from propagator.propagation.membersync import MemberSync
 from propagator.propagation.plan import MemberAccess
 from propagator.propagation.reconcile import FINALIZER, Reconciler
 from propagator.propagation.renderworker import warm_up
-from propagator.propagation.resources import APP_LABEL, member_selector
+from propagator.propagation.resources import member_selector
 from propagator.propagation.routing import route_member_event
 from propagator.propagation.work import WorkTable
 from propagator.runtime.members import LIMIT_RANGES, Member, MemberRegistry
@@ -164,7 +164,6 @@ class PropagationController:
             self.enforcer.guard,
         )
         self.members = MemberRegistry(
-            owner_label=APP_LABEL,
             selector=member_selector,
             sync=self.sync.sync,
             on_object=self._on_member_object,

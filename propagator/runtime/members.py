@@ -41,21 +41,19 @@ NAMESPACES: KindKey = ("v1", "Namespace")
 """Cached whole (not only ours): a sync must know which namespaces a member lacks."""
 LIMIT_RANGES: KindKey = ("v1", "LimitRange")
 """Cached whole: their defaults are what a container without requests asks there."""
-UNLABELLED_KINDS = frozenset({NAMESPACES, LIMIT_RANGES})
-"""Kinds whose caches hold every object, not only those carrying our label."""
+UNLABELLED_KINDS = frozenset({LIMIT_RANGES})
+"""Kinds whose caches hold every object, not only those carrying our label. Namespaces
+are not among them: a far cluster sharing an API server with others (or a member with
+many namespaces) would see every namespace there, and a sync learns whether one it
+needs exists by creating it."""
 
 
-def cached_form(obj: Object, api_version: str, kind: str, label: str | None = None) -> Object:
+def cached_form(obj: Object, api_version: str, kind: str) -> Object:
     """What a cache keeps of an object: all but managedFields (large, never read), with
-    its apiVersion and kind (listed items carry none). With ``label``, an object without
-    that label (a namespace that is not ours) keeps only its name and version: its
-    existence is all a sync asks of it."""
+    its apiVersion and kind (listed items carry none)."""
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         return {**obj, "apiVersion": api_version, "kind": kind}
-    if label is not None and label not in (meta.get("labels") or {}):
-        slim = {k: meta[k] for k in ("name", "namespace", "resourceVersion") if k in meta}
-        return {"apiVersion": api_version, "kind": kind, "metadata": slim}
     if "managedFields" in meta:
         meta = {k: v for k, v in meta.items() if k != "managedFields"}
     return {**obj, "apiVersion": api_version, "kind": kind, "metadata": meta}
@@ -84,6 +82,9 @@ class Member:
     queue: WorkQueue
     caches: dict[KindKey, Informer] = field(default_factory=dict)
     applied: dict[ObjectKey, Applied] = field(default_factory=dict)
+    foreign_namespaces: set[str] = field(default_factory=set)
+    """Namespaces found to exist without our label (creating one was refused): the
+    caches hold only ours, and objects in these may exist unstamped."""
     stopped: bool = False
     scopes: list[anyio.CancelScope] = field(default_factory=list)
 
@@ -103,7 +104,6 @@ class MemberRegistry:
     def __init__(
         self,
         *,
-        owner_label: str,
         selector: Callable[[str], str],
         sync: SyncFn,
         on_object: ObjectFn,
@@ -113,9 +113,6 @@ class MemberRegistry:
         circuit_cool_down_s: float,
         requeue_max_delay_s: float,
     ) -> None:
-        self._owner_label = owner_label
-        """The label every propagated object carries (a namespace without it is cached
-        slim)."""
         self._selector = selector
         """The label selector of a member's caches (by member name): our objects
         propagated through it."""
@@ -204,7 +201,7 @@ class MemberRegistry:
 
     def cache(self, member: Member, api_version: str, kind: str) -> Informer:
         """The member's watch cache of ``kind`` (our objects propagated through it; every
-        Namespace and LimitRange), started on first use."""
+        LimitRange), started on first use."""
         informer = member.cached(api_version, kind)
         if informer is None:
             assert self._task_group is not None
@@ -213,14 +210,13 @@ class MemberRegistry:
                 self._on_object(member, event, old, new)
 
             whole = (api_version, kind) in UNLABELLED_KINDS
-            slim = self._owner_label if (api_version, kind) == NAMESPACES else None
             informer = Informer(
                 member.connection,
                 api_version,
                 kind,
                 changed,
                 label_selector=None if whole else self._selector(member.name),
-                transform=lambda obj: cached_form(obj, api_version, kind, slim),
+                transform=lambda obj: cached_form(obj, api_version, kind),
             )
             member.caches[api_version, kind] = informer
             self._task_group.start_soon(self._run_informer, member, informer)

@@ -1,5 +1,5 @@
-"""One member sync on a real member: the namespace created, unchanged objects (judged from
-the watch caches) not written again."""
+"""One member sync on a real member: the namespace created (or found to exist), unchanged
+objects (judged from the watch caches) not written again."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from fleet.health import HealthPolicy
 from fleet.kubeconfig import load_kubeconfig
 from fleet.member import MemberMonitor
 from propagator.propagation.clustersync import SyncReport, sync_cluster
-from propagator.propagation.resources import APP_LABEL, Owner, member_selector
+from propagator.propagation.resources import APP_LABEL, MEMBER_LABEL, Owner, member_selector
 from propagator.propagation.work import ClusterWork, SyncPolicy
 from propagator.runtime.members import Member, MemberRegistry
 from tests.e2e.conftest import Fleet
+from tests.e2e.manifests import config_map
 from tests.e2e.waiting import HANG_GUARD_S
 
 
@@ -78,7 +79,6 @@ def test_a_member_sync_creates_the_namespace_and_writes_only_what_changed(fleet:
 
     async def scenario() -> None:
         registry = MemberRegistry(
-            owner_label=APP_LABEL,
             selector=member_selector,
             sync=noop,
             on_object=lambda *_: None,
@@ -100,7 +100,9 @@ def test_a_member_sync_creates_the_namespace_and_writes_only_what_changed(fleet:
                 return await sync_cluster(member, work, registry.caches_synced, 30)
 
             assert (await sync("nginx:1.27")).applied == 2
-            assert await conn.get("v1", "Namespace", "applied")
+            namespace = await conn.get("v1", "Namespace", "applied")
+            assert namespace["metadata"]["labels"][MEMBER_LABEL] == name  # the caches see it
+            assert not Owner("shop", "web", "").annotated(namespace)  # not the application's
             live = await conn.get("apps/v1", "Deployment", "web", "applied")
             assert Owner("shop", "web", "").owns(live)
             assert live["metadata"]["managedFields"][0]["manager"] == "propagator"
@@ -114,6 +116,18 @@ def test_a_member_sync_creates_the_namespace_and_writes_only_what_changed(fleet:
             live = await conn.get("apps/v1", "Deployment", "web", "applied")
             assert live["metadata"]["resourceVersion"] != version
             assert live["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.28"
+
+            # A namespace someone else made: creating it is refused as existing, it is
+            # left as it is, and what goes into it is read before it is written.
+            theirs = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "theirs"}}
+            await conn.create(theirs)
+            objects = (config_map("settings", "theirs", mode="a"),)
+            work = ClusterWork("shop/web", name, objects, "r1", frozenset(), SyncPolicy())
+            assert (await sync_cluster(member, work, registry.caches_synced, 30)).applied == 1
+            assert "theirs" in member.foreign_namespaces
+            namespace = await conn.get("v1", "Namespace", "theirs")
+            assert MEMBER_LABEL not in (namespace["metadata"].get("labels") or {})
+            await conn.delete("v1", "Namespace", "theirs")
             tg.cancel_scope.cancel()
         await conn.close()
 
