@@ -72,11 +72,17 @@ async def test_a_namespace_the_objects_need_is_created_labelled_but_not_the_appl
         ("apply", "ConfigMap"),
     ]
     namespace = fake.objects["v1", "Namespace", "", "team-a"]
-    assert namespace["metadata"]["labels"][MEMBER_LABEL] == "m1"  # the caches see it
+    assert namespace["metadata"]["labels"][MEMBER_LABEL] == "m1"  # a Namespace cache sees it
     assert not Owner("shop", "web", "uid-web").annotated(namespace)
-    # The application leaves: its ConfigMap goes, the namespace (maybe shared) stays.
+    # Known to exist from then on, no longer new: a second object in it is read first
+    # (someone may have made it meanwhile), and the namespace not created again.
+    fake.requests.clear()
+    await _sync(fake, _work([*objects, config_map("more", "team-a", a="1")]), member)
+    more = ("v1", "ConfigMap", "team-a", "more")
+    assert fake.requests == [("get", more), ("apply", more)]
+    # The application leaves: its ConfigMaps go, the namespace (maybe shared) stays.
     report = await _sync(fake, _work([], frozenset({"v1/ConfigMap", "v1/Namespace"})), member)
-    assert report.deleted == 1
+    assert report.deleted == 2
     assert ("v1", "Namespace", "", "team-a") in fake.objects
 
 

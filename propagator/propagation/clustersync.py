@@ -5,9 +5,9 @@ An object is applied when the cache lacks it or its projection onto the applied 
 differs from what the last apply left (drift: ``propagation.drift``). Namespaces and CRDs
 go first, then everything else, a bounded number at once. The caches hold only what
 carries our labels, so an object they lack is read before it is written, unless its
-namespace is new: a namespace not known to exist is created (labelled, so the caches see
-it), and the answer says whether it is; a first apply into it then costs one request per
-object. Objects carrying this application's stamp that it no longer wants are deleted.
+namespace is new: a namespace the member is not known to have is created, and the answer
+says whether it is; a first apply into it then costs one request per object. Objects
+carrying this application's stamp that it no longer wants are deleted.
 """
 
 from __future__ import annotations
@@ -160,12 +160,11 @@ async def sync_cluster(
     kinds = {_kind_key(k) for k in work.prune_kinds} | {
         (str(o["apiVersion"]), str(o["kind"])) for o in desired
     }
-    cache = await caches(member, sorted(kinds | {NAMESPACES}), timeout_s)
-
-    namespaces = cache[NAMESPACES]
+    cache = await caches(member, sorted(kinds), timeout_s)
+    ours = cache.get(NAMESPACES)  # when the application brings namespaces
 
     def known(namespace: str) -> bool:
-        return namespaces.get(namespace) is not None or namespace in member.foreign_namespaces
+        return namespace in member.namespaces or (ours is not None and namespace in ours.cache)
 
     firsts: list[dict[str, Any]] = []
     """Namespaces and CRDs to write, before everything else."""
@@ -223,9 +222,9 @@ async def sync_cluster(
         except ApiError as exc:
             if not exc.already_exists:
                 raise
-            member.foreign_namespaces.add(name)
-            return
-        created.append(name)
+        else:
+            created.append(name)
+        member.namespaces.add(name)
 
     async def look(obj: dict[str, Any]) -> None:
         """Read an object the caches cannot see before writing it: one that exists

@@ -43,8 +43,8 @@ LIMIT_RANGES: KindKey = ("v1", "LimitRange")
 """Cached whole: their defaults are what a container without requests asks there."""
 UNLABELLED_KINDS = frozenset({LIMIT_RANGES})
 """Kinds whose caches hold every object, not only those carrying our label. Namespaces
-are not among them: a far cluster sharing an API server with others (or a member with
-many namespaces) would see every namespace there, and a sync learns whether one it
+are not among them: MemberClusters sharing an API server (or a member with many
+namespaces) would each see every namespace there, and a sync learns whether one it
 needs exists by creating it."""
 
 
@@ -82,9 +82,10 @@ class Member:
     queue: WorkQueue
     caches: dict[KindKey, Informer] = field(default_factory=dict)
     applied: dict[ObjectKey, Applied] = field(default_factory=dict)
-    foreign_namespaces: set[str] = field(default_factory=set)
-    """Namespaces found to exist without our label (creating one was refused): the
-    caches hold only ours, and objects in these may exist unstamped."""
+    namespaces: set[str] = field(default_factory=set)
+    """Namespaces known to exist there: created by a sync, or found to exist when creating
+    one was refused (objects in those may exist unstamped). No cache watches namespaces
+    unless an application brings one."""
     stopped: bool = False
     scopes: list[anyio.CancelScope] = field(default_factory=list)
 

@@ -124,7 +124,7 @@ def test_a_member_sync_creates_the_namespace_and_writes_only_what_changed(fleet:
             objects = (config_map("settings", "theirs", mode="a"),)
             work = ClusterWork("shop/web", name, objects, "r1", frozenset(), SyncPolicy())
             assert (await sync_cluster(member, work, registry.caches_synced, 30)).applied == 1
-            assert "theirs" in member.foreign_namespaces
+            assert "theirs" in member.namespaces
             namespace = await conn.get("v1", "Namespace", "theirs")
             assert MEMBER_LABEL not in (namespace["metadata"].get("labels") or {})
             await conn.delete("v1", "Namespace", "theirs")
