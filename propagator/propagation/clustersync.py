@@ -109,9 +109,9 @@ def _namespace_to_create(
 ) -> dict[str, Any]:
     """What creating namespace ``name`` writes. One the application brings gets its stamp
     only (the apply that follows writes the rest: a label later taken out of the manifest
-    is not kept by the create); one its objects need gets its labels, so the member's
-    caches see it, but not its annotations: it is not the application's, and stays when
-    the application goes."""
+    is not kept by the create); one its objects need gets its labels (who made it, and a
+    Namespace cache lists it) but not its annotations: it is not the application's, and
+    stays when the application goes."""
     labels = {APP_LABEL: app_label_value(work.owner.namespace, work.owner.name)}
     labels[MEMBER_LABEL] = member_label_value(cluster)
     meta: dict[str, Any] = {"name": name, "labels": labels}
@@ -164,7 +164,9 @@ async def sync_cluster(
     ours = cache.get(NAMESPACES)  # when the application brings namespaces
 
     def known(namespace: str) -> bool:
-        return namespace in member.namespaces or (ours is not None and namespace in ours.cache)
+        return namespace in member.namespaces or (
+            ours is not None and ours.get(namespace) is not None
+        )
 
     firsts: list[dict[str, Any]] = []
     """Namespaces and CRDs to write, before everything else."""
@@ -254,7 +256,7 @@ async def sync_cluster(
     await _each(calls + [(look, o) for o in unknown], lambda call: call[0](call[1]))
     # Nothing can be in a namespace this sync made; in one that existed, look first.
     await _each([o for n in sorted(waiting) if n not in created for o in waiting[n]], look)
-    for name in created:  # a namespace brought: its stamp written, the rest now
+    for name in created:  # with, when the application brings it, the namespace's own apply
         rest.extend(waiting[name])
     if rest and guard is not None:
         await guard(member, work)

@@ -38,7 +38,6 @@ ObjectKey = tuple[str, str, str, str]
 """(apiVersion, kind, namespace or "", name)."""
 
 NAMESPACES: KindKey = ("v1", "Namespace")
-"""Cached whole (not only ours): a sync must know which namespaces a member lacks."""
 LIMIT_RANGES: KindKey = ("v1", "LimitRange")
 """Cached whole: their defaults are what a container without requests asks there."""
 UNLABELLED_KINDS = frozenset({LIMIT_RANGES})
