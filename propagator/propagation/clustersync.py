@@ -23,13 +23,9 @@ from fleet.discovery import UnknownKind
 from fleet.informer import Informer, cache_key
 from propagator.propagation.drift import fingerprint, in_line
 from propagator.propagation.resources import (
-    APP_ANNOTATION,
-    APP_LABEL,
     MEMBER_LABEL,
-    OWNER_UID_ANNOTATION,
     REVISION_ANNOTATION,
     ObjectKey,
-    app_label_value,
     key_of,
     member_label_value,
     owner_named,
@@ -107,20 +103,19 @@ async def apply_creating_namespace(conn: KubeConnection, obj: dict[str, Any]) ->
 def _namespace_to_create(
     name: str, work: ClusterWork, cluster: str, brought: bool
 ) -> dict[str, Any]:
-    """What creating namespace ``name`` writes. One the application brings gets its stamp
-    only (the apply that follows writes the rest: a label later taken out of the manifest
-    is not kept by the create); one its objects need gets its labels (who made it, and a
-    Namespace cache lists it) but not its annotations: it is not the application's, and
-    stays when the application goes."""
-    labels = {APP_LABEL: app_label_value(work.owner.namespace, work.owner.name)}
-    labels[MEMBER_LABEL] = member_label_value(cluster)
-    meta: dict[str, Any] = {"name": name, "labels": labels}
+    """What creating namespace ``name`` writes: the application's stamp without its
+    revision. One the application brings keeps the stamp's annotations (the apply that
+    follows writes the rest: a label later taken out of the manifest is not kept by the
+    create); one its objects need gets only the labels (who made it, and a Namespace cache
+    lists it): it is not the application's, and stays when the application goes."""
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    stamped = work.owner.stamp(namespace, "", cluster)
+    meta = stamped["metadata"]
     if brought:
-        meta["annotations"] = {
-            APP_ANNOTATION: f"{work.owner.namespace}/{work.owner.name}",
-            OWNER_UID_ANNOTATION: work.owner.uid,
-        }
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+        del meta["annotations"][REVISION_ANNOTATION]
+    else:
+        del meta["annotations"]
+    return stamped
 
 
 async def _each(items: Sequence[Any], fn: Callable[[Any], Awaitable[None]]) -> None:
