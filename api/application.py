@@ -95,7 +95,8 @@ class Override(KubeModel):
     target: PatchTarget | None = None
     """Manifests the patches apply to (default: all)."""
     patches: list[JsonPatch] = Field(default_factory=list, min_length=1, max_length=100)
-    """JSON patches applied after rendering."""
+    """JSON patches applied after rendering; a value's strings may hold Jinja2 expressions
+    too (e.g. a per-cluster metadata.namespace)."""
     values: dict[str, Any] = Field(default_factory=dict, min_length=1)
     """Extra template context, available as values.<name>."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from types import MappingProxyType
 from typing import Any
 
@@ -157,6 +158,62 @@ def test_a_patch_that_does_not_apply_is_a_clear_error() -> None:
         match="cluster edge-1: manifest 1 \\(Deployment web\\): override 1 does not apply",
     ):
         render_for_cluster([deployment()], [patch], EDGE, APP)
+
+
+def test_patch_values_are_rendered_per_cluster() -> None:
+    """A name or namespace cannot be templated in a manifest (the hub checks them as
+    written): an override's patch value can, with the same context."""
+    per_cluster = override(
+        clusterSelector={"matchLabels": {"tier": "edge"}},
+        values={"scale": 3},
+        patches=[
+            {"op": "replace", "path": "/metadata/namespace", "value": "shop-{{ cluster.name }}"},
+            {"op": "replace", "path": "/spec/replicas", "value": "{{ values.scale * 3 }}"},
+            {"op": "add", "path": "/metadata/labels", "value": {"region": "{{ cluster.region }}"}},
+        ],
+    )
+    out = render_for_cluster([deployment()], [per_cluster], EDGE, APP)[0]
+    assert out["metadata"]["namespace"] == "shop-edge-1"
+    assert out["spec"]["replicas"] == 9  # a whole expression keeps its type
+    assert out["metadata"]["labels"] == {"region": "eu-west"}
+
+
+def test_an_added_patch_value_is_not_shared_between_objects() -> None:
+    labels = override(
+        clusterNames=["edge-1"], patches=[{"op": "add", "path": "/metadata/labels", "value": {}}]
+    )
+    first, second = render_for_cluster([deployment(), deployment()], [labels], EDGE, APP)
+    first["metadata"]["labels"]["changed"] = "here"
+    assert second["metadata"]["labels"] == {}
+
+
+def test_a_failing_patch_value_names_the_cluster_the_override_and_the_patch() -> None:
+    broken = override(
+        clusterNames=["edge-1"],
+        patches=[
+            {"op": "add", "path": "/metadata/labels", "value": {}},
+            {"op": "replace", "path": "/metadata/namespace", "value": "{{ cluster.nothing.x }}"},
+        ],
+    )
+    with pytest.raises(
+        RenderError,
+        match=r"cluster edge-1: override 1, patch 2 \(replace /metadata/namespace\): Undefined",
+    ):
+        render_for_cluster([deployment()], [broken], EDGE, APP)
+
+
+@pytest.mark.parametrize("namespace", ["Shop_EU", "-shop", "x" * 64, 7])
+def test_a_rendered_namespace_that_is_no_label_is_refused_with_its_value(namespace: Any) -> None:
+    moved = override(
+        clusterNames=["edge-1"],
+        patches=[{"op": "replace", "path": "/metadata/namespace", "value": namespace}],
+    )
+    with pytest.raises(
+        RenderError,
+        match=rf"\(Deployment web\): metadata.namespace must be a lowercase RFC 1123 label.*"
+        f"got {re.escape(repr(namespace))}",
+    ):
+        render_for_cluster([deployment()], [moved], EDGE, APP)
 
 
 def test_assigned_replicas_go_into_workloads_only() -> None:

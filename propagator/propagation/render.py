@@ -1,10 +1,11 @@
 """Rendering an application's manifests for one member cluster.
 
 Order: template values from the matching overrides, then Jinja2 (sandboxed, strict: an
-undefined name is an error), then the overrides' JSON patches, then the replica count the
-scheduler assigned. The template context is only the cluster (name, labels, layer, region,
-zone), the application (name, namespace) and the override values: nothing of the
-controller's process, environment or files.
+undefined name is an error), then the overrides' JSON patches (their values rendered the
+same way, so a name or namespace, which the hub checks as written in a manifest, can be set
+per cluster), then the replica count the scheduler assigned. The template context is only
+the cluster (name, labels, layer, region, zone), the application (name, namespace) and the
+override values: nothing of the controller's process, environment or files.
 
 A string that is exactly one expression (``"{{ values.replicas }}"``) becomes the value
 of that expression — a number stays a number, a string stays a string (``NO``, ``017`` or
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -26,6 +28,7 @@ import yaml
 from jinja2 import TemplateSyntaxError
 
 from api.application import Override
+from api.common import DNS_LABEL_PATTERN
 from api.selectors import selects
 from propagator.propagation.sandbox import ENVIRONMENT, NOT_JSON, json_value, whole_expression
 from propagator.scheduler.demand import REPLICATED_KINDS
@@ -62,6 +65,9 @@ class ApplicationRef:
 def _describe(index: int, obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"manifest {index + 1} ({obj.get('kind', '?')} {meta.get('name', '?')})"
+
+
+_DNS_LABEL = re.compile(DNS_LABEL_PATTERN)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -165,14 +171,49 @@ def _targets(override: Override, obj: Mapping[str, Any]) -> bool:
 
 
 def _identity_problem(obj: Mapping[str, Any]) -> str | None:
-    """What an object lacks to be applied (apiVersion, kind, metadata.name), if anything."""
+    """What an object lacks to be applied (apiVersion, kind, metadata.name, a valid
+    metadata.namespace), if anything."""
     for field in ("apiVersion", "kind"):
         if not isinstance(obj.get(field), str) or not obj.get(field):
             return f"{field} is required (a non-empty string), got {obj.get(field)!r}"
-    name = (obj.get("metadata") or {}).get("name")
+    meta = obj.get("metadata") or {}
+    name = meta.get("name")
     if not isinstance(name, str) or not name:
         return f"metadata.name is required (a non-empty string), got {name!r}"
+    # The hub checks the namespace a manifest is written with; a patch may set another.
+    # Empty is unset, as in Kubernetes: the application's namespace.
+    namespace = meta.get("namespace")
+    if namespace not in (None, "") and not (
+        isinstance(namespace, str) and len(namespace) <= 63 and _DNS_LABEL.match(namespace)
+    ):
+        return (
+            f"metadata.namespace must be a lowercase RFC 1123 label of at most 63 characters "
+            f"(a-z, 0-9 and '-', starting and ending with a letter or digit), got {namespace!r}"
+        )
     return None
+
+
+def _patches(
+    override: Override, number: int, context: Mapping[str, Any], cluster: str
+) -> list[dict[str, Any]]:
+    """``override``'s patches as JSON patch operations, their values rendered like the
+    manifests' strings (a templated name or namespace, which the hub would refuse in a
+    manifest, is set per cluster this way)."""
+    ops = []
+    for index, patch in enumerate(override.patches):
+        op = patch.model_dump(by_alias=True, exclude_none=True)
+        if patch.op in ("add", "replace", "test"):
+            try:
+                op["value"] = _walk(op.get("value"), context)
+            except Exception as exc:  # anything a template raises is the template's problem
+                found = _first_template_error(op.get("value"), context)
+                error = found[1] if found else exc
+                raise RenderError(
+                    f"cluster {cluster}: override {number + 1}, patch {index + 1} "
+                    f"({patch.op} {patch.path}): {type(error).__name__}: {error}"
+                ) from exc
+        ops.append(op)
+    return ops
 
 
 def render_for_cluster(
@@ -185,6 +226,7 @@ def render_for_cluster(
     """Every manifest as it goes to ``cluster``; raises RenderError at the first problem."""
     applying = matching_overrides(overrides, cluster)
     context = template_context(cluster, app, applying)
+    patches = [_patches(o, n, context, cluster.name) for n, o in enumerate(applying)]
     rendered = []
     for index, manifest in enumerate(manifests):
         where = f"cluster {cluster.name}: {_describe(index, manifest)}"
@@ -199,15 +241,12 @@ def render_for_cluster(
                 else (_line_of(manifest, source))
             )
             raise RenderError(f"{where}, line {line}: {type(error).__name__}: {error}") from exc
-        for number, override in enumerate(applying):
-            if not override.patches or not _targets(override, obj):
+        for number, (override, ops) in enumerate(zip(applying, patches, strict=True)):
+            if not ops or not _targets(override, obj):
                 continue
-            ops = [p.model_dump(by_alias=True, exclude_none=True) for p in override.patches]
-            for op, patch in zip(ops, override.patches, strict=True):
-                if patch.op in ("add", "replace", "test") and "value" not in op:
-                    op["value"] = None
             try:
-                obj = jsonpatch.apply_patch(obj, ops)
+                # A copy each time: an added value must not be shared between objects.
+                obj = jsonpatch.apply_patch(obj, copy.deepcopy(ops))
             except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
                 raise RenderError(f"{where}: override {number + 1} does not apply: {exc}") from exc
         if problem := _identity_problem(obj):

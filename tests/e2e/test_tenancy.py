@@ -186,6 +186,25 @@ ESCAPES: list[tuple[str, list[dict[str, Any]], dict[str, Any], str]] = [
         f"v1 ConfigMap {TENANT_B}/moved on member-2: namespace {TENANT_B} is not among",
     ),
     (
+        "templated-move",
+        [config_map("moved", TENANT_A, a="1")],
+        {
+            "overrides": [
+                {
+                    "clusterNames": ["member-3"],
+                    "patches": [
+                        {
+                            "op": "replace",
+                            "path": "/metadata/namespace",
+                            "value": "{{ app.namespace[:-1] }}b",
+                        }
+                    ],
+                }
+            ]
+        },
+        f"v1 ConfigMap {TENANT_B}/moved on member-3: namespace {TENANT_B} is not among",
+    ),
+    (
         "other-tenant",
         [config_map("web", TENANT_B, takeover="yes")],
         {},
@@ -557,3 +576,41 @@ def test_a_templated_replica_count_is_counted_once_rendered(
     )
     for cluster in MEMBERS:
         assert not fleet.apps(cluster).list_namespaced_deployment("templated").items
+
+
+def test_a_namespace_per_cluster_set_by_a_templated_override(
+    fleet: Fleet, controller: Controller
+) -> None:
+    """A manifest's namespace is checked by the hub as written: an override's templated
+    patch value sets one per cluster, within the tenant's destinations."""
+    destinations = [f"regional-{c}" for c in MEMBERS]
+    _tenant_quota(fleet, "team-r", namespaces=["regional"], destinations=destinations)
+    per_cluster = {
+        "clusterNames": MEMBERS,
+        "patches": [
+            {"op": "replace", "path": "/metadata/namespace", "value": "regional-{{ cluster.name }}"}
+        ],
+    }
+    settings = config_map("settings", "regional", where="{{ cluster.name }}")
+    create(fleet, application("web", "regional", [settings], overrides=[per_cluster]))
+    wait_ap(
+        fleet,
+        "regional",
+        "web",
+        "applied",
+        lambda a: condition(a, "Applied").get("status") == "True",
+    )
+    for cluster in MEMBERS:
+        placed = member_object(fleet, cluster, "ConfigMap", f"regional-{cluster}", "settings")
+        assert placed is not None, cluster
+        assert placed.data == {"where": cluster}
+        assert member_object(fleet, cluster, "ConfigMap", "regional", "settings") is None
+    delete_ap(fleet, "regional", "web")
+
+    def pruned() -> bool:
+        return all(
+            member_object(fleet, c, "ConfigMap", f"regional-{c}", "settings") is None
+            for c in MEMBERS
+        )
+
+    eventually(pruned, "the ConfigMaps pruned from every member")
