@@ -55,6 +55,41 @@ async def test_delayed_keys_come_back_when_due() -> None:
     assert await q.get() == "later"
 
 
+async def test_add_soon_makes_one_entry_per_delay_for_a_stream_of_adds() -> None:
+    q = WorkQueue()
+    for i in range(100):  # results arriving every 10 ms for a second
+        q.add_soon("app", 0.25, now=10 + i * 0.01)
+    # one entry at 10.25 takes the results up to then, the next result starts another
+    assert sorted(q._delayed) == [(10.25, "app"), (10.51, "app"), (10.77, "app"), (11.03, "app")]
+    q.add_soon("other", 0.25, now=11)
+    assert (11.25, "other") in q._delayed  # per key
+
+
+async def test_add_soon_adds_nothing_for_a_key_already_queued_and_fires_when_due() -> None:
+    q = WorkQueue()
+    q.add("app")
+    q.add_soon("app", 0.01)
+    assert not q._delayed  # the queued one reads what this one would
+    assert await q.get() == "app"
+    q.done("app")
+    q.add_soon("app", 0.02)  # handed out: a new entry
+    q.add_soon("app", 0.02)
+    assert len(q._delayed) == 1
+    with anyio.fail_after(1):
+        assert await q.get() == "app"
+    q.done("app")
+    q.add_soon("app", 0.02)  # the fired entry is forgotten: a new one is added
+    assert len(q._delayed) == 1
+    assert q._soon == {"app": q._delayed[0][0]}
+
+
+async def test_add_soon_does_not_wait_for_a_later_entry() -> None:
+    q = WorkQueue()
+    q.add_after("app", 5.0, now=0)  # e.g. a retry's backoff
+    q.add_soon("app", 0.25, now=0)
+    assert sorted(q._delayed) == [(0.25, "app"), (5.0, "app")]
+
+
 async def test_shut_down_releases_waiting_workers() -> None:
     q = WorkQueue()
     results: list[str | None] = []

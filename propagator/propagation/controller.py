@@ -53,19 +53,24 @@ log = logging.getLogger(__name__)
 STATUS_DEBOUNCE_S = 0.02
 """Member results and workload changes within this long make one status refresh."""
 STATUS_PROGRESS_S = 0.25
-"""While an application's clusters are still to report, its status waits this long: the
-progress of a rollout shows, and the write of the last result (made at once) is not held
-up behind writes of partial progress on a busy hub."""
+"""While an application's clusters are still to report, its status waits this long per
+:data:`PROGRESS_CLUSTERS` of them (at least this long): the progress of a rollout shows,
+the write of the last result (made at once) is not held up behind writes of partial
+progress on a busy hub, and the hub's work on a large application's progress stays that
+of a small one (each write carries, and the hub validates and stores, every cluster's
+line: 2.5 s between writes at 1,000 clusters)."""
+PROGRESS_CLUSTERS = 100
 
 
 def status_refresh_delay(table: WorkTable, app: str, settled: bool) -> float:
     """How long a status refresh of ``app`` waits after a member sync reported
     (``settled``: it settled its cluster) or a workload of it changed: none when that
     settled the last cluster of the work (nothing more is coming: a new application's
-    Applied, a change's rollout done); :data:`STATUS_PROGRESS_S` while clusters are still
-    to report; else the debounce."""
+    Applied, a change's rollout done); :data:`STATUS_PROGRESS_S` (per
+    :data:`PROGRESS_CLUSTERS` clusters) while clusters are still to report; else the
+    debounce."""
     if table.pending(app):
-        return STATUS_PROGRESS_S
+        return STATUS_PROGRESS_S * max(1.0, table.clusters(app) / PROGRESS_CLUSTERS)
     return 0.0 if settled else STATUS_DEBOUNCE_S
 
 
@@ -281,7 +286,7 @@ class PropagationController:
         or soon (:func:`status_refresh_delay`)."""
         delay = status_refresh_delay(self.table, app, settled)
         if delay:
-            self.queue.add_after(app, delay)
+            self.queue.add_soon(app, delay)
         else:
             self.queue.add(app)
 

@@ -168,6 +168,10 @@ class WorkTable:
         line nor counted as failed."""
         return any(not s.applied and not s.failed for s in self.states.get(app, {}).values())
 
+    def clusters(self, app: str) -> int:
+        """How many clusters ``app`` has work on."""
+        return len(self.states.get(app, {}))
+
     def failed_elsewhere(self, app: str, cluster: str) -> int:
         """Clusters of ``app`` other than ``cluster`` whose sync counts as failed."""
         return sum(s.failed for c, s in self.states.get(app, {}).items() if c != cluster)

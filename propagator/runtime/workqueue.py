@@ -27,6 +27,8 @@ class WorkQueue:
         self._processing: set[str] = set()
         self._dirty: set[str] = set()
         self._delayed: list[tuple[float, str]] = []
+        self._soon: dict[str, float] = {}
+        """Per key, when the entry :meth:`add_soon` made last is due (until it fires)."""
         self._failures: dict[str, int] = {}
         self._wake: anyio.Event | None = None  # made in the event loop, on first wait
         self._closed = False
@@ -54,6 +56,17 @@ class WorkQueue:
         heapq.heappush(self._delayed, (due, key))
         self._notify()
 
+    def add_soon(self, key: str, delay_s: float, now: float | None = None) -> None:
+        """Queue ``key`` once ``delay_s`` has passed, unless it is queued already or an
+        earlier ``add_soon`` of it comes by then: what it is processed for (a status
+        refresh reading the results so far) is done by that one, so a stream of results
+        makes one refresh per delay."""
+        now = time.monotonic() if now is None else now
+        if key in self._queued or now <= self._soon.get(key, -math.inf) <= now + delay_s:
+            return
+        self._soon[key] = now + delay_s
+        self.add_after(key, delay_s, now)
+
     def retry(self, key: str) -> float:
         """Queue ``key`` again after its backoff (doubling per failure); returns the delay."""
         failures = self._failures.get(key, 0)
@@ -72,7 +85,9 @@ class WorkQueue:
     def _promote_due(self, now: float) -> float | None:
         """Move due delayed keys to ready; returns seconds until the next one, if any."""
         while self._delayed and self._delayed[0][0] <= now:
-            _, key = heapq.heappop(self._delayed)
+            due, key = heapq.heappop(self._delayed)
+            if self._soon.get(key) == due:
+                del self._soon[key]
             self.add(key)
         return self._delayed[0][0] - now if self._delayed else None
 
