@@ -584,7 +584,7 @@ def test_a_namespace_per_cluster_set_by_a_templated_override(
     """A manifest's namespace is checked by the hub as written: an override's templated
     patch value sets one per cluster, within the tenant's destinations."""
     destinations = [f"regional-{c}" for c in MEMBERS]
-    _tenant_quota(fleet, "team-r", namespaces=["regional"], destinations=destinations)
+    _tenant_quota(fleet, "team-regional", namespaces=["regional"], destinations=destinations)
     per_cluster = {
         "clusterNames": MEMBERS,
         "patches": [
