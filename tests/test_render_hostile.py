@@ -87,6 +87,44 @@ def test_every_template_failure_is_a_render_error(template: str, why: str) -> No
         render(config(v=template))
 
 
+def _patched(value: Any) -> Override:
+    return Override.model_validate(
+        {
+            "clusterNames": ["edge-1"],
+            "patches": [{"op": "add", "path": "/data/w", "value": value}],
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("template", "why"),
+    [
+        ("{{ range(10**9) | list }}", "Range too big"),
+        ("{{ 'a' * 10**9 }}", "makes more than"),
+        ("{{ ''.__class__.__mro__ }}", "unsafe|__class__"),
+        ("{{ '{0.__class__.__base__}' | attr('format')(1) }}", "SecurityError"),
+    ],
+)
+def test_a_patch_value_is_as_sandboxed_as_a_manifest(template: str, why: str) -> None:
+    with pytest.raises(RenderError, match=rf"cluster edge-1: override 1, patch 1 .*{why}"):
+        render_for_cluster([config(v="1")], [_patched({"nested": [template]})], EDGE, APP)
+
+
+def test_a_patch_value_past_the_deadline_is_stopped() -> None:
+    loop = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    with pytest.raises(RenderError, match=r"took longer than 1s"):
+        anyio.run(
+            lambda: render_bounded(
+                [config(v="1")],
+                [_patched(loop)],
+                [EDGE],
+                APP,
+                timeout_s=1.0,
+                max_bytes=1 << 20,
+            )
+        )
+
+
 def _bounded(manifest: dict[str, Any], timeout_s: float = 5.0, max_bytes: int = 1 << 20) -> Any:
     return anyio.run(
         lambda: render_bounded(
