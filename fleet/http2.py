@@ -160,6 +160,11 @@ class Http2Transport(httpx.AsyncBaseTransport):
     ) -> Http2Connection | None:
         """A connection with a free stream: an open one, or a new one; None if the server
         answers HTTP/1.1."""
+        if len(self._connections) == 1 and self._connections[0].has_room:
+            # What the lock below finds too, without its cost: taking an anyio Lock yields
+            # to the event loop, once per request (3 % of the controller's busy time in a
+            # rollout to 1,000 clusters).
+            return self._connections[0]
         async with self._connect_lock:
             self._connections = [c for c in self._connections if c.usable]
             for extra in [c for c in self._connections[1:] if c.idle]:
