@@ -240,7 +240,9 @@ def test_an_application_unhealthy_on_one_member_is_moved_off_it_only_with_applic
     victim, others = MEMBERS[2], MEMBERS[:2]
     for namespace, application_failover in (
         ("sick-off", None),
-        ("sick-on", {"unhealthyAfter": "3s"}),
+        # Long enough for the healthy members' pods to become Available on a loaded CI
+        # machine (with 3s, one run evicted a healthy member whose pods took longer).
+        ("sick-on", {"unhealthyAfter": "10s"}),
     ):
         app = _app(namespace, 6, {"replicas": {"mode": "Divided"}}, "300s")
         app["spec"]["overrides"] = _unready_on(victim)
