@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from api.common import DNS_LABEL
 from api.rollout import MAX_CONCURRENCY_CEILING, MAX_RETRY_ATTEMPTS
 from fleet.connection import ConnectionOptions, KubeConnection
 from fleet.hub import SERVICE_ACCOUNT_DIR, hub_connection
@@ -27,7 +28,6 @@ from propagator.tenancy.policy import (
     parse_group_kind,
 )
 
-DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 ANALYSIS_ADDRESS = re.compile(r"https?://[^/@\s]+(/[^\s]*)?")
 
 ENV_PREFIX = "PROPAGATOR_"

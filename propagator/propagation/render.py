@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -28,7 +27,7 @@ import yaml
 from jinja2 import TemplateSyntaxError
 
 from api.application import Override
-from api.common import DNS_LABEL_PATTERN
+from api.common import DNS_LABEL
 from api.selectors import selects
 from propagator.propagation.sandbox import ENVIRONMENT, NOT_JSON, json_value, whole_expression
 from propagator.scheduler.demand import REPLICATED_KINDS
@@ -65,9 +64,6 @@ class ApplicationRef:
 def _describe(index: int, obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"manifest {index + 1} ({obj.get('kind', '?')} {meta.get('name', '?')})"
-
-
-_DNS_LABEL = re.compile(DNS_LABEL_PATTERN)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -184,7 +180,7 @@ def _identity_problem(obj: Mapping[str, Any]) -> str | None:
     # Empty is unset, as in Kubernetes: the application's namespace.
     namespace = meta.get("namespace")
     if namespace not in (None, "") and not (
-        isinstance(namespace, str) and len(namespace) <= 63 and _DNS_LABEL.match(namespace)
+        isinstance(namespace, str) and DNS_LABEL.fullmatch(namespace)
     ):
         return (
             f"metadata.namespace must be a lowercase RFC 1123 label of at most 63 characters "
