@@ -45,16 +45,18 @@ class BodyDecoder:
             return
         data = chunk
         while data:
+            if self._gzip.eof:
+                # gzip allows members one after another; a streamed answer (a watch that
+                # begins with the current objects) flushes each as one.
+                self._gzip = zlib.decompressobj(16 + zlib.MAX_WBITS)
             try:
                 piece = self._gzip.decompress(data, PIECE)
             except zlib.error as exc:
                 raise UnreadableAnswer(f"the answer is not valid gzip: {exc}") from None
-            data = self._gzip.unconsumed_tail
+            data = self._gzip.unused_data if self._gzip.eof else self._gzip.unconsumed_tail
             self._count(len(piece))
             if piece:
                 yield piece
-            if self._gzip.eof:
-                return
 
     def _count(self, n: int) -> None:
         if self._limit is None:

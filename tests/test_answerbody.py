@@ -31,6 +31,28 @@ def test_a_compression_bomb_stops_at_the_limit_not_at_its_size() -> None:
     assert sum(produced) <= 1 << 20
 
 
+def test_gzip_members_one_after_another_are_all_decoded() -> None:
+    # A streamed answer (a watch that begins with the objects there are) flushes each
+    # event as a gzip member of its own; those after the first were once dropped.
+    first, second, third = b'{"type":"ADDED"}\n', b'{"type":"BOOKMARK"}\n', b'{"type":"ADDED"}\n'
+    together = BodyDecoder("gzip", None)
+    assert b"".join(together.decode(gzip.compress(first) + gzip.compress(second))) == first + second
+    assert b"".join(together.decode(gzip.compress(third))) == third  # in a later chunk
+    split = gzip.compress(first) + gzip.compress(second)
+    apart = BodyDecoder("gzip", None)  # a member's header cut between two chunks
+    cut = len(gzip.compress(first)) + 3
+    assert b"".join([*apart.decode(split[:cut]), *apart.decode(split[cut:])]) == first + second
+
+
+def test_the_limit_counts_every_gzip_member_and_what_follows_one_must_be_gzip() -> None:
+    decoder = BodyDecoder("gzip", 15)
+    assert b"".join(decoder.decode(gzip.compress(b"0123456789"))) == b"0123456789"
+    with pytest.raises(UnreadableAnswer, match="larger than 15 bytes"):
+        list(decoder.decode(gzip.compress(b"0123456789")))
+    with pytest.raises(UnreadableAnswer, match="not valid gzip"):
+        list(BodyDecoder("gzip", None).decode(gzip.compress(b"event") + b"not gzip"))
+
+
 def test_an_identity_body_counts_too_and_unknown_encodings_are_refused() -> None:
     decoder = BodyDecoder("", 10)
     assert list(decoder.decode(b"0123456789")) == [b"0123456789"]
