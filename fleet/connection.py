@@ -207,6 +207,18 @@ def _read_headers(headers: Mapping[bytes, bytes] | httpx.Headers) -> dict[str, s
     return {n: v.decode(errors="replace") for n, v in found.items() if v is not None}
 
 
+_MINOR = re.compile(r"v?(\d+)\.(\d+)")
+WATCH_LIST_SINCE = (1, 32)
+
+
+def serves_watch_list(git_version: str) -> bool:
+    """Whether a server of ``git_version`` (``v1.34.2``, ``v1.33.1-eks-...``) serves watches
+    that begin with the current objects by default; an unreadable version: no (a server
+    older than 1.27 ignores the request and would never say the initial objects ended)."""
+    found = _MINOR.match(git_version)
+    return found is not None and (int(found.group(1)), int(found.group(2))) >= WATCH_LIST_SINCE
+
+
 def _query(params: dict[str, Any] | None) -> str:
     if not params:
         return ""
@@ -308,6 +320,10 @@ class KubeConnection:
         self.discovery = Discovery(self)
         self.answered_at: float | None = None
         """time.monotonic() of the server's last answer (any status, a watch event too)."""
+        self.server_version: str | None = None
+        """The server's gitVersion, from its last :meth:`version` answer."""
+        self.watch_list: bool | None = None
+        """Whether a watch may start with the current objects (None: not known yet)."""
 
     async def _client_material(self) -> tuple[tuple[bytes, bytes] | None, str | None]:
         creds = self._creds
@@ -736,4 +752,23 @@ class KubeConnection:
         await self.request("GET", "/readyz", timeout_s=timeout_s, accept="text/plain", decode=False)
 
     async def version(self) -> dict[str, Any]:
-        return await self.request("GET", "/version")
+        answer = await self.request("GET", "/version")
+        found = answer.get("gitVersion") if isinstance(answer, dict) else None
+        self.server_version = found if isinstance(found, str) else ""
+        return answer
+
+    async def streams_initial_events(self) -> bool:
+        """Whether a watch can begin with the objects there are (``sendInitialEvents``,
+        Kubernetes' streaming list), which saves the list request before it: judged from
+        the server's version (1.32 on, where it is on by default) until a watch asking for
+        it is refused (:meth:`refuse_watch_list`)."""
+        if self.watch_list is None:
+            if self.server_version is None:
+                await self.version()
+            self.watch_list = serves_watch_list(self.server_version or "")
+        return self.watch_list
+
+    def refuse_watch_list(self) -> None:
+        """The server refused a watch that begins with its objects (1.33 has it off by
+        default; a feature gate may turn it off anywhere): list, then watch, from now on."""
+        self.watch_list = False

@@ -1,9 +1,10 @@
 """List+watch of one kind into a local cache (what client-go calls an informer), async.
 
-The first list fills the cache; the watch continues from its resourceVersion with
-bookmarks; ``410 Gone`` (the server no longer has that version) or a broken stream leads
-to a fresh list, and the cache is replaced with what the server has, reporting the
-differences as events. Runs as a task in the event loop (no thread); the handler is
+The first list fills the cache (on a server that streams lists, the watch's own initial
+events do, saving a request per kind and member); the watch continues from its
+resourceVersion with bookmarks; ``410 Gone`` (the server no longer has that version) or a
+broken stream leads to a fresh list, and the cache is replaced with what the server has,
+reporting the differences as events. Runs as a task in the event loop (no thread); the handler is
 called there too, and must not block.
 """
 
@@ -112,13 +113,8 @@ class Informer:
     def _prepare(self, obj: Object) -> Object:
         return self.transform(obj) if self.transform else obj
 
-    async def _relist(self) -> str:
-        """List everything, replace the cache, emit the differences; returns the version."""
-        info = await self.connection.resource(self.api_version, self.kind)
-        listing = await self.connection.request(
-            "GET", info.path(self.namespace), params=self._params()
-        )
-        fresh = {cache_key(o): self._prepare(o) for o in listing.get("items") or []}
+    def _replace(self, fresh: dict[str, Object]) -> None:
+        """Make ``fresh`` (everything the server has) the cache, emitting the differences."""
         old, self.cache = self.cache, fresh
         for key, obj in fresh.items():
             before = old.get(key)
@@ -132,19 +128,38 @@ class Informer:
         self.relists += 1
         self.not_served = False
         self.mark_synced()
+
+    async def _relist(self) -> str:
+        """List everything, replace the cache, emit the differences; returns the version."""
+        info = await self.connection.resource(self.api_version, self.kind)
+        listing = await self.connection.request(
+            "GET", info.path(self.namespace), params=self._params()
+        )
+        self._replace({cache_key(o): self._prepare(o) for o in listing.get("items") or []})
         return str((listing.get("metadata") or {}).get("resourceVersion", ""))
 
-    async def _watch(self, version: str) -> str:
-        """Follow changes from ``version``; returns the last version seen when the stream
-        ends. Raises ApiError (410 included) on failure."""
+    async def _watch(self, version: str | None) -> str:
+        """Follow changes from ``version``, or (None) from the objects there are now, sent
+        first as the stream's initial events and made the cache when the server says they
+        ended, as a list would. Returns the last version seen when the stream ends ("" if
+        it ended before the initial events did). Raises ApiError (410 included) on failure.
+        """
         info = await self.connection.resource(self.api_version, self.kind)
         params = {
             **self._params(),
             "watch": "1",
             "allowWatchBookmarks": "true",
-            "resourceVersion": version,
             "timeoutSeconds": random.randint(*WATCH_TIMEOUT_S),
         }
+        # Until the server says the initial events ended: the objects it has.
+        initial: dict[str, Object] | None = None
+        if version is None:
+            # No resourceVersion: at least as recent as the request, like a list.
+            params |= {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"}
+            initial = {}
+        else:
+            params["resourceVersion"] = version
+        last = version or ""
         # Closed as soon as this returns or raises (an ERROR event): on an HTTP/2
         # connection a stream left to the garbage collector keeps a stream slot and
         # keeps receiving.
@@ -159,18 +174,27 @@ class Informer:
                         f"watch {self.kind}: {obj.get('message')}",
                         status=code if isinstance(code, int) else None,
                     )
-                version = _rv(obj) or version
+                last = _rv(obj) or last
                 if kind == "BOOKMARK":
+                    if initial is not None and _ends_initial_events(obj):
+                        self._replace(initial)
+                        initial = None
                     continue
                 obj = self._prepare(obj)
                 key = cache_key(obj)
+                if initial is not None:
+                    if kind == "DELETED":
+                        initial.pop(key, None)
+                    else:
+                        initial[key] = obj
+                    continue
                 before = self.cache.get(key)
                 if kind == "DELETED":
                     self.cache.pop(key, None)
                 else:
                     self.cache[key] = obj
                 self.handler(kind, before, None if kind == "DELETED" else obj)
-        return version
+        return last if initial is None else ""
 
     async def _back_off(self, delay_s: float, unreachable: bool) -> None:
         """Wait ``delay_s`` before trying again; after the server was unreachable, only
@@ -197,15 +221,20 @@ class Informer:
             version = ""
             backoff = 0.5
             while True:
+                streamed = False
                 try:
-                    if not version:
+                    streamed = not version and await self.connection.streams_initial_events()
+                    if not version and not streamed:
                         version = await self._relist()
-                    version = await self._watch(version)
+                    version = await self._watch(version or None)
                     backoff = 0.5
                     self.last_error = None
                 except (ApiError, UnknownKind, ValueError) as exc:
                     gone = isinstance(exc, ApiError) and exc.status == 410
                     version = ""  # relist: after 410 the version is too old, after errors unknown
+                    if streamed and isinstance(exc, ApiError) and exc.status in (400, 422):
+                        self.connection.refuse_watch_list()
+                        continue
                     if gone:
                         continue
                     self.last_error = str(exc)
@@ -215,6 +244,14 @@ class Informer:
                     unreachable = isinstance(exc, ApiError) and exc.retryable and exc.status is None
                     await self._back_off(backoff * (0.5 + random.random()), unreachable)
                     backoff = min(backoff * 2, _MAX_BACKOFF_S)
+
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+def _ends_initial_events(bookmark: Object) -> bool:
+    annotations = (bookmark.get("metadata") or {}).get("annotations") or {}
+    return bool(annotations.get(INITIAL_EVENTS_END) == "true")
 
 
 def _rv(obj: Object) -> str:

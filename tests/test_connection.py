@@ -25,6 +25,10 @@ from fleet.local.pki import CertificateAuthority
 SEEN: list[dict[str, Any]] = []
 
 
+VERSION_ANSWER = [b'{"gitVersion": "v1.37.2"}']
+"""What /version answers (set by a test)."""
+
+
 class Handler(BaseHTTPRequestHandler):
     def log_message(self, *_: Any) -> None:
         pass
@@ -62,6 +66,8 @@ class Handler(BaseHTTPRequestHandler):
                 {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "2"}}},
             ]
             self._send(200, b"".join(json.dumps(e).encode() + b"\n" for e in events))
+        elif path == "/version":
+            self._send(200, VERSION_ANSWER[0])
         elif path == "/quiet-watch":  # one event, then nothing for a while
             self.send_response(200)
             self.end_headers()
@@ -236,3 +242,32 @@ def test_a_tls_failure_is_found_behind_the_wrappers() -> None:
     outer.__cause__.__context__ = inner
     assert _tls_error(outer) is inner
     assert _tls_error(ValueError("x")) is None
+
+
+@pytest.mark.parametrize(
+    ("answer", "streams"),
+    [
+        (b'{"gitVersion": "v1.34.1"}', True),
+        (b'{"gitVersion": "v1.31.0"}', False),
+        (b'{"gitVersion": 134}', False),  # a member's answer is not trusted to be well formed
+        (b'["v1.34.1"]', False),
+    ],
+)
+def test_whether_watches_begin_with_the_objects_is_judged_once_from_the_version(
+    server: str, answer: bytes, streams: bool
+) -> None:
+    VERSION_ANSWER[0] = answer
+    conn = _conn(server)
+
+    async def judge() -> tuple[bool, bool, bool]:
+        try:
+            first = await conn.streams_initial_events()
+            again = await conn.streams_initial_events()
+            conn.refuse_watch_list()
+            return first, again, await conn.streams_initial_events()
+        finally:
+            await conn.close()
+
+    asked = len(SEEN)
+    assert anyio.run(judge) == (streams, streams, False)
+    assert [seen["path"] for seen in SEEN[asked:]] == ["/version"]  # once

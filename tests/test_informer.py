@@ -1,16 +1,192 @@
-"""The informer's backoff: after the server was unreachable, it tries again as soon as the
-server answers anything, not after its whole backoff."""
+"""The informer: its first fill from a list or from a watch's initial events (a streamed
+list), and its backoff (after the server was unreachable, it tries again as soon as the
+server answers anything, not after its whole backoff)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 from types import SimpleNamespace
-from typing import cast
+from typing import Any, cast
 
 import anyio
+import pytest
 
-from fleet.connection import KubeConnection
-from fleet.informer import Informer
+from fleet.connection import ApiError, KubeConnection, serves_watch_list
+from fleet.discovery import ResourceInfo
+from fleet.informer import INITIAL_EVENTS_END, Informer
+
+Event = dict[str, Any]
+
+
+def _cm(name: str, rv: str, **data: str) -> dict[str, Any]:
+    meta = {"name": name, "namespace": "ns", "resourceVersion": rv}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+
+
+def _bookmark(rv: str, end: bool = False) -> Event:
+    annotations = {INITIAL_EVENTS_END: "true"} if end else {}
+    return {
+        "type": "BOOKMARK",
+        "object": {"metadata": {"resourceVersion": rv, "annotations": annotations}},
+    }
+
+
+class ScriptedServer:
+    """A connection whose watches play scripted events (a list of events per watch, or an
+    ApiError to raise), whose lists answer ``listing``, and which records what was asked."""
+
+    def __init__(self, watches: list[list[Event] | ApiError], watch_list: bool = True) -> None:
+        self.name = "m1"
+        self.answered_at: float | None = None
+        self.watch_list: bool | None = watch_list
+        self.listing: dict[str, Any] = {"metadata": {"resourceVersion": "5"}, "items": []}
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self._watches = watches
+        self.played = anyio.Event()
+
+    async def streams_initial_events(self) -> bool:
+        return bool(self.watch_list)
+
+    def refuse_watch_list(self) -> None:
+        self.watch_list = False
+
+    async def resource(self, api_version: str, kind: str) -> ResourceInfo:
+        return ResourceInfo("", "v1", kind, "configmaps", True)
+
+    async def request(self, method: str, path: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(("list", params))
+        return self.listing
+
+    async def stream(
+        self, path: str, params: dict[str, Any], read_timeout_s: float
+    ) -> AsyncIterator[Event]:
+        self.calls.append(("watch", params))
+        if not self._watches:
+            self.played.set()
+            await anyio.sleep_forever()
+        script = self._watches.pop(0)
+        if isinstance(script, ApiError):
+            raise script
+        for event in script:
+            yield event
+
+
+def _run(server: ScriptedServer, seen: list[tuple[str, str]]) -> Informer:
+    def handler(event: str, old: Any, new: Any) -> None:
+        seen.append((event, (new or old)["metadata"]["name"]))
+
+    informer = Informer(cast(KubeConnection, server), "v1", "ConfigMap", handler)
+
+    async def main() -> None:
+        with anyio.fail_after(30):  # hang guard
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(informer.run)
+                await server.played.wait()
+                tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    return informer
+
+
+def test_a_watch_that_begins_with_the_objects_fills_the_cache_without_a_list() -> None:
+    server = ScriptedServer(
+        [
+            [
+                {"type": "ADDED", "object": _cm("a", "3")},
+                {"type": "ADDED", "object": _cm("b", "4")},
+                _bookmark("4", end=True),
+                {"type": "MODIFIED", "object": _cm("a", "6", k="v")},
+            ]
+        ]
+    )
+    seen: list[tuple[str, str]] = []
+    informer = _run(server, seen)
+    assert informer.synced
+    assert seen == [("ADDED", "a"), ("ADDED", "b"), ("MODIFIED", "a")]
+    assert informer.get("ns/a") == _cm("a", "6", k="v")
+    assert [c for c, _ in server.calls] == ["watch", "watch"]  # no list
+    first, then = (params for _, params in server.calls)
+    assert first["sendInitialEvents"] == "true"
+    assert first["resourceVersionMatch"] == "NotOlderThan"
+    assert "resourceVersion" not in first
+    assert then["resourceVersion"] == "6"
+    assert "sendInitialEvents" not in then
+
+
+def test_initial_events_are_not_the_cache_until_the_server_says_they_ended() -> None:
+    # The stream ends before the end bookmark: nothing is cached or reported; the next
+    # watch begins with the objects again.
+    server = ScriptedServer(
+        [
+            [{"type": "ADDED", "object": _cm("a", "3")}, _bookmark("3")],
+            [{"type": "ADDED", "object": _cm("b", "7")}, _bookmark("7", end=True)],
+        ]
+    )
+    seen: list[tuple[str, str]] = []
+    informer = _run(server, seen)
+    assert seen == [("ADDED", "b")]
+    assert list(informer.cache) == ["ns/b"]
+    assert [p.get("sendInitialEvents") for _, p in server.calls] == ["true", "true", None]
+    assert server.calls[-1][1]["resourceVersion"] == "7"
+
+
+def test_starting_over_reports_what_went_away_meanwhile() -> None:
+    server = ScriptedServer(
+        [
+            [{"type": "ADDED", "object": _cm("a", "3")}, _bookmark("3", end=True)],
+            ApiError("m1", "too old", status=410),
+            [{"type": "ADDED", "object": _cm("b", "9")}, _bookmark("9", end=True)],
+        ]
+    )
+    seen: list[tuple[str, str]] = []
+    informer = _run(server, seen)
+    assert seen == [("ADDED", "a"), ("ADDED", "b"), ("DELETED", "a")]
+    assert list(informer.cache) == ["ns/b"]
+
+
+@pytest.mark.parametrize("status", [400, 422])
+def test_a_server_that_refuses_it_is_listed_then_watched_from_then_on(status: int) -> None:
+    refusal = ApiError("m1", "sendInitialEvents is forbidden", status=status)
+    server = ScriptedServer([refusal, [{"type": "ADDED", "object": _cm("b", "8")}]])
+    server.listing["items"] = [_cm("a", "5")]
+    seen: list[tuple[str, str]] = []
+    informer = _run(server, seen)
+    assert server.watch_list is False
+    assert [c for c, _ in server.calls] == ["watch", "list", "watch", "watch"]
+    assert server.calls[2][1]["resourceVersion"] == "5"
+    assert seen == [("ADDED", "a"), ("ADDED", "b")]
+    assert informer.synced
+    assert informer.last_error is None
+
+
+def test_without_it_the_first_fill_is_a_list() -> None:
+    server = ScriptedServer([[{"type": "ADDED", "object": _cm("b", "8")}]], watch_list=False)
+    server.listing["items"] = [_cm("a", "5")]
+    seen: list[tuple[str, str]] = []
+    _run(server, seen)
+    assert [c for c, _ in server.calls] == ["list", "watch", "watch"]
+    assert seen == [("ADDED", "a"), ("ADDED", "b")]
+
+
+@pytest.mark.parametrize(
+    ("git_version", "streams"),
+    [
+        ("v1.37.2", True),
+        ("v1.32.0", True),
+        ("v1.33.4-eks-1a2b3c", True),  # off by default there: refused once, then listed
+        ("v1.31.9", False),
+        ("v1.26.0", False),  # older servers ignore the request: never tried
+        ("v2.0.0", True),
+        ("", False),
+        ("not a version", False),
+        ("v1", False),
+    ],
+)
+def test_which_servers_are_asked_for_watches_that_begin_with_the_objects(
+    git_version: str, streams: bool
+) -> None:
+    assert serves_watch_list(git_version) is streams
 
 
 def _informer() -> tuple[Informer, SimpleNamespace]:
