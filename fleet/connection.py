@@ -381,17 +381,25 @@ class KubeConnection:
             trust_env=False,  # a proxy from the environment never sees member credentials
         )
 
+    def _exec_expired(self) -> bool:
+        """Whether the exec credential the client was made with has expired."""
+        return (
+            self._exec is not None
+            and self._exec.expires is not None
+            and self._exec.expires <= dt.datetime.now(dt.UTC)
+        )
+
     async def _http(self) -> httpx.AsyncClient:
         """The client for calls and watches; (re)made on first use and when an exec
         credential expired."""
+        if self._client is not None and not self._exec_expired():
+            # The common case, without the lock: taking an anyio Lock yields to the event
+            # loop, and this runs for every call and watch.
+            return self._client
         if self._client_lock is None:
             self._client_lock = anyio.Lock()
         async with self._client_lock:
-            expired = (
-                self._exec is not None
-                and self._exec.expires is not None
-                and self._exec.expires <= dt.datetime.now(dt.UTC)
-            )
+            expired = self._exec_expired()
             stale = self._client if expired else None
             if expired:
                 self._client = None

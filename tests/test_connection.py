@@ -19,7 +19,7 @@ import anyio
 import pytest
 
 from fleet.connection import ApiError, ConnectionOptions, KubeConnection, _tls_error
-from fleet.kubeconfig import Credentials
+from fleet.kubeconfig import Credentials, ExecConfig
 from fleet.local.pki import CertificateAuthority
 
 SEEN: list[dict[str, Any]] = []
@@ -271,3 +271,34 @@ def test_whether_watches_begin_with_the_objects_is_judged_once_from_the_version(
     asked = len(SEEN)
     assert anyio.run(judge) == (streams, streams, False)
     assert [seen["path"] for seen in SEEN[asked:]] == ["/version"]  # once
+
+
+def test_an_expired_exec_credential_is_run_again_and_a_current_one_reused(
+    server: str, tmp_path: Path
+) -> None:
+    # Each run of the plugin prints the next token; the first two have expired already.
+    runs = tmp_path / "runs"
+    script = tmp_path / "plugin.py"
+    script.write_text(
+        "import json, pathlib\n"
+        f"runs = pathlib.Path({str(runs)!r})\n"
+        "n = int(runs.read_text()) + 1 if runs.exists() else 1\n"
+        "runs.write_text(str(n))\n"
+        "expires = '2000-01-01T00:00:00Z' if n < 3 else '2999-01-01T00:00:00Z'\n"
+        "status = {'token': f'token-{n}', 'expirationTimestamp': expires}\n"
+        "print(json.dumps({'kind': 'ExecCredential', 'status': status}))\n"
+    )
+    exec_spec = ExecConfig(command=sys.executable, args=(str(script),))
+    conn = KubeConnection("m1", Credentials(server=server, exec=exec_spec), ConnectionOptions())
+
+    async def calls() -> None:
+        try:
+            for _ in range(4):
+                await conn.request("GET", "/ok")
+        finally:
+            await conn.close()
+
+    asked = len(SEEN)
+    anyio.run(calls)
+    sent = [seen["authorization"] for seen in SEEN[asked:]]
+    assert sent == ["Bearer token-1", "Bearer token-2", "Bearer token-3", "Bearer token-3"]
