@@ -120,21 +120,24 @@ def _namespace_to_create(
 
 async def _each(items: Sequence[Any], fn: Callable[[Any], Awaitable[None]]) -> None:
     """``fn`` on every item, ``IN_FLIGHT`` at once; the first error is raised."""
-    limiter = anyio.CapacityLimiter(IN_FLIGHT)
+    pending = iter(items)  # shared by the workers: each item is taken once
     errors: list[BaseException] = []
 
-    async def one(item: Any) -> None:
-        async with limiter:
+    async def worker() -> None:
+        # A worker per slot rather than a task per item behind a limiter: the limiter's
+        # checkpoint per item was a measurable part of a fresh cluster's CPU.
+        for item in pending:
             if errors:
                 return  # one failure fails the sync: start nothing new
             try:
                 await fn(item)
             except (ApiError, UnknownKind) as exc:
                 errors.append(exc)
+                return
 
     async with anyio.create_task_group() as tg:
-        for item in items:
-            tg.start_soon(one, item)
+        for _ in range(min(IN_FLIGHT, len(items))):
+            tg.start_soon(worker)
     if errors:
         raise errors[0]
 
