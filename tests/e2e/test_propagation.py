@@ -201,6 +201,14 @@ def test_propagates_updates_prunes_and_deselects(fleet: Fleet, controller: Contr
         assert live.status.ready_replicas == 2  # kwok pods really run
         assert member_object(fleet, cluster, "Service", ns, name) is not None
         assert member_object(fleet, cluster, "ConfigMap", ns, "web-config").data == {"mode": "a"}
+    # The hub keeps no per-cluster line of the status in managedFields (the list is
+    # written whole): what it stores and checks per status write does not grow with it.
+    status_fields = [
+        m["fieldsV1"]["f:status"]
+        for m in app["metadata"]["managedFields"]
+        if m.get("subresource") == "status"
+    ]
+    assert [f["f:clusters"] for f in status_fields if "f:clusters" in f] == [{}]
     header, row = kubectl(fleet, "get", "ap", "-n", ns, name).splitlines()
     assert header.split()[:4] == ["NAME", "FLEET", "CLUSTERS", "READY"]
     assert row.split()[:4] == [name, FLEET_NAME, "3", "3/3"]
