@@ -87,9 +87,21 @@ class Stream:
         self.events: deque[h2.events.Event | httpx.TransportError] = deque()
         self.unacknowledged = 0
         self.ended = False
-        self.woken = anyio.Event()
+        self.woken: anyio.Event | None = None
+        """Set to wake the task waiting for this stream (made when one starts to wait:
+        most answers arrive without a wait, and an Event per request cost 3 % of a
+        rollout's CPU)."""
         self.waits_for_connection = False
         """Waits for the send window or a PING's answer, not for an event of its own."""
+
+    def wake(self) -> None:
+        """Wake the task waiting for this stream, if one does."""
+        if self.woken is not None:
+            self.woken.set()
+
+    @property
+    def awake(self) -> bool:
+        return self.woken is not None and self.woken.is_set()
 
 
 class Http2Connection:
@@ -316,10 +328,10 @@ class Http2Connection:
             while not done():
                 self._raise_if_broken()
                 if self._reading:
-                    stream.woken = anyio.Event()
+                    stream.woken = woken = anyio.Event()
                     self._waiting.add(stream)
                     try:
-                        await stream.woken.wait()
+                        await woken.wait()
                     finally:
                         self._waiting.discard(stream)
                     continue
@@ -336,8 +348,8 @@ class Http2Connection:
         if self._reading:
             return
         for waiter in self._waiting:
-            if not waiter.events and not waiter.woken.is_set():
-                waiter.woken.set()
+            if not waiter.events and not waiter.awake:
+                waiter.wake()
                 return
 
     async def _check_alive(self) -> None:
@@ -414,14 +426,14 @@ class Http2Connection:
             stream = self._streams.get(stream_id or 0)
             if stream is not None:
                 stream.events.append(event)
-                stream.woken.set()
+                stream.wake()
         elif isinstance(event, h2.events.ConnectionTerminated):
             self._goaway = True
             last = event.last_stream_id or 0
             for stream in self._streams.values():
                 if stream.id > last:  # never processed by the server: safe to send again
                     stream.events.append(Refused("the server refused the stream (GOAWAY)"))
-                    stream.woken.set()
+                    stream.wake()
         elif isinstance(
             event,
             (h2.events.WindowUpdated, h2.events.RemoteSettingsChanged, h2.events.PingAckReceived),
@@ -437,7 +449,7 @@ class Http2Connection:
         self._changed = anyio.Event()
         for waiter in self._waiting:
             if everyone or waiter.waits_for_connection:
-                waiter.woken.set()
+                waiter.wake()
 
     async def _flush(self, timeout_s: float | None) -> None:
         """Send what h2 has queued, in the order it was queued. Shielded: a TLS record cut
