@@ -120,6 +120,9 @@ def _namespace_to_create(
 
 async def _each(items: Sequence[Any], fn: Callable[[Any], Awaitable[None]]) -> None:
     """``fn`` on every item, ``IN_FLIGHT`` at once; the first error is raised."""
+    if len(items) == 1:  # no task to start (an anyio task costs ~40 us of CPU here)
+        await fn(items[0])
+        return
     pending = iter(items)  # shared by the workers: each item is taken once
     errors: list[BaseException] = []
 
