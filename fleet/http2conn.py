@@ -219,9 +219,10 @@ class Http2Connection:
                 self._h2.send_headers(stream.id, headers, end_stream=not body)
             except h2.exceptions.ProtocolError as exc:
                 raise httpx.LocalProtocolError(f"HTTP/2: {exc}") from exc
-            await self._flush(write_s)
-            if body:
+            if body:  # the headers go out with it
                 await self._send_body(stream, body, write_s)
+            else:
+                await self._flush(write_s)
             while True:
                 event = await self._next_event(stream, read_s)
                 if isinstance(event, h2.events.ResponseReceived):
@@ -265,27 +266,26 @@ class Http2Connection:
                 raise httpx.PoolTimeout(f"no free stream within {timeout_s} s")
 
     async def _send_body(self, stream: Stream, body: bytes, timeout_s: float | None) -> None:
+        """Send ``body`` (and what is queued before it: the request's headers), its last
+        frame ending the stream: in one write when it fits the send window (a write per
+        frame cost two more TLS records and socket writes per request)."""
         view = memoryview(body)
         while view:
             room = min(
                 self._h2.local_flow_control_window(stream.id), self._h2.max_outbound_frame_size
             )
             if room <= 0:  # the server has not read enough yet: wait for its WINDOW_UPDATE
+                await self._flush(timeout_s)
                 event = await self._next_event(stream, timeout_s, until_window=True)
                 if event is not None:  # it answered before taking the whole body
                     stream.events.appendleft(event)
                     return
                 continue
+            chunk, view = view[:room], view[room:]
             try:
-                self._h2.send_data(stream.id, bytes(view[:room]))
+                self._h2.send_data(stream.id, bytes(chunk), end_stream=not view)
             except h2.exceptions.ProtocolError as exc:  # reset by the server meanwhile
                 raise httpx.RemoteProtocolError(f"HTTP/2: {exc}") from exc
-            view = view[room:]
-            await self._flush(timeout_s)
-        try:
-            self._h2.end_stream(stream.id)
-        except h2.exceptions.ProtocolError as exc:
-            raise httpx.RemoteProtocolError(f"HTTP/2: {exc}") from exc
         await self._flush(timeout_s)
 
     async def _next_event(
