@@ -10,7 +10,10 @@ in the same run:
   on the connection as a member has;
 - ``httpx``: the same transport through httpx's client (as watches go), six watches open;
 - ``httpcore``: httpx's client on httpcore's own HTTP/2, the baseline, without watches
-  (httpcore's HTTP/2 cannot carry them: see docs/architecture.md).
+  (httpcore's HTTP/2 cannot carry them: see docs/architecture.md);
+
+and ``direct POST``: the direct way with a body the size of an apply's (a stamped
+ConfigMap, ~0.5 KiB), as most of a rollout's calls are.
 
     python -m bench.calls [--quick] [--json] [--calls N]
 """
@@ -34,6 +37,25 @@ from fleet.connection import ConnectionOptions, KubeConnection
 from fleet.kubeconfig import Credentials
 
 WATCHES = 6
+APPLY_BODY = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {
+        "name": "object-1",
+        "namespace": "bench-far-0001",
+        "labels": {
+            "propagator.io/application": "scale.everywhere",
+            "propagator.io/member-cluster": "far-0001",
+        },
+        "annotations": {
+            "propagator.io/application": "scale/everywhere",
+            "propagator.io/owner-uid": "2f1c3a52-6b1e-4f0e-9d3c-0c5d7e8f9a10",
+            "propagator.io/revision": "ab0807dc73392c5d",
+        },
+    },
+    "data": {"index": "1"},
+}
+"""What a rollout's apply sends (the /echo route answers the body's size)."""
 TOKEN = "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ." + "x" * 900
 """A bearer token as long as a service account's (a JWT of ~1 KB): sent on every call."""
 
@@ -71,6 +93,8 @@ async def _measure(way: str, server: str, ca: bytes, calls: int) -> dict[str, An
     async def call() -> None:
         if way == "direct":
             await conn.request("GET", "/ok")
+        elif way == "direct POST":
+            await conn.request("POST", "/echo", body=APPLY_BODY)
         elif way == "httpx":
             (await (await conn._http()).get("/ok")).raise_for_status()
         else:
@@ -121,7 +145,7 @@ def main() -> None:
             ca = (directory / "ca.pem").read_bytes()
             rows = [
                 anyio.run(_measure, way, address, ca, calls)
-                for way in ("httpcore", "httpx", "direct")
+                for way in ("httpcore", "httpx", "direct", "direct POST")
             ]
         finally:
             server.terminate()
@@ -134,7 +158,7 @@ def main() -> None:
             ("way", "way"),
             ("calls", "calls"),
             ("cpu_us_per_call", "CPU us/call"),
-            ("cpu_ratio_to_httpcore", "CPU ratio to httpcore"),
+            ("cpu_ratio_to_httpcore", "CPU ratio to httpcore's GET"),
             ("wall_p50_us", "wall p50 us"),
             ("wall_p99_us", "wall p99 us"),
         ],
