@@ -64,6 +64,8 @@ class H2Server:
         self.went_away = False
         self.port = 0
         self.authorizations: list[tuple[bytes, bool]] = []
+        self.encodings: list[tuple[str, bytes | None]] = []
+        """(path, accept-encoding) of every request."""
         """Each request's Authorization header and whether it came marked never-indexed."""
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
@@ -113,6 +115,7 @@ class H2Server:
                         )
                         headers = dict(event.headers or [])
                         requests[sid] = _Request(headers[b":path"].decode(), headers)
+                        self.encodings.append((requests[sid].path, headers.get(b"accept-encoding")))
                     elif isinstance(event, h2.events.DataReceived):
                         requests[sid].body += event.data or b""
                         conn.acknowledge_received_data(event.flow_controlled_length or 0, sid)

@@ -42,7 +42,13 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self) -> None:
-        SEEN.append({"path": self.path, "authorization": self.headers.get("Authorization")})
+        SEEN.append(
+            {
+                "path": self.path,
+                "authorization": self.headers.get("Authorization"),
+                "accept-encoding": self.headers.get("Accept-Encoding"),
+            }
+        )
         path = self.path.split("?")[0]
         if path == "/ok":
             self._send(200, b'{"kind": "Status", "n": 1}')
@@ -202,6 +208,7 @@ def test_a_watch_yields_each_event(server: str) -> None:
             await conn.close()
 
     assert anyio.run(watch) == ["ADDED", "BOOKMARK"]
+    assert SEEN[-1]["accept-encoding"] == "identity"  # over HTTP/1.1 too: no gzip per event
 
 
 def test_answers_over_http1_are_decoded_within_the_limit(server: str) -> None:

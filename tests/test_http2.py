@@ -363,6 +363,9 @@ def test_a_token_goes_out_whole_on_every_request_never_in_the_compression_table(
 
     anyio.run(main)
     assert server.authorizations == [(f"Bearer {token}".encode(), True)] * 4
+    # Calls take gzip (a list may be large); a watch asks for no compression: the API
+    # server would flush a gzip member per event of a watch that begins with the objects.
+    assert server.encodings == [("/ok", b"gzip")] * 3 + [("/watch", b"identity")]
 
 
 @pytest.mark.parametrize("seed", range(3))
