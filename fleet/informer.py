@@ -4,8 +4,8 @@ The first list fills the cache (on a server that streams lists, the watch's own 
 events do, saving a request per kind and member); the watch continues from its
 resourceVersion with bookmarks; ``410 Gone`` (the server no longer has that version) or a
 broken stream leads to a fresh list, and the cache is replaced with what the server has,
-reporting the differences as events. Runs as a task in the event loop (no thread); the handler is
-called there too, and must not block.
+reporting the differences as events. Runs as a task in the event loop (no thread); the
+handler is called there too, and must not block.
 """
 
 from __future__ import annotations
@@ -224,9 +224,12 @@ class Informer:
                 streamed = False
                 try:
                     streamed = not version and await self.connection.streams_initial_events()
-                    if not version and not streamed:
-                        version = await self._relist()
-                    version = await self._watch(version or None)
+                    if streamed:
+                        version = await self._watch(None)
+                    else:
+                        if not version:
+                            version = await self._relist()
+                        version = await self._watch(version)
                     backoff = 0.5
                     self.last_error = None
                 except (ApiError, UnknownKind, ValueError) as exc:

@@ -221,3 +221,16 @@ def test_a_refusal_waits_its_whole_backoff_whatever_else_answers() -> None:
         return time.monotonic() - started
 
     assert anyio.run(main) >= 0.3
+
+
+def test_a_list_without_a_version_is_watched_as_before_not_as_a_streamed_list() -> None:
+    # A member that streams no lists answers a list without resourceVersion (broken or
+    # hostile): its watch must not ask for initial events it would never end.
+    server = ScriptedServer([[{"type": "ADDED", "object": _cm("b", "8")}]], watch_list=False)
+    server.listing = {"items": [_cm("a", "5")]}
+    seen: list[tuple[str, str]] = []
+    _run(server, seen)
+    watch = server.calls[1][1]
+    assert watch["resourceVersion"] == ""
+    assert "sendInitialEvents" not in watch
+    assert seen == [("ADDED", "a"), ("ADDED", "b")]
