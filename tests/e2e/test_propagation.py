@@ -3,8 +3,10 @@ members, driven only through ApplicationPropagations on the hub."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -13,6 +15,7 @@ from typing import Any
 import anyio
 import pytest
 from kubernetes import client as k8s
+from kubernetes import watch as k8s_watch
 
 from fleet.local import HUB
 from fleet.local import cluster as local_cluster
@@ -389,16 +392,16 @@ def test_a_controller_killed_mid_fan_out_converges_without_duplicates(
     ns, name = "restarts", "many"
     count = 40
     manifests = [config_map(f"cm-{i:02d}", ns, index=str(i)) for i in range(count)]
-    create(fleet, application(name, ns, manifests, rollout={"maxConcurrency": 1}))
-
-    def started_not_finished() -> bool:
-        applied = sum(len(owned_config_maps(fleet, c, ns, name)) for c in MEMBERS)
-        return 0 < applied < count * len(MEMBERS)
-
-    eventually(started_not_finished, "fan-out in progress")
     readiness = {c: _ready_condition(fleet, c) for c in MEMBERS}
     assert all(r["status"] == "True" for r in readiness.values()), readiness
-    controller.kill()
+    # Killed as soon as a first object reaches a member, seen through watches: the whole
+    # fan-out (one cluster at a time) takes well under a second, which a poll can miss.
+    with _first_object_seen(fleet, ns, name) as seen:
+        create(fleet, application(name, ns, manifests, rollout={"maxConcurrency": 1}))
+        assert seen.wait(HANG_GUARD_S), "no object reached a member"
+        controller.kill()
+    applied = sum(len(owned_config_maps(fleet, c, ns, name)) for c in MEMBERS)
+    assert 0 < applied < count * len(MEMBERS), applied
     controller.start()
 
     wait_ap(fleet, ns, name, "3/3 after the restart", ready_everywhere)
@@ -412,6 +415,33 @@ def test_a_controller_killed_mid_fan_out_converges_without_duplicates(
             managers = [f.manager for f in cm.metadata.managed_fields or []]
             assert managers == ["propagator"], managers
     delete_ap(fleet, ns, name)
+
+
+@contextlib.contextmanager
+def _first_object_seen(fleet: Fleet, namespace: str, app: str) -> Iterator[threading.Event]:
+    """An event set once a ConfigMap of the application appears on any member."""
+    seen = threading.Event()
+    selector = f"{APP_LABEL}={app_label_value(namespace, app)}"
+    streams = {c: k8s_watch.Watch() for c in MEMBERS}  # type: ignore[no-untyped-call]
+
+    def watch(cluster: str) -> None:
+        core = fleet.core(cluster)
+        for _ in streams[cluster].stream(  # type: ignore[no-untyped-call]
+            core.list_config_map_for_all_namespaces,
+            label_selector=selector,
+            timeout_seconds=int(HANG_GUARD_S),
+        ):
+            seen.set()
+            return
+
+    threads = [threading.Thread(target=watch, args=(c,), daemon=True) for c in MEMBERS]
+    for thread in threads:
+        thread.start()
+    try:
+        yield seen
+    finally:
+        for stream in streams.values():
+            stream.stop()  # type: ignore[no-untyped-call]
 
 
 def _ready_condition(fleet: Fleet, cluster: str) -> dict[str, Any]:
