@@ -192,8 +192,8 @@ def _run_exec(spec: ExecConfig, cluster: str) -> _ExecToken:
 
 _WATCH_HEADERS = {"Accept-Encoding": "identity"}
 """What a watch asks for: an uncompressed stream. The API server compresses a watch that
-begins with the objects there are, flushing a gzip member per event, which cost the
-member API servers more CPU than the request it saves (and this process a decoder)."""
+begins with the objects there are, flushing a gzip member per event: a compressor's work
+on the member for every event of a few hundred bytes, and a decoder's here."""
 _ERROR_BODY_LIMIT = 300
 """Characters of a non-JSON error body kept in a message (member answers are capped)."""
 _READ_HEADERS = ("content-encoding", "retry-after", "etag")
@@ -216,9 +216,10 @@ WATCH_LIST_SINCE = (1, 32)
 
 
 def serves_watch_list(git_version: str) -> bool:
-    """Whether a server of ``git_version`` (``v1.34.2``, ``v1.33.1-eks-...``) serves watches
-    that begin with the current objects by default; an unreadable version: no (a server
-    older than 1.27 ignores the request and would never say the initial objects ended)."""
+    """Whether to ask a server of ``git_version`` (``v1.34.2``, ``v1.33.1-eks-...``) for
+    watches that begin with the current objects: from 1.32, where they are on by default
+    (1.27 to 1.31 have them off; a server older than 1.27 ignores the request and would
+    never say the initial objects ended); an unreadable version: no."""
     found = _MINOR.match(git_version)
     return found is not None and (int(found.group(1)), int(found.group(2))) >= WATCH_LIST_SINCE
 
