@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from fleet.local import process
+
 _host: _ProxyHost | None = None
 _host_lock = threading.Lock()
 
@@ -39,6 +41,10 @@ class _ProxyHost:
             text=True,
         )
         self._lock = threading.Lock()
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
 
     def call(self, *command: Any) -> Any:
         assert self._process.stdin is not None
@@ -61,6 +67,13 @@ def _proxy_host() -> _ProxyHost:
         if _host is None:
             _host = _ProxyHost()
         return _host
+
+
+def host_cpu_seconds() -> float:
+    """CPU time the proxies' child process has used (0 before the first proxy): on the
+    cores the controller and the servers share, as a real network's would not be."""
+    with _host_lock:
+        return 0.0 if _host is None else process.cpu_seconds_of(_host.pid)
 
 
 class LatencyProxy:

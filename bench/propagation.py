@@ -40,6 +40,7 @@ from api.crd import crds
 from bench.report import arguments, emit, percentile
 from fleet import local
 from fleet.local import cluster as local_cluster
+from fleet.local import process
 from tests.e2e.controller import free_port, http_get
 from tests.e2e.manifests import GROUP, PLURAL, VERSION, application, config_map, deployment
 
@@ -101,8 +102,7 @@ class Controller:
 
     def cpu_s(self) -> float:
         assert self.proc is not None
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return process.cpu_seconds_of(self.proc.pid)
 
     def rss_mib(self) -> float:
         assert self.proc is not None

@@ -16,7 +16,11 @@ runs as a child process. For each N it prints:
   it to Applied, and its ratio to the ideal, the larger of the latency limit,
   ceil(N / concurrency) x 3 x latency, and the servers' limit, the time a bare loop takes
   to send the same writes straight to the members at the same concurrency, measured in
-  the same run (before the controller starts, its namespaces deleted again).
+  the same run (before the controller starts, its namespaces deleted again);
+- the CPU seconds each part used during the bare loop and during the rollout (the members'
+  processes, the hub's, the bare loop's own process or the controller, the latency
+  proxies) and how many of the machine's cores they kept busy on average: where the
+  rollout's time goes beyond the servers' limit.
 
     python -m bench.scale [--quick] [--json] [--clusters 100,300,1000] [--latency-ms MS]
 """
@@ -41,6 +45,7 @@ import anyio
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
+from bench import latency_proxy
 from bench.fanout import OBJECTS, _bare_loop, _connections
 from bench.latency_proxy import LatencyProxy
 from bench.propagation import Controller, _condition, _setup_crds, _wait
@@ -299,25 +304,55 @@ def _slow_member(hub: Any, proxies: list[LatencyProxy], count: int) -> dict[str,
     }
 
 
+def _cpu(state: local.FleetState, own: Callable[[], float]) -> dict[str, float]:
+    """CPU seconds used so far, by part: the three members' processes (API servers, etcd,
+    controller managers, schedulers, kwok), the hub's, ``own`` (the bare loop's process or
+    the controller) and the latency proxies'."""
+    return {
+        "members": sum(local_cluster.cpu_seconds(m) for m in state.members),
+        "hub": local_cluster.cpu_seconds(state.hub),
+        "own": own(),
+        "proxies": latency_proxy.host_cpu_seconds(),
+    }
+
+
+def _cpu_row(
+    count: int, phase: str, wall_s: float, before: dict[str, float], after: dict[str, float]
+) -> dict[str, Any]:
+    used = {f"{part}_cpu_s": after[part] - before[part] for part in before}
+    total = sum(used.values())
+    return {
+        "clusters": count,
+        "phase": phase,
+        "wall_s": wall_s,
+        **used,
+        "total_cpu_s": total,
+        "cores_busy": total / wall_s,
+    }
+
+
 def _bare_namespaces_gone(member: Any) -> bool:
     with local_cluster.api_client(member) as api:
         listing: Any = k8s.CoreV1Api(api).list_namespace()
     return not any(n.metadata.name.startswith("bare-") for n in listing.items)
 
 
-def _servers_limit(state: local.FleetState, count: int) -> float:
+def _servers_limit(state: local.FleetState, count: int) -> dict[str, Any]:
     """Seconds the bare loop takes to write every far cluster's namespace and objects
-    straight to the members. Measured before the controller starts, its namespaces then
+    straight to the members, with the CPU each part used meanwhile (:func:`_cpu_row`).
+    Measured before the controller starts, its namespaces then
     deleted and waited for: beside a running controller at 1,000 far clusters, the
     members' API servers (each namespace event going to every far cluster's cache on a
     shared server) starved the hub's own until the controller lost its Lease."""
 
-    async def measure() -> float:
+    async def measure() -> dict[str, Any]:
         direct, _ = _connections(state, count, None)
         try:
             for conn in direct.values():
                 await conn.discovery.kinds()
+            before = _cpu(state, time.process_time)
             took = await _bare_loop(direct, CONCURRENCY, "bare")
+            row = _cpu_row(count, "bare loop", took, before, _cpu(state, time.process_time))
             limiter = anyio.CapacityLimiter(CONCURRENCY)
 
             async def delete(cluster: str, conn: KubeConnection) -> None:
@@ -327,12 +362,12 @@ def _servers_limit(state: local.FleetState, count: int) -> float:
             async with anyio.create_task_group() as tg:
                 for cluster, conn in direct.items():
                     tg.start_soon(delete, cluster, conn)
-            return took
+            return row
         finally:
             for conn in direct.values():
                 await conn.close()
 
-    took = anyio.run(measure)
+    row = anyio.run(measure)
     for member in state.members:
         _wait(
             functools.partial(_bare_namespaces_gone, member),
@@ -340,7 +375,7 @@ def _servers_limit(state: local.FleetState, count: int) -> float:
             limit_s=1800,
             every_s=2,
         )
-    return took
+    return row
 
 
 def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
@@ -383,7 +418,8 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
                 "PROPAGATOR_PLATFORM_NAMESPACES": f"{NAMESPACE},scale,latency",
             }
         )
-        servers_s = _servers_limit(state, count)
+        bare = _servers_limit(state, count)
+        servers_s = bare["wall_s"]
         started = time.perf_counter()
         controller.start()
         _wait(
@@ -394,7 +430,9 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         )
         ready_s = time.perf_counter() - started
         rest = _at_rest(controller)
+        before = _cpu(state, controller.cpu_s)
         applied_s = _application(hub, count)
+        rollout = _cpu_row(count, "rollout", applied_s, before, _cpu(state, controller.cpu_s))
         slow = _slow_member(hub, proxies, count) if count == SLOW_MEMBER_AT else {}
         outage_s = _outage(hub, proxies[0], "far-0000")
     finally:
@@ -416,6 +454,7 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         "latency_limit_s": latency_limit,
         "servers_s": servers_s,
         "ratio": applied_s / ideal,
+        "cpu": [bare, rollout],
         **slow,
     }
 
@@ -434,6 +473,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         for count in sizes:
             rows.append(run_size(count, args.latency_ms / 1000, Path(tmp)))
+    cpu_rows = [cpu for r in rows for cpu in r.pop("cpu")]
     print(
         f"{OBJECTS} objects per cluster, {args.latency_ms:g} ms added per request, "
         f"concurrency {CONCURRENCY}"
@@ -453,6 +493,24 @@ def main() -> None:
             ("latency_limit_s", "latency limit s"),
             ("servers_s", "servers limit s"),
             ("ratio", "ratio to ideal"),
+        ],
+        args.json,
+    )
+    print()
+    print("CPU seconds while the bare loop and the controller's rollout write (own: the bare")
+    print("loop's process, or the controller; members and hub: all their processes)")
+    emit(
+        cpu_rows,
+        [
+            ("clusters", "clusters"),
+            ("phase", "phase"),
+            ("wall_s", "wall s"),
+            ("members_cpu_s", "members"),
+            ("hub_cpu_s", "hub"),
+            ("own_cpu_s", "own"),
+            ("proxies_cpu_s", "proxies"),
+            ("total_cpu_s", "total"),
+            ("cores_busy", "cores busy"),
         ],
         args.json,
     )

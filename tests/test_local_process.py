@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -83,3 +84,29 @@ def test_stop_returns_only_once_a_killed_component_is_gone(
     time.sleep(0.2)  # let bash install its trap
     process.stop(record)
     assert not process.is_running(record)
+
+
+def test_cpu_seconds_is_what_the_component_used_and_nothing_once_it_stopped(
+    tmp_path: Path,
+) -> None:
+    # The benchmarks split a run's CPU by component with it.
+    burn = (
+        "import time\n"
+        "start = time.process_time()\n"
+        "while time.process_time() - start < 0.3: pass\n"
+        "print('burnt', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    record = process.start(
+        ProcessRecord(name="burner", argv=[sys.executable, "-c", burn], log=tmp_path / "b.log")
+    )
+    try:
+        while "burnt" not in record.log.read_text():
+            assert process.is_running(record), process.log_tail(record)
+            time.sleep(0.01)
+        assert 0.3 <= process.cpu_seconds(record) < 5
+        assert process.cpu_seconds_of(record.pid or 0) == process.cpu_seconds(record)
+    finally:
+        process.stop(record)
+    assert process.cpu_seconds(record) == 0.0
+    assert process.cpu_seconds_of(2**22 + 1) == 0.0  # above any pid Linux hands out

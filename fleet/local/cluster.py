@@ -381,3 +381,8 @@ def stop(state: ClusterState) -> None:
 def rss_bytes(state: ClusterState) -> int:
     """Resident memory of all the cluster's processes."""
     return sum(process.rss_bytes(r) for r in state.components.values())
+
+
+def cpu_seconds(state: ClusterState) -> float:
+    """CPU time all the cluster's running processes have used."""
+    return sum(process.cpu_seconds(r) for r in state.components.values())

@@ -102,6 +102,22 @@ def rss_bytes(record: ProcessRecord) -> int:
     return 0
 
 
+def cpu_seconds(record: ProcessRecord) -> float:
+    """CPU time (user + system) the running component has used, 0 when it is not running."""
+    if not is_running(record):
+        return 0.0
+    return cpu_seconds_of(record.pid or 0)
+
+
+def cpu_seconds_of(pid: int) -> float:
+    """CPU time (user + system) process ``pid`` has used; 0 when there is no such process."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def log_tail(record: ProcessRecord, lines: int = 20) -> str:
     """What the component's current run logged, for error messages: its first error lines
     (klog "E" or "F" lines, "error" fields) and then its last lines."""
