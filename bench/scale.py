@@ -340,10 +340,10 @@ def _bare_namespaces_gone(member: Any) -> bool:
 def _servers_limit(state: local.FleetState, count: int) -> dict[str, Any]:
     """Seconds the bare loop takes to write every far cluster's namespace and objects
     straight to the members, with the CPU each part used meanwhile (:func:`_cpu_row`).
-    Measured before the controller starts, its namespaces then
-    deleted and waited for: beside a running controller at 1,000 far clusters, the
-    members' API servers (each namespace event going to every far cluster's cache on a
-    shared server) starved the hub's own until the controller lost its Lease."""
+    Measured before the controller starts, its namespaces then deleted and waited for:
+    beside a running controller at 1,000 far clusters, the members' API servers starved
+    the hub's own until the controller lost its Lease (each namespace event then went to
+    every far cluster's cache on a shared server; namespaces are no longer cached)."""
 
     async def measure() -> dict[str, Any]:
         direct, _ = _connections(state, count, None)
