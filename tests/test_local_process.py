@@ -104,7 +104,8 @@ def test_cpu_seconds_is_what_the_component_used_and_nothing_once_it_stopped(
         while "burnt" not in record.log.read_text():
             assert process.is_running(record), process.log_tail(record)
             time.sleep(0.01)
-        assert 0.3 <= process.cpu_seconds(record) < 5
+        # /proc counts in clock ticks, the burner in exact time: a tick of slack.
+        assert 0.28 <= process.cpu_seconds(record) < 5
         assert process.cpu_seconds_of(record.pid or 0) == process.cpu_seconds(record)
     finally:
         process.stop(record)
