@@ -106,10 +106,7 @@ class Controller:
 
     def rss_mib(self) -> float:
         assert self.proc is not None
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return 0.0
+        return process.rss_bytes_of(self.proc.pid) / 2**20
 
     def metric(self, prefix: str) -> float:
         """The sum of every series whose name and labels start with ``prefix``."""

@@ -50,13 +50,18 @@ def start(record: ProcessRecord) -> ProcessRecord:
     )
 
 
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (None: no such process)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def _stat(pid: int) -> tuple[str, int | None]:
     """State letter and start time of a process; ("", None) when there is none."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return "", None
-    return fields[0], int(fields[19])
+    fields = _stat_fields(pid)
+    return ("", None) if fields is None else (fields[0], int(fields[19]))
 
 
 def _reap(pid: int) -> None:
@@ -94,9 +99,16 @@ def stop(record: ProcessRecord) -> None:
 
 def rss_bytes(record: ProcessRecord) -> int:
     """Resident memory of the running component, 0 when it is not running."""
-    if not is_running(record):
+    return rss_bytes_of(record.pid or 0) if is_running(record) else 0
+
+
+def rss_bytes_of(pid: int) -> int:
+    """Resident memory of process ``pid``; 0 when there is no such process."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
         return 0
-    for line in Path(f"/proc/{record.pid}/status").read_text().splitlines():
+    for line in status.splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     return 0
@@ -111,11 +123,8 @@ def cpu_seconds(record: ProcessRecord) -> float:
 
 def cpu_seconds_of(pid: int) -> float:
     """CPU time (user + system) process ``pid`` has used; 0 when there is no such process."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    fields = _stat_fields(pid)
+    return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def log_tail(record: ProcessRecord, lines: int = 20) -> str:
