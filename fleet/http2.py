@@ -10,6 +10,8 @@ offer HTTP/2 (or a plain-HTTP address) gets the HTTP/1.1 transport it is given.
 
 from __future__ import annotations
 
+import asyncio
+import math
 import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -17,7 +19,6 @@ from typing import TypeVar
 from urllib.parse import quote
 
 import anyio
-import anyio.streams.tls
 import httpx
 
 from fleet.http2conn import Answer, Http2Connection, Opened, Refused, ResponseBody
@@ -56,6 +57,8 @@ class Http2Transport(httpx.AsyncBaseTransport):
         """Usually one; another only while every stream the server allows on the others
         is taken (kube-apiserver allows 100 per connection), as Go's client does."""
         self._connect_lock = anyio.Lock()
+        self._room = asyncio.Event()
+        """Set when a stream frees on any connection (made anew by those who wait)."""
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if self._http1 or request.url.scheme != "https":
@@ -63,7 +66,7 @@ class Http2Transport(httpx.AsyncBaseTransport):
         timeouts = request.extensions.get("timeout", {})
         url = request.url
         sni = request.extensions.get("sni_hostname") or url.host
-        connect = (url.host, url.port or 443, sni, timeouts.get("connect"))
+        connect = (url.host, url.port or 443, sni, timeouts.get("connect"), timeouts.get("pool"))
         body = await request.aread()
         headers = _headers(request)
 
@@ -139,7 +142,7 @@ class Http2Transport(httpx.AsyncBaseTransport):
 
     async def _send(
         self,
-        connect: tuple[str, int, str, float | None],
+        connect: tuple[str, int, str, float | None, float | None],
         send: Callable[[Http2Connection], Awaitable[T]],
     ) -> T | None:
         """``send`` on a connection with a free stream, and once more on a new one if the
@@ -156,58 +159,53 @@ class Http2Transport(httpx.AsyncBaseTransport):
             return await send(connection)
 
     async def _connect(
-        self, host: str, port: int, sni: str, timeout_s: float | None
+        self, host: str, port: int, sni: str, connect_s: float | None, pool_s: float | None
     ) -> Http2Connection | None:
         """A connection with a free stream: an open one, or a new one; None if the server
-        answers HTTP/1.1."""
+        answers HTTP/1.1. With ``MAX_CONNECTIONS`` open and all full, waits (at most
+        ``pool_s``) until a stream frees on any of them: a request parked on one
+        connection would wait behind its watches while others have room."""
         if len(self._connections) == 1 and self._connections[0].has_room:
             # What the lock below finds too, without its cost: taking an anyio Lock yields
             # to the event loop, once per request (3 % of the controller's busy time in a
             # rollout to 1,000 clusters).
             return self._connections[0]
-        async with self._connect_lock:
-            self._connections = [c for c in self._connections if c.usable]
-            for extra in [c for c in self._connections[1:] if c.idle]:
-                if any(c.has_room for c in self._connections if c is not extra):
-                    await extra.retire()  # a burst's extra connection, no longer needed
-                    self._connections.remove(extra)
-            for connection in self._connections:
-                if connection.has_room:
-                    return connection
-            if len(self._connections) >= MAX_CONNECTIONS:
-                # a server that allows few (or no) streams gets no more connections: the
-                # request waits for a free stream, at most its timeout
-                return self._connections[0]
-            try:
-                with anyio.fail_after(timeout_s):
-                    stream = await anyio.connect_tcp(host, port)
-                    try:
-                        tls = await anyio.streams.tls.TLSStream.wrap(
-                            stream,
-                            hostname=sni,
-                            ssl_context=self._tls,
-                            standard_compatible=False,
-                        )
-                    except BaseException:
-                        await anyio.aclose_forcefully(stream)
-                        raise
-            except TimeoutError:
-                raise httpx.ConnectTimeout(f"no connection within {timeout_s} s") from None
-            except (OSError, ssl.SSLError, anyio.BrokenResourceError) as exc:
-                raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
-            if tls.extra(anyio.streams.tls.TLSAttribute.alpn_protocol) != "h2":
-                await anyio.aclose_forcefully(tls)
-                self._http1 = True
-                return None
-            connection = Http2Connection(tls)
-            await connection.start(timeout_s)
-            self._connections.append(connection)
-            return connection
+        deadline = anyio.current_time() + pool_s if pool_s is not None else math.inf
+        while True:
+            async with self._connect_lock:
+                self._connections = [c for c in self._connections if c.usable]
+                for extra in [c for c in self._connections[1:] if c.idle]:
+                    if any(c.has_room for c in self._connections if c is not extra):
+                        extra.retire()  # a burst's extra connection, no longer needed
+                        self._connections.remove(extra)
+                for connection in self._connections:
+                    if connection.has_room:
+                        return connection
+                if len(self._connections) < MAX_CONNECTIONS:
+                    # (a server that allows few or no streams gets no more than that)
+                    made = await Http2Connection.connect(
+                        host, port, sni, self._tls, connect_s, self._room_changed
+                    )
+                    if made is None:
+                        self._http1 = True
+                        return None
+                    self._connections.append(made)
+                    return made
+                room = self._room = asyncio.Event()
+            with anyio.CancelScope(deadline=deadline) as scope:
+                await room.wait()
+            if scope.cancelled_caught:
+                raise httpx.PoolTimeout(f"no free stream within {pool_s} s")
+
+    def _room_changed(self) -> None:
+        """A stream closed (or a connection failed, or the server's limits changed) on
+        one of the connections: wake the requests waiting for one."""
+        self._room.set()
 
     async def aclose(self) -> None:
         async with self._connect_lock:
             for connection in self._connections:
-                await connection.retire()
+                connection.retire()
             self._connections = []
         await self._fallback.aclose()
 
@@ -240,8 +238,8 @@ class Origin:
 
 def _connect_to(
     origin: Origin, timeouts: dict[str, float | None]
-) -> tuple[str, int, str, float | None]:
-    return (origin.host, origin.port, origin.sni, timeouts.get("connect"))
+) -> tuple[str, int, str, float | None, float | None]:
+    return (origin.host, origin.port, origin.sni, timeouts.get("connect"), timeouts.get("pool"))
 
 
 def _request_headers(

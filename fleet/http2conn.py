@@ -1,29 +1,36 @@
 """One HTTP/2 connection to an API server over TLS: the h2 state machine, its streams,
 flow control and liveness, used by :class:`fleet.http2.Http2Transport`.
 
-No task of its own: one of the tasks waiting for an event reads the socket and hands each
-event to its stream, waking the task that waits for it; when it has what it waited for,
-another waiting task takes over the reading. A stream closed early is reset (h2 then
-acknowledges what still arrives for it); the connection's window is given back on receipt
-and a stream's once read, so a slow reader holds back only its own stream; a timeout fails
-only its own request and, if the connection was silent too, a PING decides whether the
-connection is dead.
+The connection is the socket's asyncio protocol: what arrives is handed to h2 as it
+arrives (in the event loop's callback, no task reads) and each event to its stream,
+waking the task that waits for it; what h2 has to send is written at once (the transport
+buffers it, so writes keep their order and a cancelled task never cuts a TLS record). A
+stream closed early is reset (h2 then acknowledges what still arrives for it); the
+connection's window is given back on receipt and a stream's once read, so a slow reader
+holds back only its own stream; a timeout fails only its own request and, if the
+connection was silent too, a PING decides whether the connection is dead.
+
+Why a protocol and not an anyio stream: a task that reads the socket, wakes the task an
+answer is for and hands the reading over cost two task switches per answer, and anyio's
+TLS wrapper a Python round per read and write; here TLS is the event loop's (C under
+uvloop) and an answer costs one wake-up. anyio has no callback API for sockets, so this
+module needs anyio's asyncio backend (the one the controller runs).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import os
-import select
+import ssl
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import anyio
-import anyio.abc
 import h2.config
 import h2.connection
 import h2.errors
@@ -47,9 +54,6 @@ WRITE_TIMEOUT_S = 30.0
 PING_TIMEOUT_S = 5.0
 """After a request heard nothing for its whole timeout and the connection was silent too:
 how long a PING may take before the connection counts as dead."""
-READ_SIZE = 1 << 16
-_BROKEN = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
-"""What a TLS stream raises when the connection is gone (a send may say EndOfStream)."""
 
 
 class _PlainEncoder(hpack.Encoder):
@@ -87,28 +91,24 @@ class Stream:
         self.events: deque[h2.events.Event | httpx.TransportError] = deque()
         self.unacknowledged = 0
         self.ended = False
-        self.woken: anyio.Event | None = None
+        self.woken: asyncio.Event | None = None
         """Set to wake the task waiting for this stream (made when one starts to wait:
         most answers arrive without a wait, and an Event per request cost 3 % of a
-        rollout's CPU)."""
-        self.waits_for_connection = False
-        """Waits for the send window or a PING's answer, not for an event of its own."""
+        rollout's CPU). asyncio's, not anyio's: it is set from the protocol's callbacks,
+        where no task runs."""
 
     def wake(self) -> None:
         """Wake the task waiting for this stream, if one does."""
         if self.woken is not None:
             self.woken.set()
 
-    @property
-    def awake(self) -> bool:
-        return self.woken is not None and self.woken.is_set()
 
+class Http2Connection(asyncio.Protocol):
+    """The h2 state machine over one TLS connection (see the module's docstring)."""
 
-class Http2Connection:
-    """The h2 state machine over one TLS stream (see the module's docstring)."""
-
-    def __init__(self, sock: anyio.abc.ByteStream) -> None:
-        self._sock = sock
+    def __init__(self, on_room: Callable[[], None] | None = None) -> None:
+        self._on_room = on_room
+        self._transport: asyncio.Transport | None = None
         self._h2 = h2.connection.H2Connection(
             h2.config.H2Configuration(
                 client_side=True,
@@ -124,17 +124,48 @@ class Http2Connection:
             )
         )
         self._h2.encoder = _PlainEncoder()
-        self._raw = sock.extra(anyio.abc.SocketAttribute.raw_socket, None)
         self._streams: dict[int, Stream] = {}
-        self._reading = False  # a task is in _read (one at a time)
-        self._waiting: set[Stream] = set()  # the others waiting, each until woken
-        self._write_lock = anyio.Lock(fast_acquire=True)
-        self._changed = anyio.Event()  # a stream closed, or the server's limits changed
+        self._connection_waiters: set[Stream] = set()
+        """Tasks waiting for the connection rather than for an event of their own: the
+        server's SETTINGS, a larger send window, anything after a PING."""
+        self._changed = asyncio.Event()  # a stream closed, or the server's limits changed
+        self._writable = asyncio.Event()  # clear while the transport's buffer is full
+        self._writable.set()
         self._error: httpx.TransportError | None = None
         self._goaway = False
         self._settings_seen = False
         self._unacknowledged = 0
         self.received_at = time.monotonic()
+
+    @classmethod
+    async def connect(
+        cls,
+        host: str,
+        port: int,
+        sni: str,
+        tls: ssl.SSLContext,
+        timeout_s: float | None,
+        on_room: Callable[[], None] | None = None,
+    ) -> Http2Connection | None:
+        """A connection to ``host``, its prefaces exchanged; None if the server chose a
+        protocol other than HTTP/2 (httpx.ConnectError or ConnectTimeout if none is made).
+        ``on_room`` is called whenever a stream closes or the server's limits change."""
+        loop = asyncio.get_running_loop()
+        try:
+            with anyio.fail_after(timeout_s):
+                transport, connection = await loop.create_connection(
+                    lambda: cls(on_room), host, port, ssl=tls, server_hostname=sni
+                )
+        except TimeoutError:
+            raise httpx.ConnectTimeout(f"no connection within {timeout_s} s") from None
+        except OSError as exc:  # refused, unreachable, TLS failed (ssl.SSLError)
+            raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
+        tls_object = transport.get_extra_info("ssl_object")
+        if tls_object is None or tls_object.selected_alpn_protocol() != "h2":
+            transport.abort()
+            return None
+        await connection.start(timeout_s)
+        return connection
 
     @property
     def usable(self) -> bool:
@@ -155,32 +186,14 @@ class Http2Connection:
         return not self._streams
 
     async def start(self, timeout_s: float | None) -> None:
-        """Exchange the prefaces: the connection is used once the server's SETTINGS (its
-        stream limit among them) arrived."""
-        codes = h2.settings.SettingCodes
-        self._h2.local_settings = h2.settings.Settings(
-            client=True,
-            initial_values={
-                codes.ENABLE_PUSH: 0,
-                codes.MAX_CONCURRENT_STREAMS: 100,
-                codes.MAX_HEADER_LIST_SIZE: 1 << 16,
-                codes.INITIAL_WINDOW_SIZE: STREAM_WINDOW,
-            },
-        )
-        self._h2.initiate_connection()
-        self._h2.increment_flow_control_window(CONNECTION_WINDOW - 65535)
-        await self._flush(timeout_s)
+        """Wait for the server's preface: the connection is used once its SETTINGS (its
+        stream limit among them) arrived (ours went out when the connection was made)."""
         try:
             with anyio.fail_after(timeout_s):
-                self._reading = True  # (nobody else has the connection yet)
-                while not self._settings_seen:
-                    await self._read()
-                    self._raise_if_broken()
+                await self._wait_for_connection(lambda: self._settings_seen)
         except TimeoutError:
-            await self._fail(httpx.ConnectTimeout(f"no HTTP/2 SETTINGS within {timeout_s} s"))
-        finally:
-            self._reading = False
-            self._raise_if_broken()
+            self._fail(httpx.ConnectTimeout(f"no HTTP/2 SETTINGS within {timeout_s} s"))
+        self._raise_if_broken()
 
     # -- requests ------------------------------------------------------------------------
 
@@ -201,7 +214,7 @@ class Http2Connection:
             async for chunk in ResponseBody(self, stream, timeouts.get("read")):
                 chunks.extend(decoder.decode(chunk))
         finally:
-            await self._close_stream(stream)
+            self.close_stream(stream)
         return Answer(status, found, b"".join(chunks))
 
     async def open(
@@ -209,8 +222,6 @@ class Http2Connection:
     ) -> Opened:
         """Send a request; its stream once the answer's status and headers arrived."""
         write_s, read_s = timeouts.get("write"), timeouts.get("read")
-        if not self._streams and not self._reading:
-            await self._read_what_came_while_idle()
         await self._wait_for_room(timeouts.get("pool"))
         stream = Stream(self._h2.get_next_available_stream_id())
         self._streams[stream.id] = stream
@@ -233,23 +244,8 @@ class Http2Connection:
                     stream.ended = True
                     raise httpx.RemoteProtocolError("the server ended the stream without an answer")
         except BaseException:
-            await self._close_stream(stream)
+            self.close_stream(stream)
             raise
-
-    async def _read_what_came_while_idle(self) -> None:
-        """Nobody reads an idle connection: an API server's idle timeout may have closed
-        it meanwhile (GOAWAY, then the connection closes; Go's: 90 s). Read what arrived
-        before sending on it, so the request goes to a new connection instead of failing
-        on this one (a request with a body failed writing into the closed connection)."""
-        if self._raw is None or not select.select([self._raw], [], [], 0)[0]:
-            return
-        self._reading = True
-        try:
-            with anyio.move_on_after(PING_TIMEOUT_S):
-                await self._read()
-        finally:
-            self._reading = False
-            self._hand_over()
 
     async def _wait_for_room(self, timeout_s: float | None) -> None:
         """Until the server allows one more stream (its MAX_CONCURRENT_STREAMS); Refused
@@ -294,7 +290,6 @@ class Http2Connection:
         """The stream's next event (None once the send window grew, if ``until_window``);
         httpx.ReadTimeout after ``timeout_s`` without one."""
         window = self._h2.local_flow_control_window(stream.id) if until_window else 0
-        stream.waits_for_connection = until_window
 
         def arrived() -> bool:
             return bool(stream.events) or (
@@ -305,11 +300,10 @@ class Http2Connection:
         try:
             if not arrived():  # (a cancel scope only when it has to wait)
                 with anyio.fail_after(timeout_s):
-                    await self._pump(stream, arrived)
+                    await self._wait(stream, arrived, for_connection=until_window)
         except TimeoutError:
             if self.received_at < waited_from:  # nothing at all arrived meanwhile
                 await self._check_alive()
-            # (not chained: the cancelled TLS read's SSLWantReadError is no TLS failure)
             raise httpx.ReadTimeout(f"no answer within {timeout_s} s") from None
         if not stream.events:
             return None
@@ -321,43 +315,29 @@ class Http2Connection:
             raise _reset_error(event)
         return event
 
-    async def _pump(self, stream: Stream, done: Callable[[], bool]) -> None:
-        """Until ``done()``: read the socket, or, while another task reads it, wait to be
-        woken (by an event for ``stream``, or to take over the reading)."""
+    async def _wait(self, stream: Stream, done: Callable[[], bool], for_connection: bool) -> None:
+        """Until ``done()``, woken by an event for ``stream`` (or, ``for_connection``, by
+        anything that arrives); raises once the connection broke."""
+        if for_connection:
+            self._connection_waiters.add(stream)
         try:
             while not done():
                 self._raise_if_broken()
-                if self._reading:
-                    stream.woken = woken = anyio.Event()
-                    self._waiting.add(stream)
-                    try:
-                        await woken.wait()
-                    finally:
-                        self._waiting.discard(stream)
-                    continue
-                self._reading = True
-                try:
-                    await self._read()
-                finally:
-                    self._reading = False
+                stream.woken = woken = asyncio.Event()
+                await woken.wait()
         finally:
-            self._hand_over()
+            stream.woken = None
+            self._connection_waiters.discard(stream)
 
-    def _hand_over(self) -> None:
-        """Nobody reads now: wake one waiter that has nothing yet, to read next."""
-        if self._reading:
-            return
-        for waiter in self._waiting:
-            if not waiter.events and not waiter.awake:
-                waiter.wake()
-                return
+    async def _wait_for_connection(self, done: Callable[[], bool]) -> None:
+        await self._wait(Stream(0), done, for_connection=True)
 
     async def _check_alive(self) -> None:
         """PING the server; the connection fails unless something arrives in time."""
         try:
             await self.ping(PING_TIMEOUT_S)
         except httpx.ReadTimeout as exc:
-            await self._fail(exc)
+            self._fail(exc)
         except httpx.TransportError:
             return
 
@@ -371,9 +351,7 @@ class Http2Connection:
         self._h2.ping(os.urandom(8))
         await self._flush(timeout_s)
         with anyio.move_on_after(timeout_s):
-            ping = Stream(0)
-            ping.waits_for_connection = True
-            await self._pump(ping, lambda: self.received_at > sent)
+            await self._wait_for_connection(lambda: self.received_at > sent)
         if self.received_at <= sent:
             raise httpx.ReadTimeout(f"no answer to a PING within {timeout_s:g} s")
 
@@ -381,30 +359,56 @@ class Http2Connection:
         if self._error is not None:
             raise type(self._error)(str(self._error))
 
-    # -- the socket ----------------------------------------------------------------------
+    # -- the socket: asyncio's protocol callbacks ----------------------------------------
 
-    async def _read(self) -> None:
-        """One read from the socket, its events handed out (by the one reading task)."""
-        try:
-            data = await self._sock.receive(READ_SIZE)
-        except _BROKEN as exc:
-            await self._fail(
-                httpx.ReadError(f"the server closed the connection ({type(exc).__name__})")
-            )
-            return
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # (uvloop's transports are not asyncio.Transport's subclasses, but behave as one)
+        self._transport = cast(asyncio.Transport, transport)
+        # Our preface goes out before anything the server sent is taken (it may arrive
+        # in the same loop iteration).
+        codes = h2.settings.SettingCodes
+        self._h2.local_settings = h2.settings.Settings(
+            client=True,
+            initial_values={
+                codes.ENABLE_PUSH: 0,
+                codes.MAX_CONCURRENT_STREAMS: 100,
+                codes.MAX_HEADER_LIST_SIZE: 1 << 16,
+                codes.INITIAL_WINDOW_SIZE: STREAM_WINDOW,
+            },
+        )
+        self._h2.initiate_connection()
+        self._h2.increment_flow_control_window(CONNECTION_WINDOW - 65535)
+        self._write()
+
+    def data_received(self, data: bytes) -> None:
+        """What arrived, its events handed out at once."""
         self.received_at = time.monotonic()
+        if self._error is not None:
+            return
         try:
             events = self._h2.receive_data(data)
         except h2.exceptions.ProtocolError as exc:
-            await self._fail(httpx.RemoteProtocolError(f"HTTP/2 protocol error: {exc}"))
+            self._fail(httpx.RemoteProtocolError(f"HTTP/2 protocol error: {exc}"))
             return
         for event in events:
             self._dispatch(event)
         if self._goaway:
             # h2 takes no frame after a GOAWAY: the streams it let finish fail too
-            await self._fail(httpx.RemoteProtocolError("the server closed the connection (GOAWAY)"))
+            self._fail(httpx.RemoteProtocolError("the server closed the connection (GOAWAY)"))
             return
-        await self._flush(None)
+        for waiter in self._connection_waiters:
+            waiter.wake()  # (each checks whether what it waits for came)
+        self._write()  # acknowledgements: SETTINGS, PING, windows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        why = f" ({type(exc).__name__})" if exc is not None else ""
+        self._fail(httpx.ReadError(f"the server closed the connection{why}"))
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
 
     def _dispatch(self, event: h2.events.Event) -> None:
         stream_id = getattr(event, "stream_id", None)
@@ -434,62 +438,58 @@ class Http2Connection:
                 if stream.id > last:  # never processed by the server: safe to send again
                     stream.events.append(Refused("the server refused the stream (GOAWAY)"))
                     stream.wake()
-        elif isinstance(
-            event,
-            (h2.events.WindowUpdated, h2.events.RemoteSettingsChanged, h2.events.PingAckReceived),
-        ):
+        elif isinstance(event, (h2.events.WindowUpdated, h2.events.RemoteSettingsChanged)):
             self._settings_seen |= isinstance(event, h2.events.RemoteSettingsChanged)
-            self._wake(everyone=False)
+            self._room_changed()
 
-    def _wake(self, everyone: bool) -> None:
-        """A stream closed, or the server's limits or windows changed: wake what waits
-        for room for a new stream, and the waiters that wait for the connection rather
-        than for an event of their own (or, if ``everyone``, all: the connection failed)."""
+    def _room_changed(self) -> None:
+        """A stream closed, or the server's limits changed: wake what waits for room for
+        a new stream."""
         self._changed.set()
-        self._changed = anyio.Event()
-        for waiter in self._waiting:
-            if everyone or waiter.waits_for_connection:
-                waiter.wake()
+        self._changed = asyncio.Event()
+        if self._on_room is not None:
+            self._on_room()
+
+    def _write(self) -> None:
+        """Hand what h2 has queued to the transport (which sends it in that order)."""
+        data = self._h2.data_to_send()
+        if data and self._error is None and self._transport is not None:
+            self._transport.write(data)
 
     async def _flush(self, timeout_s: float | None) -> None:
-        """Send what h2 has queued, in the order it was queued. Shielded: a TLS record cut
-        off by a cancellation would break the connection for every stream."""
-        data = self._h2.data_to_send()
-        if data and self._error is None:
+        """Send what h2 has queued, and wait while the transport holds more than it
+        should (the server takes no data): past ``timeout_s`` the connection fails."""
+        self._write()
+        if not self._writable.is_set():
             limit = timeout_s or WRITE_TIMEOUT_S
-            # Only its own deadline cancels a shielded scope. The lock is joined before any
-            # await: sends go out in the order their data was taken.
-            with anyio.CancelScope(shield=True, deadline=anyio.current_time() + limit) as scope:
-                try:
-                    async with self._write_lock:
-                        await self._sock.send(data)
-                except _BROKEN as exc:
-                    await self._fail(
-                        httpx.WriteError(f"the connection broke ({type(exc).__name__})")
-                    )
-            if scope.cancelled_caught:
-                await self._fail(httpx.WriteTimeout(f"the server took no data for {limit} s"))
+            with anyio.move_on_after(limit):
+                await self._writable.wait()
+            if not self._writable.is_set():
+                self._fail(httpx.WriteTimeout(f"the server took no data for {limit} s"))
         self._raise_if_broken()
 
-    async def _fail(self, error: httpx.TransportError) -> None:
+    def _fail(self, error: httpx.TransportError) -> None:
         if self._error is None:
             self._error = error
-            self._wake(everyone=True)
-            with anyio.CancelScope(shield=True):
-                await anyio.aclose_forcefully(self._sock)
+            self._writable.set()
+            self._room_changed()
+            for stream in (*self._streams.values(), *self._connection_waiters):
+                stream.wake()
+            if self._transport is not None:
+                self._transport.abort()
 
     # -- streams -------------------------------------------------------------------------
 
-    async def consumed(self, stream: Stream, size: int) -> None:
+    def consumed(self, stream: Stream, size: int) -> None:
         """``size`` bytes of ``stream`` were read: let the server send more."""
         stream.unacknowledged += size
         if stream.unacknowledged >= STREAM_WINDOW // 2 and not stream.ended:
             with contextlib.suppress(h2.exceptions.ProtocolError):  # closed meanwhile
                 self._h2.increment_flow_control_window(stream.unacknowledged, stream_id=stream.id)
             stream.unacknowledged = 0
-            await self._flush(None)
+            self._write()
 
-    async def _close_stream(self, stream: Stream) -> None:
+    def close_stream(self, stream: Stream) -> None:
         """Forget ``stream``, resetting it if the server may still send on it."""
         if self._streams.pop(stream.id, None) is None:
             return
@@ -497,19 +497,16 @@ class Http2Connection:
         if open_there is not None and not open_there.closed and self._error is None:
             with contextlib.suppress(h2.exceptions.ProtocolError):  # closed meanwhile
                 self._h2.reset_stream(stream.id, h2.errors.ErrorCodes.CANCEL)
-            with contextlib.suppress(httpx.TransportError):
-                await self._flush(PING_TIMEOUT_S)
-        self._wake(everyone=False)
+            self._write()
+        self._room_changed()
 
-    async def retire(self) -> None:
+    def retire(self) -> None:
         """Close now (streams still open on it fail)."""
         if self._error is None:
-            try:
+            with contextlib.suppress(h2.exceptions.ProtocolError):
                 self._h2.close_connection()
-                await self._flush(PING_TIMEOUT_S)
-            except (httpx.TransportError, h2.exceptions.ProtocolError):
-                pass
-            await self._fail(httpx.ReadError("the connection was closed"))
+                self._write()
+            self._fail(httpx.ReadError("the connection was closed"))
 
 
 class ResponseBody(httpx.AsyncByteStream):
@@ -525,14 +522,14 @@ class ResponseBody(httpx.AsyncByteStream):
         while not stream.ended:
             event = await self._connection._next_event(stream, self._read_s)
             if isinstance(event, h2.events.DataReceived):
-                await self._connection.consumed(stream, event.flow_controlled_length or 0)
+                self._connection.consumed(stream, event.flow_controlled_length or 0)
                 if event.data:
                     yield event.data
             elif isinstance(event, h2.events.StreamEnded):
                 stream.ended = True
 
     async def aclose(self) -> None:
-        await self._connection._close_stream(self._stream)
+        self._connection.close_stream(self._stream)
 
 
 def _status(event: h2.events.ResponseReceived) -> tuple[int, list[tuple[bytes, bytes]]]:
