@@ -17,10 +17,12 @@ runs as a child process. For each N it prints:
   ceil(N / concurrency) x 3 x latency, and the servers' limit, the time a bare loop takes
   to send the same writes straight to the members at the same concurrency, measured in
   the same run (before the controller starts, its namespaces deleted again);
-- the CPU seconds each part used during the bare loop and during the rollout (the members'
-  processes, the hub's, the bare loop's own process or the controller, the latency
-  proxies) and how many of the machine's cores they kept busy on average: where the
-  rollout's time goes beyond the servers' limit.
+- the CPU seconds each part used during the bare loop, at rest (the 60 s above) and during
+  the rollout (the members' processes, the hub's, the bare loop's own process or the
+  controller, the latency proxies) and how many of the machine's cores they kept busy on
+  average: where the rollout's time goes beyond the servers' limit, and what the fleet
+  at rest already takes of the cores the rollout shares (the bare loop runs before the
+  controller starts, on members serving nothing else).
 
     python -m bench.scale [--quick] [--json] [--clusters 100,300,1000] [--latency-ms MS]
 """
@@ -429,7 +431,15 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
             every_s=1,
         )
         ready_s = time.perf_counter() - started
+        before, rest_from = _cpu(state, controller.cpu_s), time.perf_counter()
         rest = _at_rest(controller)
+        at_rest = _cpu_row(
+            count,
+            "at rest",
+            time.perf_counter() - rest_from,
+            before,
+            _cpu(state, controller.cpu_s),
+        )
         before = _cpu(state, controller.cpu_s)
         applied_s = _application(hub, count)
         rollout = _cpu_row(count, "rollout", applied_s, before, _cpu(state, controller.cpu_s))
@@ -454,7 +464,7 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         "latency_limit_s": latency_limit,
         "servers_s": servers_s,
         "ratio": applied_s / ideal,
-        "cpu": [bare, rollout],
+        "cpu": [bare, at_rest, rollout],
         **slow,
     }
 
@@ -497,8 +507,9 @@ def main() -> None:
         args.json,
     )
     print()
-    print("CPU seconds while the bare loop and the controller's rollout write (own: the bare")
-    print("loop's process, or the controller; members and hub: all their processes)")
+    print("CPU seconds while the bare loop writes, the fleet is at rest and the controller's")
+    print("rollout writes (own: the bare loop's process, or the controller; members and hub:")
+    print("all their processes)")
     emit(
         cpu_rows,
         [
