@@ -58,7 +58,8 @@ class Http2Transport(httpx.AsyncBaseTransport):
         is taken (kube-apiserver allows 100 per connection), as Go's client does."""
         self._connect_lock = anyio.Lock()
         self._room = asyncio.Event()
-        """Set when a stream frees on any connection (made anew by those who wait)."""
+        """Set when a stream frees on any connection (made anew once set, by the next
+        request to wait)."""
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if self._http1 or request.url.scheme != "https":
@@ -191,7 +192,9 @@ class Http2Transport(httpx.AsyncBaseTransport):
                         return None
                     self._connections.append(made)
                     return made
-                room = self._room = asyncio.Event()
+                if self._room.is_set():  # (others may wait on the one not set yet)
+                    self._room = asyncio.Event()
+                room = self._room
             with anyio.CancelScope(deadline=deadline) as scope:
                 await room.wait()
             if scope.cancelled_caught:

@@ -429,3 +429,35 @@ def test_a_server_that_allows_no_stream_gets_a_few_connections_and_a_clear_timeo
             assert caught.value.retryable
 
     assert _run(tmp_path, test, max_streams=0).connections == fleet.http2.MAX_CONNECTIONS
+
+
+def test_requests_waiting_for_a_stream_on_full_connections_are_all_served(
+    tmp_path: Path,
+) -> None:
+    """One stream per connection, three held by watches: the fourth connection serves six
+    calls one after another, each waiting for a stream to free on any connection."""
+
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        answers: list[dict[str, Any]] = []
+
+        async def watch() -> None:
+            with contextlib.suppress(ApiError):
+                async for _ in conn.stream("/idle", {}, read_timeout_s=30):
+                    pass
+
+        async def call() -> None:
+            answers.append(await conn.request("GET", "/ok", timeout_s=5))
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(fleet.http2.MAX_CONNECTIONS - 1):
+                tg.start_soon(watch)
+                await anyio.sleep(0.1)
+            # Each waiter is woken when a stream frees: one left asleep would fail with
+            # its pool timeout (5 s, a call's).
+            async with anyio.create_task_group() as calls:
+                for _ in range(6):
+                    calls.start_soon(call)
+            tg.cancel_scope.cancel()
+        assert len(answers) == 6
+
+    assert _run(tmp_path, test, max_streams=1).connections == fleet.http2.MAX_CONNECTIONS
