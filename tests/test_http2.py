@@ -171,28 +171,36 @@ def test_bodies_larger_than_the_windows_go_both_ways(tmp_path: Path) -> None:
     _run(tmp_path, test)
 
 
+async def _watch_idle(conn: KubeConnection) -> None:
+    """A watch that holds its stream until cancelled."""
+    with contextlib.suppress(ApiError):
+        async for _ in conn.stream("/idle", {}, read_timeout_s=30):
+            pass
+
+
+async def _calls_beside_watches(conn: KubeConnection, watches: int, calls: int) -> int:
+    """``watches`` idle watches opened one by one, then ``calls`` GETs at once (each with
+    a 5 s timeout, its pool timeout too): how many were answered."""
+    answers: list[dict[str, Any]] = []
+
+    async def call() -> None:
+        answers.append(await conn.request("GET", "/ok", timeout_s=5))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(watches):
+            tg.start_soon(_watch_idle, conn)
+            await anyio.sleep(0.1)
+        async with anyio.create_task_group() as group:
+            for _ in range(calls):
+                group.start_soon(call)
+        tg.cancel_scope.cancel()
+    return len(answers)
+
+
 def test_a_server_stream_limit_never_starves_a_request(tmp_path: Path) -> None:
     # kube-apiserver allows 100 streams per connection; here 2, both held by watches.
     async def test(conn: KubeConnection, server: H2Server) -> None:
-        answers: list[dict[str, Any]] = []
-
-        async def watch() -> None:
-            with contextlib.suppress(ApiError):
-                async for _ in conn.stream("/idle", {}, read_timeout_s=30):
-                    pass
-
-        async def call() -> None:
-            answers.append(await conn.request("GET", "/ok", timeout_s=5))
-
-        async with anyio.create_task_group() as tg:
-            for _ in range(3):
-                tg.start_soon(watch)
-            await anyio.sleep(0.2)
-            async with anyio.create_task_group() as calls:
-                for _ in range(10):
-                    calls.start_soon(call)
-            tg.cancel_scope.cancel()
-        assert len(answers) == 10
+        assert await _calls_beside_watches(conn, watches=3, calls=10) == 10
 
     assert _run(tmp_path, test, max_streams=2).connections >= 3  # 3 watches, then the calls
 
@@ -438,26 +446,8 @@ def test_requests_waiting_for_a_stream_on_full_connections_are_all_served(
     calls one after another, each waiting for a stream to free on any connection."""
 
     async def test(conn: KubeConnection, server: H2Server) -> None:
-        answers: list[dict[str, Any]] = []
-
-        async def watch() -> None:
-            with contextlib.suppress(ApiError):
-                async for _ in conn.stream("/idle", {}, read_timeout_s=30):
-                    pass
-
-        async def call() -> None:
-            answers.append(await conn.request("GET", "/ok", timeout_s=5))
-
-        async with anyio.create_task_group() as tg:
-            for _ in range(fleet.http2.MAX_CONNECTIONS - 1):
-                tg.start_soon(watch)
-                await anyio.sleep(0.1)
-            # Each waiter is woken when a stream frees: one left asleep would fail with
-            # its pool timeout (5 s, a call's).
-            async with anyio.create_task_group() as calls:
-                for _ in range(6):
-                    calls.start_soon(call)
-            tg.cancel_scope.cancel()
-        assert len(answers) == 6
+        # Each waiter is woken when a stream frees: one left asleep would fail with its
+        # pool timeout.
+        assert await _calls_beside_watches(conn, fleet.http2.MAX_CONNECTIONS - 1, 6) == 6
 
     assert _run(tmp_path, test, max_streams=1).connections == fleet.http2.MAX_CONNECTIONS
