@@ -468,7 +468,10 @@ class Http2Connection(asyncio.Protocol):
                 self._fail(httpx.WriteTimeout(f"the server took no data for {limit} s"))
         self._raise_if_broken()
 
-    def _fail(self, error: httpx.TransportError) -> None:
+    def _fail(self, error: httpx.TransportError, *, drop_unsent: bool = True) -> None:
+        """The connection is done: ``error`` for every stream and waiter; what the
+        transport still holds is dropped unless ``drop_unsent`` is False (then sent
+        before it closes)."""
         if self._error is None:
             self._error = error
             self._writable.set()
@@ -476,7 +479,7 @@ class Http2Connection(asyncio.Protocol):
             for stream in (*self._streams.values(), *self._connection_waiters):
                 stream.wake()
             if self._transport is not None:
-                self._transport.abort()
+                (self._transport.abort if drop_unsent else self._transport.close)()
 
     # -- streams -------------------------------------------------------------------------
 
@@ -506,7 +509,8 @@ class Http2Connection(asyncio.Protocol):
             with contextlib.suppress(h2.exceptions.ProtocolError):
                 self._h2.close_connection()
                 self._write()
-            self._fail(httpx.ReadError("the connection was closed"))
+            # (its GOAWAY goes out before the connection closes)
+            self._fail(httpx.ReadError("the connection was closed"), drop_unsent=False)
 
 
 class ResponseBody(httpx.AsyncByteStream):
