@@ -191,7 +191,9 @@ class Http2Transport(httpx.AsyncBaseTransport):
                         self._http1 = True
                         return None
                     self._connections.append(made)
-                    return made
+                    if made.has_room:  # (a server may allow no stream at all)
+                        return made
+                    continue
                 if self._room.is_set():  # (others may wait on the one not set yet)
                     self._room = asyncio.Event()
                 room = self._room

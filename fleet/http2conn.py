@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import os
 import ssl
 import time
@@ -128,7 +127,6 @@ class Http2Connection(asyncio.Protocol):
         self._connection_waiters: set[Stream] = set()
         """Tasks waiting for the connection rather than for an event of their own: the
         server's SETTINGS, a larger send window, anything after a PING."""
-        self._changed = asyncio.Event()  # a stream closed, or the server's limits changed
         self._writable = asyncio.Event()  # clear while the transport's buffer is full
         self._writable.set()
         self._error: httpx.TransportError | None = None
@@ -222,7 +220,8 @@ class Http2Connection(asyncio.Protocol):
     ) -> Opened:
         """Send a request; its stream once the answer's status and headers arrived."""
         write_s, read_s = timeouts.get("write"), timeouts.get("read")
-        await self._wait_for_room(timeouts.get("pool"))
+        if not self.has_room:  # (the transport waits for room before it comes here)
+            raise Refused(f"not sent: {self._error or 'no free stream on the connection'}")
         stream = Stream(self._h2.get_next_available_stream_id())
         self._streams[stream.id] = stream
         try:
@@ -246,20 +245,6 @@ class Http2Connection(asyncio.Protocol):
         except BaseException:
             self.close_stream(stream)
             raise
-
-    async def _wait_for_room(self, timeout_s: float | None) -> None:
-        """Until the server allows one more stream (its MAX_CONCURRENT_STREAMS); Refused
-        if the connection broke before the request went out."""
-        deadline = anyio.current_time() + timeout_s if timeout_s is not None else math.inf
-        while True:  # (a cancel scope only when it has to wait: this runs per request)
-            if self._error is not None:
-                raise Refused(f"not sent: {self._error}")
-            if self._h2.open_outbound_streams < self._h2.remote_settings.max_concurrent_streams:
-                return
-            with anyio.CancelScope(deadline=deadline) as scope:
-                await self._changed.wait()
-            if scope.cancelled_caught:
-                raise httpx.PoolTimeout(f"no free stream within {timeout_s} s")
 
     async def _send_body(self, stream: Stream, body: bytes, timeout_s: float | None) -> None:
         """Send ``body`` (and what is queued before it: the request's headers), its last
@@ -443,10 +428,8 @@ class Http2Connection(asyncio.Protocol):
             self._room_changed()
 
     def _room_changed(self) -> None:
-        """A stream closed, or the server's limits changed: wake what waits for room for
-        a new stream."""
-        self._changed.set()
-        self._changed = asyncio.Event()
+        """A stream closed, the server's limits changed or the connection failed: tell
+        the transport, whose requests may be waiting for room."""
         if self._on_room is not None:
             self._on_room()
 
