@@ -21,6 +21,7 @@ from propagator.observability.metrics import Metrics
 from propagator.observability.server import health_routes, metrics_routes, serve
 from propagator.observability.tracing import configure_tracing, shutdown_tracing
 from propagator.propagation.controller import PropagationController
+from propagator.runtime import collector
 from propagator.runtime.leader import LeaderElector, LeadershipLost, LeaseConfig
 from propagator.scheduler import PluginError, Profile, build_profile
 from propagator.settings import Settings, SettingsError, add_setting_flags, load_settings
@@ -137,6 +138,7 @@ def _run(args: argparse.Namespace) -> int:
         settings.otlp_target() if settings.trace_exporter == "otlp" else None,
     )
     log.info("scheduler plugins: %s", ", ".join(profile.names))
+    collector.install()
     try:
         anyio.run(run_controller, settings, profile)
     except (KubeconfigError, OSError) as exc:

@@ -1,1 +1,2 @@
-"""The controller runtime: work queue, workers, leader election."""
+"""The controller runtime: work queue, workers, leader election, the garbage collector's
+tuning."""
