@@ -12,12 +12,13 @@ no thread per connection.
 from __future__ import annotations
 
 import asyncio
-import collections
+import contextlib
 import json
 import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -131,190 +132,84 @@ async def _run(command: list[Any], proxies: dict[int, _Proxy]) -> Any:
     return None
 
 
-_HELD_MAX = 1 << 20
-"""Bytes a connection may hold back (arrived, not yet due) before its client is paused."""
-
-
 class _Proxy:
     def __init__(self, target: tuple[str, int], latency_s: float) -> None:
         self.target = target
         self.latency_s = latency_s
         self.port = 0
         self._server: asyncio.Server | None = None
-        self.open: set[_ClientSide] = set()
+        self._open: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _ClientSide(self), "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         self.port = self._server.sockets[0].getsockname()[1]
 
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for client in list(self.open):
-            client.close()
-
-
-# The data path is asyncio's protocol callbacks, not a task per direction reading a
-# stream: at a thousand far clusters the proxies' CPU is on the cores the controller and
-# the API servers share, and callbacks cost it about half as much per request.
-
-
-def _no_delay(transport: asyncio.BaseTransport) -> None:
-    sock = transport.get_extra_info("socket")
-    if sock is not None:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
-class _ClientSide(asyncio.Protocol):
-    """A client's connection: each chunk it sends goes to the server ``latency_s`` after
-    it arrived, in order; what the server sends comes back at once."""
-
-    def __init__(self, proxy: _Proxy) -> None:
-        self._proxy = proxy
-        self._loop = asyncio.get_running_loop()
-        self.transport: asyncio.Transport | None = None
-        self._server: _ServerSide | None = None
-        self._due: collections.deque[tuple[float, bytes]] = collections.deque()
-        self._held = 0
-        self._timer: asyncio.TimerHandle | None = None
-        self._eof = False
-        self._pauses: set[str] = set()
-        """Why the client is not read: the server not yet connected, too much held back,
-        the server not taking more."""
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        _no_delay(transport)
-        self._proxy.open.add(self)
-        self.pause("connecting")
-        self._loop.create_task(self._connect())
-
-    async def _connect(self) -> None:
+    async def _serve(
+        self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter
+    ) -> None:
         try:
-            _, server = await self._loop.create_connection(
-                lambda: _ServerSide(self), *self._proxy.target
-            )
+            server_in, server_out = await asyncio.open_connection(*self.target)
         except OSError:
-            self.close()
+            client_out.close()
             return
-        self._server = server
-        if self.transport is None or self.transport.is_closing():
-            server.close()
-            return
-        self._schedule()  # anything that arrived before reading was paused
-        self.resume("connecting")
+        for writer in (client_out, server_out):
+            self._open.add(writer)
+            sock = writer.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        chunks: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+        await asyncio.gather(
+            self._read(client_in, chunks),
+            self._deliver(chunks, server_out),
+            self._pump(server_in, client_out),
+            return_exceptions=True,
+        )
+        self._open.difference_update((client_out, server_out))
 
-    def pause(self, reason: str) -> None:
-        if not self._pauses and self.transport is not None:
-            self.transport.pause_reading()
-        self._pauses.add(reason)
+    async def _read(
+        self, source: asyncio.StreamReader, chunks: asyncio.Queue[tuple[float, bytes]]
+    ) -> None:
+        """Stamp each chunk with when it may arrive: one-way latency, not per chunk."""
+        try:
+            while data := await source.read(65536):
+                chunks.put_nowait((time.monotonic() + self.latency_s, data))
+        except OSError:
+            pass
+        chunks.put_nowait((0.0, b""))
 
-    def resume(self, reason: str) -> None:
-        if reason not in self._pauses:
-            return
-        self._pauses.discard(reason)
-        if not self._pauses and self.transport is not None and not self.transport.is_closing():
-            self.transport.resume_reading()
+    async def _deliver(
+        self, chunks: asyncio.Queue[tuple[float, bytes]], sink: asyncio.StreamWriter
+    ) -> None:
+        try:
+            while True:
+                due, data = await chunks.get()
+                if not data:
+                    break
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
+                sink.write(data)
+                await sink.drain()
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError, RuntimeError):
+                sink.write_eof()
 
-    def data_received(self, data: bytes) -> None:
-        self._due.append((self._loop.time() + self._proxy.latency_s, data))
-        self._held += len(data)
-        if self._held > _HELD_MAX:
-            self.pause("held")
-        self._schedule()
-
-    def eof_received(self) -> bool:
-        self._eof = True
-        self._deliver()
-        return True  # the server's answers may still come back
-
-    def _schedule(self) -> None:
-        if self._timer is None and self._due and self._server is not None:
-            self._timer = self._loop.call_at(self._due[0][0], self._deliver)
-
-    def _deliver(self) -> None:
-        """Write every chunk that is due to the server (then its EOF, once all are)."""
-        self._timer = None
-        server = self._server
-        if server is None or server.transport is None:
-            return
-        now = self._loop.time()
-        while self._due and self._due[0][0] <= now:
-            _, data = self._due.popleft()
-            self._held -= len(data)
-            server.transport.write(data)
-        if self._held <= _HELD_MAX:
-            self.resume("held")
-        if self._due:
-            self._schedule()
-        elif self._eof and server.transport.can_write_eof():
-            server.transport.write_eof()
-
-    def pause_writing(self) -> None:
-        if self._server is not None:
-            self._server.pause()
-
-    def resume_writing(self) -> None:
-        if self._server is not None:
-            self._server.resume()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._proxy.open.discard(self)
-        if self._timer is not None:
-            self._timer.cancel()
-        self._due.clear()
-        if self._server is not None:
-            self._server.close()
+    async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        try:
+            while data := await source.read(65536):
+                sink.write(data)
+                await sink.drain()
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError, RuntimeError):
+                sink.close()
 
     def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
         if self._server is not None:
             self._server.close()
-
-
-class _ServerSide(asyncio.Protocol):
-    """The proxy's connection to the server for one client connection."""
-
-    def __init__(self, client: _ClientSide) -> None:
-        self._client = client
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        _no_delay(transport)
-
-    def data_received(self, data: bytes) -> None:
-        if self._client.transport is not None:
-            self._client.transport.write(data)
-
-    def eof_received(self) -> bool:
-        self._client.close()
-        return False
-
-    def pause_writing(self) -> None:
-        self._client.pause("server full")
-
-    def resume_writing(self) -> None:
-        self._client.resume("server full")
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._client.close()
-
-    def pause(self) -> None:
-        if self.transport is not None:
-            self.transport.pause_reading()
-
-    def resume(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.resume_reading()
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
+        for writer in self._open:
+            writer.close()
 
 
 if __name__ == "__main__":
