@@ -22,10 +22,8 @@ from typing import Any
 
 THAW_EVERY_S = 120.0
 """How long frozen cycles of garbage may wait: the first full collection after this long
-walks every object again (at 1,000 far members ~1 s of CPU: under 1 % of a core). Short,
-because what a cycle holds can be large (a TLS connection's read buffer is 256 KiB): in
-one run to 1,000 with a 600 s period the controller's RSS at rest was 905 MiB against
-675-685 in three others (not repeated; frozen cycles the likely cause, not proven)."""
+walks every object again (at 1,000 far members ~1 s of CPU: under 1 % of a core), so
+garbage held by frozen cycles is bounded by two minutes of it."""
 
 _OLDEST = 2
 
