@@ -10,8 +10,9 @@ collections walk only what was made since. A frozen object that is dropped is st
 by refcounting at once; only a cycle among frozen objects waits, for the first full
 collection after ``thaw_every_s``, which thaws everything first and so finds it.
 
-On CPython's incremental collector (3.14) no automatic collection is a full one, so this
-changes nothing there.
+Measured and tested on CPython 3.11, what CI runs; CPython 3.14's incremental collector
+takes the old generation in increments, and how often it reports a full collection to the
+callbacks there was not measured.
 """
 
 from __future__ import annotations
