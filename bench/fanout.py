@@ -99,16 +99,16 @@ def _connections(
 
 
 async def _bare_loop(conns: dict[str, KubeConnection], concurrency: int, run: str) -> float:
-    """The servers' limit: the same writes (a namespace, then the objects at once, per
-    cluster) sent straight to the members, ``concurrency`` clusters at once, without added
-    latency."""
+    """The servers' limit: the same writes as a fresh cluster's sync (a namespace created,
+    then the objects applied at once, per cluster) sent straight to the members,
+    ``concurrency`` clusters at once, without added latency."""
     limiter = anyio.CapacityLimiter(concurrency)
 
     async def one(cluster: str) -> None:
         conn = conns[cluster]
         namespace = f"bare-{run}-{cluster}"
         async with limiter:
-            await conn.apply(
+            await conn.create(
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
             )
             async with anyio.create_task_group() as tg:
