@@ -9,7 +9,8 @@ runs as a child process. For each N it prints:
 - the controller at rest with every watch open (all N members Ready): threads, open
   connections, RSS, CPU over 60 s;
 - the time to notice a member outage (its proxy stops answering) as NotReady, next to the
-  probe settings' own bound (failure threshold x probe interval);
+  probe settings' own bound, failure threshold x (probe interval + probe timeout): a
+  round of probes ends when its slowest probe does, and the next starts an interval later;
 - one application of 10 ConfigMaps placed on all N far clusters, in a namespace per
   cluster (an override sets ``bench-{{ cluster.name }}``: the far clusters share three
   API servers, which would otherwise hold one copy of the objects for all): from creating
@@ -67,6 +68,7 @@ CONCURRENCY = 100
 SLOW_MEMBER_AT = 100
 """The fleet size at which the slow member is measured (100 applications beside it)."""
 PROBE_INTERVAL_S = 10.0
+PROBE_TIMEOUT_S = 5.0
 PROBE_FAILURE_THRESHOLD = 3
 AT_REST_S = 60.0
 """How long idle CPU is measured: two rounds of /readyz (every 30 s; PINGs between)."""
@@ -414,6 +416,7 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         controller.env.update(
             {
                 "PROPAGATOR_PROBE_INTERVAL_S": str(PROBE_INTERVAL_S),
+                "PROPAGATOR_PROBE_TIMEOUT_S": str(PROBE_TIMEOUT_S),
                 "PROPAGATOR_PROBE_FAILURE_THRESHOLD": str(PROBE_FAILURE_THRESHOLD),
                 "PROPAGATOR_MAX_CONCURRENCY": str(CONCURRENCY),
                 "PROPAGATOR_NAMESPACE": NAMESPACE,
@@ -463,7 +466,7 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         "all_ready_s": ready_s,
         **rest,
         "outage_noticed_s": outage_s,
-        "outage_bound_s": PROBE_FAILURE_THRESHOLD * PROBE_INTERVAL_S,
+        "outage_bound_s": PROBE_FAILURE_THRESHOLD * (PROBE_INTERVAL_S + PROBE_TIMEOUT_S),
         "applied_s": applied_s,
         "latency_limit_s": latency_limit,
         "servers_s": servers_s,
