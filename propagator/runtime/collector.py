@@ -24,7 +24,8 @@ from typing import Any
 THAW_EVERY_S = 120.0
 """How long frozen cycles of garbage may wait: the first full collection after this long
 walks every object again (at 1,000 far members ~1 s of CPU: under 1 % of a core), so
-garbage held by frozen cycles is bounded by two minutes of it."""
+garbage held by frozen cycles is what gathers until the first full collection at least
+two minutes after the last thaw (full collections come every minute or so under load)."""
 
 _OLDEST = 2
 
