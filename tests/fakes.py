@@ -180,5 +180,5 @@ class FakeMember:
                 if key[:2] == (api_version, kind) and stamped:
                     informer.cache[cache_key(obj)] = cached_form(obj, api_version, kind)
             informer.mark_synced()
-            out[api_version, kind] = informer
+            out[api_version, kind] = member.caches[api_version, kind] = informer
         return out

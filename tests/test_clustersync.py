@@ -62,6 +62,56 @@ async def test_a_first_sync_into_a_new_namespace_costs_one_request_per_object() 
     assert owner.owns(fake.objects["v1", "Namespace", "", "shop"])
 
 
+async def test_a_fresh_members_caches_list_once_its_objects_are_written() -> None:
+    # The watch then brings them back in its first listing, not one event each.
+    fake = FakeMember()
+    listed_after: list[list[tuple[str, Any]]] = []
+
+    async def caches(member: Any, kinds: Any, timeout_s: float) -> Any:
+        listed_after.append(list(fake.requests))
+        return await fake.caches(member, kinds, timeout_s)
+
+    member = fake.unit()
+    report = await sync_cluster(member, _work(_objects()), caches, 5.0)
+    assert report.applied == 3
+    assert len(listed_after) == 1
+    assert sorted(verb for verb, _ in listed_after[0]) == ["apply", "apply", "apply", "create"]
+    # Listed from then on: the next sync judges from them at once, and writes nothing.
+    fake.requests.clear()
+    assert (await sync_cluster(member, _work(_objects()), caches, 5.0)).applied == 0
+    assert fake.requests == []
+    assert len(listed_after) == 2
+
+
+async def test_a_fresh_member_whose_namespace_exists_is_judged_from_its_caches() -> None:
+    # A restarted controller: the namespace exists, its objects are ours and in line.
+    fake = FakeMember()
+    objects = [config_map("web-config", "team-a", mode="a")]
+    await _sync(fake, _work(objects))
+    fake.requests.clear()
+    report = await _sync(fake, _work(objects), fake.unit())
+    assert report.applied == 0
+    assert [verb for verb, _ in fake.writes()] == ["create"]  # the namespace: refused
+    # One of two namespaces new: the objects in it are read before they are written (the
+    # caches listed only once the existing one said so), the others judged from them.
+    fake.requests.clear()
+    more = [*objects, config_map("other", "team-b", mode="b")]
+    report = await _sync(fake, _work(more), fake.unit())
+    assert report.applied == 1
+    other = ("v1", "ConfigMap", "team-b", "other")
+    assert fake.requests[-2:] == [("get", other), ("apply", other)]
+
+
+async def test_a_fresh_members_sync_prunes_what_the_application_left_elsewhere() -> None:
+    fake = FakeMember()
+    await _sync(fake, _work([config_map("web-config", "old-place", mode="a")]))
+    moved = [config_map("web-config", "new-place", mode="a")]
+    report = await _sync(fake, _work(moved, frozenset({"v1/ConfigMap"})), fake.unit())
+    assert (report.applied, report.deleted) == (1, 1)
+    assert ("v1", "ConfigMap", "old-place", "web-config") not in fake.objects
+    assert ("v1", "ConfigMap", "new-place", "web-config") in fake.objects
+
+
 async def test_a_namespace_the_objects_need_is_created_labelled_but_not_the_applications() -> None:
     fake = FakeMember()
     objects = [config_map("web-config", "team-a", mode="a")]

@@ -8,6 +8,14 @@ carries our labels, so an object they lack is read before it is written, unless 
 namespace is new: a namespace the member is not known to have is created, and the answer
 says whether it is; a first apply into it then costs one request per object. Objects
 carrying this application's stamp that it no longer wants are deleted.
+
+A member whose caches of these kinds have not listed yet (the first sync of a kind there)
+whose objects all go into namespaces not known to exist starts with those namespaces: if
+creating them made them all, its objects are written before its caches are listed, which
+then only serve the prune. The watch then brings the objects back in its first listing
+instead of one event each as they are written, which at 300 far clusters on three API
+servers cost the servers ~15 % more than the same writes without a watch (~3 % listed
+after them); a namespace that existed is handled as any other sync, once the caches list.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from propagator.propagation.resources import (
     MEMBER_LABEL,
     REVISION_ANNOTATION,
     ObjectKey,
+    Owner,
     key_of,
     member_label_value,
     owner_named,
@@ -118,6 +127,89 @@ def _namespace_to_create(
     return stamped
 
 
+async def _create_namespace(member: Member, name: str, work: ClusterWork, brought: bool) -> bool:
+    """Create namespace ``name`` on ``member`` (:func:`_namespace_to_create`): True if
+    this made it, False if it existed. It is known to exist there from then on."""
+    try:
+        await member.connection.create(_namespace_to_create(name, work, member.name, brought))
+    except ApiError as exc:
+        if not exc.already_exists:
+            raise
+        made = False
+    else:
+        made = True
+    member.namespaces.add(name)
+    return made
+
+
+def _namespace_of(key: ObjectKey) -> str:
+    """The namespace an object is in, or that it is ("" for other cluster-scoped ones)."""
+    return key[3] if key[:2] == NAMESPACES else key[2]
+
+
+def _fresh(
+    member: Member, desired: Sequence[dict[str, Any]], kinds: Sequence[KindKey]
+) -> dict[str, bool] | None:
+    """The namespaces to create first when this sync may write before its caches list
+    (by name: whether the application brings it), else None: some cache of ``kinds`` has
+    not listed, and every object is in (or is) a namespace not known to exist there."""
+    listed = all(
+        (cache := member.cached(*kind)) is not None and (cache.synced or cache.not_served)
+        for kind in kinds
+    )
+    if listed or not desired:
+        return None
+    namespaces: dict[str, bool] = {}
+    for obj in desired:
+        key = key_of(obj)
+        namespace = _namespace_of(key)
+        if not namespace or namespace in member.namespaces:
+            return None
+        namespaces[namespace] = namespaces.get(namespace, False) or key[:2] == NAMESPACES
+    return namespaces
+
+
+def _unwanted(
+    member: Member,
+    owner: Owner,
+    kinds: Sequence[KindKey],
+    cache: dict[KindKey, Informer],
+    wanted: set[ObjectKey],
+) -> set[ObjectKey]:
+    """The application's objects on ``member`` it no longer wants: in the caches, or
+    written by an earlier sync and not seen there yet (its watch event still on the way,
+    or the watch being re-established after an outage)."""
+    unwanted = set()
+    for api_version, kind in kinds:
+        for live in cache[api_version, kind].snapshot():
+            if owner.owns(live) and key_of(live) not in wanted:
+                unwanted.add(key_of(live))
+    for key, record in member.applied.items():
+        if (
+            key not in wanted
+            and key[:2] in kinds
+            and owner.owns(record.desired)
+            and cache[key[0], key[1]].get(cache_key(record.desired)) is None
+        ):
+            unwanted.add(key)
+    return unwanted
+
+
+async def _delete_all(member: Member, keys: set[ObjectKey]) -> int:
+    """Delete ``keys`` on ``member``; returns how many were there."""
+    deleted = 0
+
+    async def delete(key: ObjectKey) -> None:
+        nonlocal deleted
+        api_version, kind, namespace, name = key
+        gone = await member.connection.delete(api_version, kind, name, namespace or None)
+        member.applied.pop(key, None)
+        deleted += gone
+
+    await _each(sorted(keys), delete)
+    return deleted
+
+
 async def _each(items: Sequence[Any], fn: Callable[[Any], Awaitable[None]]) -> None:
     """``fn`` on every item, ``IN_FLIGHT`` at once; the first error is raised."""
     if len(items) == 1:  # no task to start (an anyio task costs ~40 us of CPU here)
@@ -158,10 +250,39 @@ async def sync_cluster(
     conn, owner = member.connection, work.owner
     objects = await in_default_namespace(conn, work.objects, work.namespace)
     desired = [owner.stamp(o, revision_of([o]), member.name) for o in objects]
-    kinds = {_kind_key(k) for k in work.prune_kinds} | {
-        (str(o["apiVersion"]), str(o["kind"])) for o in desired
-    }
-    cache = await caches(member, sorted(kinds), timeout_s)
+    kinds = sorted(
+        {_kind_key(k) for k in work.prune_kinds}
+        | {(str(o["apiVersion"]), str(o["kind"])) for o in desired}
+    )
+    wanted = {key_of(o) for o in desired}
+    written: set[ObjectKey] = set()
+
+    async def apply(obj: dict[str, Any]) -> None:
+        answer = await apply_creating_namespace(conn, obj)
+        generation = (answer.get("metadata") or {}).get("generation")
+        member.applied[key_of(obj)] = Applied(
+            obj, fingerprint(answer, obj), generation if isinstance(generation, int) else None
+        )
+        written.add(key_of(obj))
+
+    fresh = _fresh(member, desired, kinds)
+    if fresh is not None:
+        made: list[str] = []
+
+        async def make(name: str) -> None:
+            if await _create_namespace(member, name, work, fresh[name]):
+                made.append(name)
+
+        await _each(sorted(fresh), make)
+        if len(made) == len(fresh):  # nothing can be in them: no cache to look at first
+            if guard is not None:
+                await guard(member, work)
+            await _each(desired, apply)
+            cache = await caches(member, kinds, timeout_s)
+            deleted = await _delete_all(member, _unwanted(member, owner, kinds, cache, wanted))
+            return SyncReport(len(written), deleted, 0)
+
+    cache = await caches(member, kinds, timeout_s)
     ours = cache.get(NAMESPACES)  # when the application brings namespaces
 
     def known(namespace: str) -> bool:
@@ -181,7 +302,6 @@ async def sync_cluster(
     conflicts: list[str] = []
     drifted: set[ObjectKey] = set()
     """Objects that were in line after an earlier apply of this revision."""
-    written: set[ObjectKey] = set()
     for obj in desired:
         key = key_of(obj)
         live = cache[key[0], key[1]].get(cache_key(obj))
@@ -199,7 +319,7 @@ async def sync_cluster(
             drifted.add(key)
         # The caches hold only what carries our labels: an object they lack may exist
         # unstamped, or through another MemberCluster, unless its namespace is new.
-        namespace = key[3] if key[:2] == NAMESPACES else key[2]
+        namespace = _namespace_of(key)
         if live is not None:
             (firsts if key[:2] in FIRST_KINDS else rest).append(obj)
         elif namespace and not known(namespace):
@@ -207,27 +327,13 @@ async def sync_cluster(
         else:
             unknown.append(obj)
 
-    async def apply(obj: dict[str, Any]) -> None:
-        answer = await apply_creating_namespace(conn, obj)
-        generation = (answer.get("metadata") or {}).get("generation")
-        member.applied[key_of(obj)] = Applied(
-            obj, fingerprint(answer, obj), generation if isinstance(generation, int) else None
-        )
-        written.add(key_of(obj))
-
     created: list[str] = []
 
     async def create(name: str) -> None:
         """Create a namespace not known to exist: the answer says whether it did."""
         brought = any(key_of(o)[:2] == NAMESPACES for o in waiting[name])
-        try:
-            await conn.create(_namespace_to_create(name, work, member.name, brought))
-        except ApiError as exc:
-            if not exc.already_exists:
-                raise
-        else:
+        if await _create_namespace(member, name, work, brought):
             created.append(name)
-        member.namespaces.add(name)
 
     async def look(obj: dict[str, Any]) -> None:
         """Read an object the caches cannot see before writing it: one that exists
@@ -263,33 +369,7 @@ async def sync_cluster(
         await guard(member, work)
     await _each(rest, apply)
 
-    wanted = {key_of(o) for o in desired}
-    unwanted = set()
-    for api_version, kind in sorted(kinds):
-        for live in cache[api_version, kind].snapshot():
-            if owner.owns(live) and key_of(live) not in wanted:
-                unwanted.add(key_of(live))
-    # What an earlier sync wrote that the caches have not seen yet (its watch event is
-    # still on the way, or the watch is being re-established after an outage).
-    for key, record in member.applied.items():
-        if (
-            key not in wanted
-            and key[:2] in kinds
-            and owner.owns(record.desired)
-            and cache[key[0], key[1]].get(cache_key(record.desired)) is None
-        ):
-            unwanted.add(key)
-
-    deleted = 0
-
-    async def delete(key: tuple[str, str, str, str]) -> None:
-        nonlocal deleted
-        api_version, kind, namespace, name = key
-        gone = await conn.delete(api_version, kind, name, namespace or None)
-        member.applied.pop(key, None)
-        deleted += gone
-
-    await _each(sorted(unwanted), delete)
+    deleted = await _delete_all(member, _unwanted(member, owner, kinds, cache, wanted))
     return SyncReport(len(written), deleted, len(written & drifted), tuple(sorted(conflicts)))
 
 
