@@ -9,13 +9,14 @@ namespace is new: a namespace the member is not known to have is created, and th
 says whether it is; a first apply into it then costs one request per object. Objects
 carrying this application's stamp that it no longer wants are deleted.
 
-A member whose caches of these kinds have not listed yet (the first sync of a kind there)
-whose objects all go into namespaces not known to exist starts with those namespaces: if
-creating them made them all, its objects are written before its caches are listed, which
-then only serve the prune. The watch then brings the objects back in its first listing
-instead of one event each as they are written, which at 300 far clusters on three API
-servers cost the servers ~15 % more than the same writes without a watch (~3 % listed
-after them); a namespace that existed is handled as any other sync, once the caches list.
+A sync whose caches have not listed yet (the first of a kind on that member), with every
+object going into a namespace not known to exist there, starts with those namespaces: if
+creating them made them all, the objects are written before the caches list, which then
+serve the prune only. The watch brings the objects back in its first listing instead of
+as an event each while they are written (at 300 far clusters on three API servers, the
+servers used 13-22 % more CPU than for the writes alone with the watch open before them,
+-3 to +19 % with it listed after). A namespace that existed sends the sync the usual way,
+once the caches have listed.
 """
 
 from __future__ import annotations
