@@ -12,7 +12,7 @@ median of ``--repeat`` pairs, each the bare loop then the member syncs back to b
 the lowest and highest ratio), the ideal being the larger of two limits measured or
 computed in the same run: the latency limit,
 ceil(clusters / concurrency) x 3 x latency (a fresh cluster needs three round trips that
-cannot overlap: its caches filled, its namespace, one round of every object at once), and
+cannot overlap: its namespace, one round of every object at once, its caches filled), and
 the servers' limit, the time a bare loop takes to send the same writes straight to the
 members at the same concurrency (on two cores the API servers may be the bottleneck).
 
