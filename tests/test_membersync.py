@@ -238,3 +238,23 @@ async def test_a_cluster_sync_joins_the_trace_of_the_reconcile_that_asked_for_it
     assert apply.parent.span_id == reconcile.get_span_context().span_id
     assert apply.context.trace_id == reconcile.get_span_context().trace_id
     assert apply.attributes == {"cluster": "m1", "application": APP}
+
+
+async def test_a_sync_confirms_or_overturns_what_the_status_carried_over_a_restart() -> None:
+    h = Harness(attempts=0)
+    member = h.member("m1")
+    works = {
+        "m1": ClusterWork(APP, "m1", (config_map("c", "shop", a="1"),), "r1", frozenset(), h.policy)
+    }
+    h.table.set_work(APP, works, now=0.0, recheck_after_s=60, reported={"m1": ("r1", 1)})
+    state = h.table.state(APP, "m1")
+    assert state is not None
+    assert (state.applied, state.carried) == (True, True)
+    h.fakes["m1"].failures = [_unavailable("m1")]
+    await h.sync.sync(member, APP)
+    assert (state.applied, state.carried) == (False, False)
+    assert state.error == "connection refused"
+    state.applied, state.carried = True, True  # carried again, as after another restart
+    await h.sync.sync(member, APP)
+    assert (state.applied, state.carried) == (True, False)
+    assert h.reported[-1] == (APP, False)  # it was applied before: nothing newly settled

@@ -527,3 +527,38 @@ def test_a_change_of_work_logs_one_line_naming_its_clusters_and_a_recheck_none(
         h.reconcile()
     assert len(h.queued) == 7  # rechecked, silently
     assert not [r for r in caplog.records if "syncing" in r.getMessage()]
+
+
+def test_a_restarted_controller_keeps_the_status_while_its_clusters_are_synced_again() -> None:
+    """A new controller (an empty work table) syncs every cluster again; until they
+    report, the status stays what the last controller wrote (Applied does not flip to
+    "in progress" and back at each restart, and nothing is written), with the health its
+    caches cannot tell yet. An application changed meanwhile starts over."""
+    h = Harness(_app())
+    h.reconcile()
+    h.synced("shop/web", "a", "b")
+    h.reconcile(replan=False)
+    applied = h.condition("Applied")
+    assert applied["status"] == "True"
+
+    restarted = Harness(copy.deepcopy(h.hub.app))
+    restarted.healths["b"] = "Unknown"  # its caches have not listed yet
+    restarted.reconcile()
+    assert sorted(restarted.queued) == [("a", "shop/web"), ("b", "shop/web")]
+    restarted.reconcile(replan=False)  # a refresh before any sync reports
+    assert restarted.hub.patches == []
+    assert restarted.hub.app["status"] == h.hub.app["status"]
+    b = restarted.table.state("shop/web", "b")
+    assert b is not None
+    b.carried = False  # its sync reported: the caches are what tells its health now
+    restarted.reconcile(replan=False)
+    assert restarted.hub.app["status"]["clusters"][1]["health"] == "Unknown"
+    assert restarted.condition("Applied") == applied
+
+    changed = copy.deepcopy(h.hub.app)
+    changed["spec"]["resources"]["manifests"][0]["data"] = {"a": "2"}
+    meanwhile = Harness(changed)
+    meanwhile.reconcile()
+    meanwhile.synced("shop/web", "a")
+    meanwhile.reconcile(replan=False)
+    assert meanwhile.condition("Applied")["message"] == "1/2 clusters applied; 1 in progress: b"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
+from propagator.propagation.work import ClusterWork, SyncPolicy, SyncState, WorkTable
 
 
 def _works(revision: str, *clusters: str) -> dict[str, ClusterWork]:
@@ -59,3 +59,26 @@ def test_failures_elsewhere_count_other_clusters_only() -> None:
         state.failed = True
     assert table.failed_elsewhere("shop/web", "a") == 1
     assert table.failed_elsewhere("shop/web", "c") == 2
+
+
+def test_what_an_earlier_controller_reported_applied_starts_applied_and_is_still_synced() -> None:
+    """After a restart, a cluster the status shows applied at the revision of its work
+    counts as applied until its sync reports (it is synced all the same); another
+    revision, or a cluster the status does not show applied, starts over."""
+    table = WorkTable()
+    works = {**_works("r1", "a", "b"), **_works("r2", "c")}
+    reported = {"a": ("r1", 2), "c": ("r1", 1)}
+    due = table.set_work("shop/web", works, now=0, recheck_after_s=60, reported=reported)
+    assert due == ["a", "b", "c"]
+    assert set(table.states_of("shop/web")) == {"a", "b", "c"}
+    a, b, c = (table.state("shop/web", x) or SyncState("none") for x in "abc")
+    assert (a.applied, a.attempts, a.carried) == (True, 2, True)
+    assert (b.applied, b.carried) == (False, False)
+    assert (c.applied, c.carried) == (False, False)  # the status is of another revision
+    # A state the table holds is never replaced by what the status says.
+    b.applied, b.tried_at = False, 0.0
+    table.set_work(
+        "shop/web", works, now=1, recheck_after_s=60, reported={"b": ("r1", 1), **reported}
+    )
+    assert table.state("shop/web", "b") is b
+    assert not b.applied

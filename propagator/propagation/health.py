@@ -13,6 +13,7 @@ from fleet.informer import Informer
 
 WorkloadHealth = Literal["Healthy", "Progressing", "Degraded", "Unknown"]
 _ORDER: dict[WorkloadHealth, int] = {"Healthy": 0, "Unknown": 1, "Progressing": 2, "Degraded": 3}
+HEALTHS: tuple[WorkloadHealth, ...] = tuple(_ORDER)
 
 
 def _condition(status: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:

@@ -154,6 +154,7 @@ class MemberSync:
     ) -> None:
         state.applied, state.failed, state.error, state.conflict = True, False, None, False
         state.quota_exceeded = False
+        state.carried = False
         state.attempts, state.tries = state.tries, 0
         state.tried_at = time.monotonic()
         cluster = member.name
@@ -176,7 +177,7 @@ class MemberSync:
         retry_after_s: float | None,
     ) -> None:
         state.applied, state.error, state.attempts = False, reason, state.tries
-        state.conflict = False
+        state.conflict = state.carried = False
         state.tried_at = time.monotonic()
         within_retries = retryable and state.tries <= work.policy.attempts
         state.failed = not within_retries

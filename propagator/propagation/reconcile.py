@@ -277,7 +277,7 @@ class Reconciler:
             works[cluster] = ClusterWork(
                 key, cluster, (), REMOVAL, frozenset(plan.kinds), policy, uid, trace_parent=parent
             )
-        queued = self._set_work(key, works)
+        queued = self._set_work(key, works, _reported(previous) if last is None else None)
         # Syncs in flight (queued now, or by an earlier plan of this revision) report back.
         pending = queued or self.table.pending(key)
         outcome = Outcome(
@@ -310,11 +310,21 @@ class Reconciler:
             leaving.append(cluster)
         return leaving
 
-    def _set_work(self, key: str, works: Mapping[str, ClusterWork]) -> bool:
+    def _set_work(
+        self,
+        key: str,
+        works: Mapping[str, ClusterWork],
+        reported: Mapping[str, tuple[str, int]] | None = None,
+    ) -> bool:
         """Record the work; queue the member syncs it needs. Returns whether any was
-        queued."""
+        queued. ``reported``: what the status of an earlier controller shows applied (the
+        first plan since this one started)."""
         due = self.table.set_work(
-            key, works, now=time.monotonic(), recheck_after_s=self.settings.resync_period_s
+            key,
+            works,
+            now=time.monotonic(),
+            recheck_after_s=self.settings.resync_period_s,
+            reported=reported,
         )
         # One line per change of the work (not per object, nor for the resync's rechecks:
         # a state not yet tried is new work).
@@ -574,6 +584,18 @@ class Reconciler:
         self.forget(key)
         log.info("%s: removed from %d clusters", key, len(states))
         return Outcome(False)
+
+
+def _reported(status: Mapping[str, Any]) -> dict[str, tuple[str, int]]:
+    """By cluster, the revision ``status`` shows applied there and the attempts it took."""
+    out = {}
+    for line in status.get("clusters") or []:
+        if not isinstance(line, Mapping) or line.get("applied") is not True:
+            continue
+        name, revision, attempts = line.get("name"), line.get("revision"), line.get("attempts")
+        if isinstance(name, str) and isinstance(revision, str):
+            out[name] = (revision, attempts if isinstance(attempts, int) and attempts > 0 else 0)
+    return out
 
 
 def _not_applied(plan: Plan, previous: Mapping[str, Any], reason: str, why: str) -> None:

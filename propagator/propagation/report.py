@@ -4,6 +4,7 @@ placement, a line per cluster, ``Applied``, ``QuotaExceeded`` from the members a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fleet.informer import cache_key
@@ -11,6 +12,7 @@ from propagator.conditions import iso
 from propagator.propagation.canarysteps import canary_status
 from propagator.propagation.failover import unhealthy_since
 from propagator.propagation.failoverstate import unhealthy_clocks
+from propagator.propagation.health import HEALTHS, WorkloadHealth
 from propagator.propagation.plan import MemberAccess, Plan
 from propagator.propagation.results import applied_summary, failures
 from propagator.propagation.status import ClusterState, StatusBuilder, availability
@@ -59,6 +61,8 @@ def _cluster_status(
         state = table.state(key, t.cluster) or SyncState(plan.revisions[t.cluster])
         target_states[t.cluster] = state
         health = members.health(t.cluster, plan.rendered[t.cluster], namespace)
+        if state.carried and health == "Unknown":  # the caches have not listed yet
+            health = _reported_health(previous.get(t.cluster)) or health
         since = None
         if plan.unhealthy_after_s is not None:
             since = unhealthy_since(health, clocks.get(t.cluster), now)
@@ -141,6 +145,12 @@ def _cluster_status(
             builder.condition("QuotaExceeded", False, "WithinQuota", "within the quota")
     available, why, text = availability(lines, plan.rendered)
     builder.condition("Available", available, why, text)
+
+
+def _reported_health(line: Mapping[str, Any] | None) -> WorkloadHealth | None:
+    """The health a status line shows, if it is one."""
+    health = (line or {}).get("health")
+    return next((h for h in HEALTHS if h == health), None)
 
 
 def _removing(unanswered: str | None, error: str | None) -> str:

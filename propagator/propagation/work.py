@@ -4,7 +4,9 @@ The application reconcile records a :class:`ClusterWork` per (application, clust
 member syncs record a :class:`SyncState` per (application, cluster). :class:`WorkTable`
 owns both and says which clusters need a sync when the work changes. In memory only:
 after a restart every cluster is synced once, against the member caches (what is
-already there is not written again).
+already there is not written again); until its sync reports, a cluster the application's
+status shows applied at the same revision counts as applied (the status does not flip to
+"in progress" and back at each restart).
 """
 
 from __future__ import annotations
@@ -123,6 +125,9 @@ class SyncState:
     """Counts as failed: a refusal, an open circuit, or retries used up (retried later)."""
     tried_at: float | None = None
     """When its last sync ended (monotonic seconds)."""
+    carried: bool = False
+    """``applied`` and ``attempts`` come from the status written before this controller
+    started: no sync has confirmed them here yet."""
 
 
 @dataclass
@@ -135,11 +140,20 @@ class WorkTable:
     states: dict[str, dict[str, SyncState]] = field(default_factory=dict)
 
     def set_work(
-        self, app: str, works: Mapping[str, ClusterWork], *, now: float, recheck_after_s: float
+        self,
+        app: str,
+        works: Mapping[str, ClusterWork],
+        *,
+        now: float,
+        recheck_after_s: float,
+        reported: Mapping[str, tuple[str, int]] | None = None,
     ) -> list[str]:
         """Make ``works`` the application's work; returns the clusters to sync: those
         whose work is new or changed, or whose last sync ended more than
-        ``recheck_after_s`` ago (the member syncs retry failures on their own)."""
+        ``recheck_after_s`` ago (the member syncs retry failures on their own).
+        ``reported``: by cluster, the revision an earlier controller's status says is
+        applied there and the attempts it took; a cluster without a state whose work has
+        that revision starts applied (``carried``), and is still synced."""
         self.work[app] = dict(works)
         old = self.states.get(app, {})
         states = self.states[app] = {}
@@ -147,7 +161,11 @@ class WorkTable:
         for cluster, work in works.items():
             state = old.get(cluster)
             if state is None or state.revision != work.revision:
-                state = SyncState(work.revision)
+                revision, attempts = (reported or {}).get(cluster, (None, 0))
+                if state is None and revision == work.revision:
+                    state = SyncState(work.revision, True, attempts, carried=True)
+                else:
+                    state = SyncState(work.revision)
                 due.append(cluster)
             elif state.tried_at is not None and now - state.tried_at >= recheck_after_s:
                 due.append(cluster)
