@@ -42,7 +42,7 @@ from fleet.kubeconfig import load_kubeconfig
 from fleet.member import MemberMonitor
 from propagator.observability.metrics import Metrics
 from propagator.propagation.membersync import MemberSync
-from propagator.propagation.resources import member_selector, revision_of
+from propagator.propagation.resources import member_selector, owner_label_of, revision_of
 from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
 from propagator.runtime.members import MemberRegistry
 from propagator.settings import Settings
@@ -149,6 +149,7 @@ async def _sync_all(
     )
     registry = MemberRegistry(
         selector=member_selector,
+        index=owner_label_of,
         sync=member_sync.sync,
         on_object=lambda *_: None,
         on_added=lambda _: None,

@@ -61,7 +61,11 @@ class Informer:
     field_selector: str | None = None
     transform: Callable[[Object], Object] | None = None
     """Applied to every object before caching (e.g. keep only the fields used)."""
+    index: Callable[[Object], str | None] | None = None
+    """A value per cached object (None: none) under which :meth:`indexed` finds it
+    without a pass over the whole cache."""
     cache: dict[str, Object] = field(default_factory=dict)
+    """By :func:`cache_key`; changed by the informer only (its index follows it)."""
     relists: int = 0
     last_error: str | None = None
     not_served: bool = False
@@ -70,6 +74,7 @@ class Informer:
     _settled: anyio.Event | None = None
     _scope: anyio.CancelScope | None = None
     _stopped: bool = False
+    _indexed: dict[str, dict[str, Object]] = field(default_factory=dict)
 
     @property
     def synced(self) -> bool:
@@ -101,6 +106,35 @@ class Informer:
     def get(self, key: str) -> Object | None:
         return self.cache.get(key)
 
+    def indexed(self, value: str) -> list[Object]:
+        """The cached objects whose :attr:`index` value is ``value``."""
+        return list(self._indexed.get(value, {}).values())
+
+    def _put(self, key: str, obj: Object) -> Object | None:
+        """Cache ``obj`` under ``key``; returns what it replaced."""
+        before = self.cache.get(key)
+        self.cache[key] = obj
+        if self.index is not None:
+            if before is not None:
+                self._unindex(key, before)
+            if (value := self.index(obj)) is not None:
+                self._indexed.setdefault(value, {})[key] = obj
+        return before
+
+    def _pop(self, key: str) -> Object | None:
+        before = self.cache.pop(key, None)
+        if before is not None and self.index is not None:
+            self._unindex(key, before)
+        return before
+
+    def _unindex(self, key: str, obj: Object) -> None:
+        assert self.index is not None
+        value = self.index(obj)
+        if value is not None and (same := self._indexed.get(value)) is not None:
+            same.pop(key, None)
+            if not same:
+                del self._indexed[value]
+
     def stop(self) -> None:
         """End :meth:`run` (now if it runs, at once if it has not started)."""
         self._stopped = True
@@ -116,6 +150,11 @@ class Informer:
     def _replace(self, fresh: dict[str, Object]) -> None:
         """Make ``fresh`` (everything the server has) the cache, emitting the differences."""
         old, self.cache = self.cache, fresh
+        if self.index is not None:
+            self._indexed = {}
+            for key, obj in fresh.items():
+                if (value := self.index(obj)) is not None:
+                    self._indexed.setdefault(value, {})[key] = obj
         for key, obj in fresh.items():
             before = old.get(key)
             if before is None:
@@ -188,12 +227,10 @@ class Informer:
                     else:
                         initial[key] = obj
                     continue
-                before = self.cache.get(key)
                 if kind == "DELETED":
-                    self.cache.pop(key, None)
+                    self.handler(kind, self._pop(key), None)
                 else:
-                    self.cache[key] = obj
-                self.handler(kind, before, None if kind == "DELETED" else obj)
+                    self.handler(kind, self._put(key, obj), obj)
         return last if initial is None else ""
 
     async def _back_off(self, delay_s: float, unreachable: bool) -> None:

@@ -17,7 +17,12 @@ from fleet.circuit import CircuitBreaker
 from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import ResourceInfo, UnknownKind
 from fleet.informer import Informer, cache_key
-from propagator.propagation.resources import APP_LABEL, MEMBER_LABEL, member_label_value
+from propagator.propagation.resources import (
+    APP_LABEL,
+    MEMBER_LABEL,
+    member_label_value,
+    owner_label_of,
+)
 from propagator.runtime.members import KindKey, Member, cached_form
 from propagator.runtime.workqueue import WorkQueue
 
@@ -169,7 +174,10 @@ class FakeMember:
         await anyio.sleep(self.delay_s)
         out = {}
         for api_version, kind in kinds:
-            informer = Informer(cast(KubeConnection, self), api_version, kind, lambda *_: None)
+            informer = Informer(
+                cast(KubeConnection, self), api_version, kind, lambda *_: None, index=owner_label_of
+            )
+            listed = {}
             for key, obj in self.objects.items():
                 labels = obj["metadata"].get("labels") or {}
                 stamped = APP_LABEL in labels and labels.get(MEMBER_LABEL) == member_label_value(
@@ -178,7 +186,7 @@ class FakeMember:
                 if key in self.unseen:
                     continue
                 if key[:2] == (api_version, kind) and stamped:
-                    informer.cache[cache_key(obj)] = cached_form(obj, api_version, kind)
-            informer.mark_synced()
+                    listed[cache_key(obj)] = cached_form(obj, api_version, kind)
+            informer._replace(listed)  # as the first listing does (marks it synced)
             out[api_version, kind] = member.caches[api_version, kind] = informer
         return out

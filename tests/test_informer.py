@@ -5,7 +5,7 @@ server answers anything, not after its whole backoff)."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -72,11 +72,15 @@ class ScriptedServer:
             yield event
 
 
-def _run(server: ScriptedServer, seen: list[tuple[str, str]]) -> Informer:
+def _run(
+    server: ScriptedServer,
+    seen: list[tuple[str, str]],
+    index: Callable[[dict[str, Any]], str | None] | None = None,
+) -> Informer:
     def handler(event: str, old: Any, new: Any) -> None:
         seen.append((event, (new or old)["metadata"]["name"]))
 
-    informer = Informer(cast(KubeConnection, server), "v1", "ConfigMap", handler)
+    informer = Informer(cast(KubeConnection, server), "v1", "ConfigMap", handler, index=index)
 
     async def main() -> None:
         with anyio.fail_after(30):  # hang guard
@@ -234,3 +238,51 @@ def test_a_list_without_a_version_is_watched_as_before_not_as_a_streamed_list() 
     assert watch["resourceVersion"] == ""
     assert "sendInitialEvents" not in watch
     assert seen == [("ADDED", "a"), ("ADDED", "b")]
+
+
+def test_the_index_follows_every_change_and_a_fresh_listing() -> None:
+    """Objects are found by their index value (here their data's "app") as the watch
+    adds, changes and deletes them, and after a relist."""
+    server = ScriptedServer(
+        [
+            [
+                {"type": "ADDED", "object": _cm("a", "3", app="x")},
+                {"type": "ADDED", "object": _cm("b", "4", app="x")},
+                {"type": "ADDED", "object": _cm("c", "5")},  # no value: not indexed
+                _bookmark("5", end=True),
+                {"type": "MODIFIED", "object": _cm("a", "6", app="y")},
+                {"type": "DELETED", "object": _cm("b", "7", app="x")},
+                {"type": "ADDED", "object": _cm("d", "8", app="y")},
+            ],
+            ApiError("m1", "too old", status=410),
+            [
+                {"type": "ADDED", "object": _cm("d", "8", app="y")},
+                {"type": "ADDED", "object": _cm("e", "9", app="x")},
+                _bookmark("9", end=True),
+            ],
+        ]
+    )
+    seen: list[tuple[str, str]] = []
+    informer = _run(server, seen, lambda obj: (obj.get("data") or {}).get("app"))
+    found = {v: sorted(o["metadata"]["name"] for o in informer.indexed(v)) for v in "xy"}
+    assert found == {"x": ["e"], "y": ["d"]}
+    assert seen[-3:] == [("ADDED", "e"), ("DELETED", "a"), ("DELETED", "c")]
+    assert informer.indexed("z") == []
+
+
+def test_the_index_between_the_watchs_events() -> None:
+    server = ScriptedServer(
+        [
+            [
+                {"type": "ADDED", "object": _cm("a", "3", app="x")},
+                {"type": "ADDED", "object": _cm("b", "4", app="x")},
+                _bookmark("4", end=True),
+                {"type": "MODIFIED", "object": _cm("a", "6", app="y")},
+                {"type": "DELETED", "object": _cm("b", "7", app="x")},
+            ]
+        ]
+    )
+    informer = _run(server, [], lambda obj: (obj.get("data") or {}).get("app"))
+    assert [o["metadata"]["name"] for o in informer.indexed("y")] == ["a"]
+    assert informer.indexed("x") == []
+    assert informer._indexed.keys() == {"y"}  # an emptied value is dropped, not kept

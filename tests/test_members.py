@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from propagator.propagation.resources import Owner
-from propagator.runtime.members import cached_form
+from propagator.runtime.members import Applied, AppliedObjects, cached_form
 
 
 def test_a_cached_object_keeps_all_but_its_managed_fields() -> None:
@@ -15,3 +15,20 @@ def test_a_cached_object_keeps_all_but_its_managed_fields() -> None:
     assert kept["metadata"]["labels"] == ours["metadata"]["labels"]
     assert "managedFields" not in kept["metadata"]
     assert (kept["apiVersion"], kept["kind"]) == ("v1", "Namespace")
+
+
+def test_applied_objects_are_found_by_application_and_forgotten_when_deleted() -> None:
+    applied = AppliedObjects()
+    web = ("v1", "ConfigMap", "shop", "web")
+    db = ("v1", "ConfigMap", "shop", "db")
+    record = Applied({"kind": "ConfigMap"}, "f1")
+    applied.record("shop/web", web, record)
+    applied.record("shop/web", db, record)
+    applied.record("shop/db", db, record)  # taken over by another application
+    assert applied.of("shop/web") == [(web, record)]
+    assert applied.of("shop/db") == [(db, record)]
+    assert applied.get(db) is record
+    applied.forget(web)
+    assert applied.of("shop/web") == []
+    assert applied.get(web) is None
+    assert len(applied) == 1

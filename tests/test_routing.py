@@ -28,12 +28,10 @@ def _setup(obj: dict[str, Any]) -> tuple[Any, WorkTable, dict[str, Any]]:
     desired = Owner("shop", "web", "").stamp(obj, "r1", "m1")
     live = {**copy.deepcopy(desired), "status": {"readyReplicas": 1}}
     live["metadata"]["resourceVersion"] = "5"
-    member.applied[
-        "apps/v1" if obj["kind"] == "Deployment" else "v1",
-        obj["kind"],
-        "shop",
-        obj["metadata"]["name"],
-    ] = Applied(desired, fingerprint(live, desired))
+    key = ("apps/v1" if obj["kind"] == "Deployment" else "v1", obj["kind"], "shop")
+    member.applied.record(
+        "shop/web", (*key, obj["metadata"]["name"]), Applied(desired, fingerprint(live, desired))
+    )
     return member, table, live
 
 

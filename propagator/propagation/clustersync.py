@@ -182,10 +182,10 @@ def _unwanted(
     or the watch being re-established after an outage)."""
     unwanted = set()
     for api_version, kind in kinds:
-        for live in cache[api_version, kind].snapshot():
+        for live in cache[api_version, kind].indexed(owner.label):
             if owner.owns(live) and key_of(live) not in wanted:
                 unwanted.add(key_of(live))
-    for key, record in member.applied.items():
+    for key, record in member.applied.of(f"{owner.namespace}/{owner.name}"):
         if (
             key not in wanted
             and key[:2] in kinds
@@ -204,7 +204,7 @@ async def _delete_all(member: Member, keys: set[ObjectKey]) -> int:
         nonlocal deleted
         api_version, kind, namespace, name = key
         gone = await member.connection.delete(api_version, kind, name, namespace or None)
-        member.applied.pop(key, None)
+        member.applied.forget(key)
         deleted += gone
 
     await _each(sorted(keys), delete)
@@ -261,8 +261,12 @@ async def sync_cluster(
     async def apply(obj: dict[str, Any]) -> None:
         answer = await apply_creating_namespace(conn, obj)
         generation = (answer.get("metadata") or {}).get("generation")
-        member.applied[key_of(obj)] = Applied(
-            obj, fingerprint(answer, obj), generation if isinstance(generation, int) else None
+        member.applied.record(
+            work.app,
+            key_of(obj),
+            Applied(
+                obj, fingerprint(answer, obj), generation if isinstance(generation, int) else None
+            ),
         )
         written.add(key_of(obj))
 

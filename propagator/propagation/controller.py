@@ -36,7 +36,7 @@ from propagator.propagation.membersync import MemberSync
 from propagator.propagation.plan import MemberAccess
 from propagator.propagation.reconcile import FINALIZER, Reconciler
 from propagator.propagation.renderworker import warm_up
-from propagator.propagation.resources import member_selector
+from propagator.propagation.resources import member_selector, owner_label_of
 from propagator.propagation.routing import route_member_event
 from propagator.propagation.work import WorkTable
 from propagator.runtime.members import LIMIT_RANGES, Member, MemberRegistry
@@ -172,6 +172,7 @@ class PropagationController:
         )
         self.members = MemberRegistry(
             selector=member_selector,
+            index=owner_label_of,
             sync=self.sync.sync,
             on_object=self._on_member_object,
             on_added=self._on_member_added,

@@ -10,6 +10,7 @@ unchanged revision needs no write.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -161,7 +162,7 @@ class Owner:
         out = copy.deepcopy(dict(obj))
         meta = out.setdefault("metadata", {})
         labels = meta.setdefault("labels", {})
-        labels[APP_LABEL] = app_label_value(self.namespace, self.name)
+        labels[APP_LABEL] = self.label
         labels[MEMBER_LABEL] = member_label_value(cluster)
         annotations = meta.setdefault("annotations", {})
         annotations[APP_ANNOTATION] = f"{self.namespace}/{self.name}"
@@ -169,13 +170,16 @@ class Owner:
         annotations[REVISION_ANNOTATION] = revision
         return out
 
+    @functools.cached_property
+    def label(self) -> str:
+        """The value of :data:`APP_LABEL` on this application's objects."""
+        return app_label_value(self.namespace, self.name)
+
     def owns(self, obj: Mapping[str, Any]) -> bool:
         """Whether ``obj`` was propagated by this application: label, annotation and UID
         all name it (a label alone anyone could set; a UID tells a re-created application
         of the same name apart)."""
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        mine = app_label_value(self.namespace, self.name)
-        return labels.get(APP_LABEL) == mine and self.annotated(obj)
+        return owner_label_of(obj) == self.label and self.annotated(obj)
 
     def annotated(self, obj: Mapping[str, Any]) -> bool:
         """Whether ``obj``'s annotations name this application and its UID, whatever its
@@ -185,6 +189,12 @@ class Owner:
             annotations.get(APP_ANNOTATION) == f"{self.namespace}/{self.name}"
             and annotations.get(OWNER_UID_ANNOTATION) == self.uid
         )
+
+
+def owner_label_of(obj: Mapping[str, Any]) -> str | None:
+    """The value of :data:`APP_LABEL` on ``obj`` (what a member's caches index it by)."""
+    value = ((obj.get("metadata") or {}).get("labels") or {}).get(APP_LABEL)
+    return value if isinstance(value, str) else None
 
 
 def owner_named(obj: Mapping[str, Any]) -> str | None:

@@ -71,6 +71,42 @@ class Applied:
     one has not seen this write yet."""
 
 
+class AppliedObjects:
+    """What the controller last wrote on one member, by object, and by application (a
+    sync looks at its own application's writes, not at every one made there)."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[ObjectKey, Applied] = {}
+        self._by_app: dict[str, set[ObjectKey]] = {}
+        self._app_of: dict[ObjectKey, str] = {}
+
+    def get(self, key: ObjectKey) -> Applied | None:
+        return self._by_key.get(key)
+
+    def record(self, app: str, key: ObjectKey, applied: Applied) -> None:
+        """``applied`` is what application ``app`` (namespace/name) last wrote as ``key``."""
+        self.forget(key)
+        self._by_key[key] = applied
+        self._app_of[key] = app
+        self._by_app.setdefault(app, set()).add(key)
+
+    def forget(self, key: ObjectKey) -> None:
+        """The object is gone (deleted by a sync)."""
+        self._by_key.pop(key, None)
+        app = self._app_of.pop(key, None)
+        if app is not None and (keys := self._by_app.get(app)) is not None:
+            keys.discard(key)
+            if not keys:
+                del self._by_app[app]
+
+    def of(self, app: str) -> list[tuple[ObjectKey, Applied]]:
+        """What application ``app`` last wrote there, by object."""
+        return [(key, self._by_key[key]) for key in sorted(self._by_app.get(app, ()))]
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+
 @dataclass
 class Member:
     """One member cluster's unit."""
@@ -80,7 +116,7 @@ class Member:
     breaker: CircuitBreaker
     queue: WorkQueue
     caches: dict[KindKey, Informer] = field(default_factory=dict)
-    applied: dict[ObjectKey, Applied] = field(default_factory=dict)
+    applied: AppliedObjects = field(default_factory=AppliedObjects)
     namespaces: set[str] = field(default_factory=set)
     """Namespaces known to exist there: created by a sync, or found to exist when creating
     one was refused (objects in those may exist unstamped). No cache watches namespaces
@@ -105,6 +141,7 @@ class MemberRegistry:
         self,
         *,
         selector: Callable[[str], str],
+        index: Callable[[Object], str | None],
         sync: SyncFn,
         on_object: ObjectFn,
         on_added: Callable[[Member], None],
@@ -116,6 +153,8 @@ class MemberRegistry:
         self._selector = selector
         """The label selector of a member's caches (by member name): our objects
         propagated through it."""
+        self._index = index
+        """What a member's caches index their objects by (Informer.index)."""
         self._sync = sync
         self._on_object = on_object
         self._on_added = on_added
@@ -217,6 +256,7 @@ class MemberRegistry:
                 changed,
                 label_selector=None if whole else self._selector(member.name),
                 transform=lambda obj: cached_form(obj, api_version, kind),
+                index=None if whole else self._index,
             )
             member.caches[api_version, kind] = informer
             self._task_group.start_soon(self._run_informer, member, informer)

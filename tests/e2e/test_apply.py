@@ -12,7 +12,13 @@ from fleet.health import HealthPolicy
 from fleet.kubeconfig import load_kubeconfig
 from fleet.member import MemberMonitor
 from propagator.propagation.clustersync import SyncReport, sync_cluster
-from propagator.propagation.resources import APP_LABEL, MEMBER_LABEL, Owner, member_selector
+from propagator.propagation.resources import (
+    APP_LABEL,
+    MEMBER_LABEL,
+    Owner,
+    member_selector,
+    owner_label_of,
+)
 from propagator.propagation.work import ClusterWork, SyncPolicy
 from propagator.runtime.members import Member, MemberRegistry
 from tests.e2e.conftest import Fleet
@@ -80,6 +86,7 @@ def test_a_member_sync_creates_the_namespace_and_writes_only_what_changed(fleet:
     async def scenario() -> None:
         registry = MemberRegistry(
             selector=member_selector,
+            index=owner_label_of,
             sync=noop,
             on_object=lambda *_: None,
             on_added=lambda _: None,
