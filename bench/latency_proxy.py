@@ -12,15 +12,14 @@ no thread per connection.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import collections
 import json
 import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from fleet.local import process
 
@@ -138,78 +137,150 @@ class _Proxy:
         self.latency_s = latency_s
         self.port = 0
         self._server: asyncio.Server | None = None
-        self._open: set[asyncio.StreamWriter] = set()
+        self._open: set[_Client] = set()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Client(self), "127.0.0.1", 0)
         self.port = self._server.sockets[0].getsockname()[1]
-
-    async def _serve(
-        self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter
-    ) -> None:
-        try:
-            server_in, server_out = await asyncio.open_connection(*self.target)
-        except OSError:
-            client_out.close()
-            return
-        for writer in (client_out, server_out):
-            self._open.add(writer)
-            sock = writer.get_extra_info("socket")
-            if sock is not None:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        chunks: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
-        await asyncio.gather(
-            self._read(client_in, chunks),
-            self._deliver(chunks, server_out),
-            self._pump(server_in, client_out),
-            return_exceptions=True,
-        )
-        self._open.difference_update((client_out, server_out))
-
-    async def _read(
-        self, source: asyncio.StreamReader, chunks: asyncio.Queue[tuple[float, bytes]]
-    ) -> None:
-        """Stamp each chunk with when it may arrive: one-way latency, not per chunk."""
-        try:
-            while data := await source.read(65536):
-                chunks.put_nowait((time.monotonic() + self.latency_s, data))
-        except OSError:
-            pass
-        chunks.put_nowait((0.0, b""))
-
-    async def _deliver(
-        self, chunks: asyncio.Queue[tuple[float, bytes]], sink: asyncio.StreamWriter
-    ) -> None:
-        try:
-            while True:
-                due, data = await chunks.get()
-                if not data:
-                    break
-                await asyncio.sleep(max(0.0, due - time.monotonic()))
-                sink.write(data)
-                await sink.drain()
-        except OSError:
-            pass
-        finally:
-            with contextlib.suppress(OSError, RuntimeError):
-                sink.write_eof()
-
-    async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-        try:
-            while data := await source.read(65536):
-                sink.write(data)
-                await sink.drain()
-        except OSError:
-            pass
-        finally:
-            with contextlib.suppress(OSError, RuntimeError):
-                sink.close()
 
     def close(self) -> None:
         if self._server is not None:
             self._server.close()
-        for writer in self._open:
-            writer.close()
+        for client in list(self._open):
+            client.abort()
+
+
+class _Pipe(asyncio.Protocol):
+    """One direction's sink: pauses the other side's reading while its own transport's
+    buffer is full (what ``drain`` did for streams)."""
+
+    transport: asyncio.Transport | None = None
+    peer: _Pipe | None = None
+
+    def pause_writing(self) -> None:
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.resume_reading()
+
+
+class _Client(_Pipe):
+    """A client's connection: what it sends reaches the server ``latency_s`` after it
+    arrived (in order, one timer at a time); the server's answers go back at once.
+    Callbacks and timers in the event loop, no task or queue per connection: the proxies
+    of a thousand far clusters cost their cores little."""
+
+    def __init__(self, proxy: _Proxy) -> None:
+        self.proxy = proxy
+        self.server: _Server | None = None
+        self.due: collections.deque[tuple[float, bytes]] = collections.deque()
+        """Chunks (b"": the client's end) waiting for their time, oldest first."""
+        self.timer: asyncio.TimerHandle | None = None
+        self.closed = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        _no_delay(transport)
+        self.proxy._open.add(self)
+        asyncio.get_running_loop().create_task(self._connect())
+
+    async def _connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            _, server = await loop.create_connection(_Server, *self.proxy.target)
+        except OSError:
+            self.abort()
+            return
+        if self.closed:
+            server.transport.close()
+            return
+        self.server, server.peer, self.peer = server, self, server
+        _no_delay(server.transport)
+        self._schedule()
+
+    def data_received(self, data: bytes) -> None:
+        self._stamp(data)
+
+    def eof_received(self) -> bool:
+        self._stamp(b"")
+        return True  # keep the transport open: answers may still come back
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.proxy._open.discard(self)
+        if self.server is not None and not self.due:
+            self.server.transport.close()
+
+    def _stamp(self, data: bytes) -> None:
+        """Stamp a chunk with when it may arrive: one-way latency, not per chunk."""
+        loop = asyncio.get_running_loop()
+        self.due.append((loop.time() + self.proxy.latency_s, data))
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if self.timer is None and self.due and self.server is not None:
+            loop = asyncio.get_running_loop()
+            self.timer = loop.call_at(self.due[0][0], self._deliver)
+
+    def _deliver(self) -> None:
+        self.timer = None
+        assert self.server is not None
+        now = asyncio.get_running_loop().time()
+        sink = self.server.transport
+        while self.due and self.due[0][0] <= now:
+            _, data = self.due.popleft()
+            if sink.is_closing():
+                self.due.clear()
+                break
+            if data:
+                sink.write(data)
+            elif sink.can_write_eof():
+                sink.write_eof()
+        if self.closed and not self.due:
+            sink.close()
+        self._schedule()
+
+    def abort(self) -> None:
+        """Cut both sides (a member gone away)."""
+        self.closed = True
+        self.due.clear()
+        if self.timer is not None:
+            self.timer.cancel()
+        for pipe in (self, self.server):
+            if pipe is not None and pipe.transport is not None:
+                pipe.transport.abort()
+        self.proxy._open.discard(self)
+
+
+class _Server(_Pipe):
+    """The connection to the real server: its answers go straight back to the client."""
+
+    transport: asyncio.Transport
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        sink = self.peer.transport if self.peer is not None else None
+        if sink is not None and not sink.is_closing():
+            sink.write(data)
+
+    def eof_received(self) -> bool:
+        self.connection_lost(None)  # the server is done: so is the client's connection
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.peer is not None and self.peer.transport is not None:
+            self.peer.transport.close()
+
+
+def _no_delay(transport: asyncio.BaseTransport) -> None:
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 if __name__ == "__main__":
