@@ -6,7 +6,7 @@ members joined with ``propagator fleet join`` and ``propagator run`` as a child 
    20 runs (p50, p99), twice: back to back (each run created once the previous one is
    gone from the hub, while the members' garbage collectors still delete its ReplicaSet
    and Pod on the same cores) and settled (once the members hold nothing of it either).
-   The hub is polled every 10 ms.
+   A watch of the hub times each step (the moment its status write reaches the watch).
 2. Steady state with 1,000 applications (one ConfigMap each, on all three members): the
    time to propagate them all, then two waves of reconciles with nothing to change —
    every application re-queued by a TenantQuota change (what is applied is known), and a
@@ -29,12 +29,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 from kubernetes import client as k8s
+from kubernetes import watch as k8s_watch
 
 from api.crd import crds
 from bench.report import arguments, emit, percentile
@@ -179,11 +181,72 @@ def _members_quiet(members: list[Any]) -> bool:
     return True
 
 
+class ApplicationWatch:
+    """A watch of the applications in one namespace, in a thread of its own: when each
+    was first seen ``Applied``, 3/3 ready, and gone. The hub pushes every status write to
+    it; polling instead (a GET every 10 ms) added half its period and loaded the hub the
+    controller writes to, on the same two cores (in 40 runs, the hub's API server used
+    6.9 s of CPU polled, 4.6 s watched; etcd 1.4 s against 0.8 s)."""
+
+    def __init__(self, hub: Any, namespace: str) -> None:
+        self.api = k8s.CustomObjectsApi(hub)
+        self.namespace = namespace
+        self.seen: dict[tuple[str, str], float] = {}
+        """(application, "Applied" / "Available" / "gone") -> time.perf_counter()."""
+        self.changed = threading.Condition()
+        self.error: Exception | None = None
+        self.stopped = False
+        self.watch = k8s_watch.Watch()  # type: ignore[no-untyped-call]
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            stream = self.watch.stream(  # type: ignore[no-untyped-call]
+                self.api.list_namespaced_custom_object, GROUP, VERSION, self.namespace, PLURAL
+            )
+            for event in stream:
+                self._record(time.perf_counter(), event)
+        except Exception as exc:  # the hub went away: fatal unless we are done with it
+            with self.changed:
+                self.error = None if self.stopped else exc
+                self.changed.notify_all()
+
+    def _record(self, now: float, event: dict[str, Any]) -> None:
+        app = event["object"]
+        marks = []
+        if event["type"] == "DELETED":
+            marks.append("gone")
+        elif _condition(app, "Applied") == "True":
+            marks.append("Applied")
+            if (app.get("status") or {}).get("ready") == "3/3":
+                marks.append("Available")
+        with self.changed:
+            for mark in marks:
+                self.seen.setdefault((app["metadata"]["name"], mark), now)
+            self.changed.notify_all()
+
+    def wait(self, name: str, mark: str, limit_s: float = 600) -> float:
+        """When ``name`` was first seen ``mark`` (waits for it)."""
+        with self.changed:
+            self.changed.wait_for(
+                lambda: (name, mark) in self.seen or self.error is not None, limit_s
+            )
+            if (name, mark) not in self.seen:
+                why = f": the watch failed: {self.error}" if self.error else ""
+                raise SystemExit(f"bench.propagation: gave up waiting for {name} {mark}{why}")
+            return self.seen[name, mark]
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.watch.stop()  # type: ignore[no-untyped-call]
+
+
 def time_to_applied(hub: Any, members: list[Any], runs: int) -> list[dict[str, Any]]:
     """Create → Applied and → Available, ``runs`` times each way: back to back (each
     created once the previous one is gone from the hub, its members still collecting its
     ReplicaSet and Pods) and settled (once the members hold nothing of it either)."""
     api = k8s.CustomObjectsApi(hub)
+    watch = ApplicationWatch(hub, "latency")
     rows = []
     for settled in (False, True):
         applied, available = [], []
@@ -202,25 +265,10 @@ def time_to_applied(hub: Any, members: list[Any], runs: int) -> list[dict[str, A
             )
             start = time.perf_counter()
             api.create_namespaced_custom_object(GROUP, VERSION, "latency", PLURAL, app)
-
-            def status(name: str = name) -> dict[str, Any]:
-                got: Any = api.get_namespaced_custom_object(GROUP, VERSION, "latency", PLURAL, name)
-                return dict(got)
-
-            _wait(lambda: _condition(status(), "Applied") == "True", f"{name} Applied")
-            applied.append(time.perf_counter() - start)
-            _wait(lambda: (status().get("status") or {}).get("ready") == "3/3", f"{name} 3/3")
-            available.append(time.perf_counter() - start)
+            applied.append(watch.wait(name, "Applied") - start)
+            available.append(watch.wait(name, "Available") - start)
             api.delete_namespaced_custom_object(GROUP, VERSION, "latency", PLURAL, name)
-
-            def gone(name: str = name) -> bool:
-                try:
-                    status(name)
-                except k8s.ApiException as exc:
-                    return bool(exc.status == 404)
-                return False
-
-            _wait(gone, f"{name} deleted", every_s=0.05)
+            watch.wait(name, "gone")
         how = "members settled" if settled else "back to back"
         rows += [
             {
@@ -231,6 +279,7 @@ def time_to_applied(hub: Any, members: list[Any], runs: int) -> list[dict[str, A
             }
             for what, samples in (("Applied", applied), ("Available 3/3", available))
         ]
+    watch.stop()
     return rows
 
 
