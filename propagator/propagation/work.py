@@ -163,7 +163,7 @@ class WorkTable:
             if state is None or state.revision != work.revision:
                 revision, attempts = (reported or {}).get(cluster, (None, 0))
                 if state is None and revision == work.revision:
-                    state = SyncState(work.revision, True, attempts, carried=True)
+                    state = SyncState(work.revision, applied=True, attempts=attempts, carried=True)
                 else:
                     state = SyncState(work.revision)
                 due.append(cluster)
