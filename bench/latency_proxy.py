@@ -179,13 +179,15 @@ class _Client(_Pipe):
         self.due: collections.deque[tuple[float, bytes]] = collections.deque()
         """Chunks (b"": the client's end) waiting for their time, oldest first."""
         self.timer: asyncio.TimerHandle | None = None
+        self.connecting: asyncio.Task[None] | None = None
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
         _no_delay(transport)
         self.proxy._open.add(self)
-        asyncio.get_running_loop().create_task(self._connect())
+        # Kept: a task nothing refers to may be collected before it ends.
+        self.connecting = asyncio.get_running_loop().create_task(self._connect())
 
     async def _connect(self) -> None:
         loop = asyncio.get_running_loop()
