@@ -117,8 +117,7 @@ class Informer:
         if self.index is not None:
             if before is not None:
                 self._unindex(key, before)
-            if (value := self.index(obj)) is not None:
-                self._indexed.setdefault(value, {})[key] = obj
+            self._add_to_index(key, obj)
         return before
 
     def _pop(self, key: str) -> Object | None:
@@ -126,6 +125,11 @@ class Informer:
         if before is not None and self.index is not None:
             self._unindex(key, before)
         return before
+
+    def _add_to_index(self, key: str, obj: Object) -> None:
+        assert self.index is not None
+        if (value := self.index(obj)) is not None:
+            self._indexed.setdefault(value, {})[key] = obj
 
     def _unindex(self, key: str, obj: Object) -> None:
         assert self.index is not None
@@ -153,8 +157,7 @@ class Informer:
         if self.index is not None:
             self._indexed = {}
             for key, obj in fresh.items():
-                if (value := self.index(obj)) is not None:
-                    self._indexed.setdefault(value, {})[key] = obj
+                self._add_to_index(key, obj)
         for key, obj in fresh.items():
             before = old.get(key)
             if before is None:

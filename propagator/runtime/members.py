@@ -76,32 +76,31 @@ class AppliedObjects:
     sync looks at its own application's writes, not at every one made there)."""
 
     def __init__(self) -> None:
-        self._by_key: dict[ObjectKey, Applied] = {}
+        self._by_key: dict[ObjectKey, tuple[str, Applied]] = {}
+        """By object: the application that wrote it, and what it wrote."""
         self._by_app: dict[str, set[ObjectKey]] = {}
-        self._app_of: dict[ObjectKey, str] = {}
 
     def get(self, key: ObjectKey) -> Applied | None:
-        return self._by_key.get(key)
+        found = self._by_key.get(key)
+        return found[1] if found is not None else None
 
     def record(self, app: str, key: ObjectKey, applied: Applied) -> None:
         """``applied`` is what application ``app`` (namespace/name) last wrote as ``key``."""
         self.forget(key)
-        self._by_key[key] = applied
-        self._app_of[key] = app
+        self._by_key[key] = (app, applied)
         self._by_app.setdefault(app, set()).add(key)
 
     def forget(self, key: ObjectKey) -> None:
         """The object is gone (deleted by a sync)."""
-        self._by_key.pop(key, None)
-        app = self._app_of.pop(key, None)
-        if app is not None and (keys := self._by_app.get(app)) is not None:
+        found = self._by_key.pop(key, None)
+        if found is not None and (keys := self._by_app.get(found[0])) is not None:
             keys.discard(key)
             if not keys:
-                del self._by_app[app]
+                del self._by_app[found[0]]
 
     def of(self, app: str) -> list[tuple[ObjectKey, Applied]]:
         """What application ``app`` last wrote there, by object."""
-        return [(key, self._by_key[key]) for key in sorted(self._by_app.get(app, ()))]
+        return [(key, self._by_key[key][1]) for key in sorted(self._by_app.get(app, ()))]
 
     def __len__(self) -> int:
         return len(self._by_key)
