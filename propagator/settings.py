@@ -76,6 +76,11 @@ class Settings(BaseSettings):
     """Consecutive failed probes before a member is NotReady and tainted not-ready."""
     probe_success_threshold: int = Field(2, ge=1, le=100)
     """Consecutive good probes before a NotReady member is Ready again."""
+    capacity_status_interval_s: float = Field(10.0, ge=0, le=600)
+    """Seconds between two writes of a MemberCluster's status when only its capacity
+    (nodes, resources: every pod started or gone changes it) changed, and so how old the
+    capacity scheduling reads may be; readiness and discovery are written at once, with
+    the capacity of the moment (0: every change at once)."""
     unreachable_after_s: float = Field(40.0, ge=0, le=3600)
     """Seconds NotReady before a member is also tainted unreachable."""
     max_concurrency: int = Field(10, ge=1, le=MAX_CONCURRENCY_CEILING)

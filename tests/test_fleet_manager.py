@@ -131,3 +131,50 @@ def test_a_status_pass_writes_each_change_and_nothing_while_the_member_is_in_lin
     last = hub.patches[-1][1]
     assert last["conditions"][0]["reason"] == "ProbeFailed"
     assert last["apiEnablements"] == [{"groupVersion": "v1", "kinds": ["ConfigMap", "Pod"]}]
+
+
+def test_a_change_of_capacity_alone_waits_for_the_interval_readiness_does_not(
+    monkeypatch: Any,
+) -> None:
+    manager = FleetManager(cast(KubeConnection, object()), Settings(), SnapshotStore())
+    hub = _Hub(manager)
+    manager.hub = cast(KubeConnection, hub)
+    manager.members.cache["m1"] = _member("m1", "True", [])
+    monitor = MemberMonitor(
+        "m1", "1", manager.policy, connection=cast(KubeConnection, object()), health=Health(True)
+    )
+    monitor.version, monitor.enablements = "v1.37.2", [{"groupVersion": "v1", "kinds": ["Pod"]}]
+    manager.monitors["m1"] = monitor
+    pods = ["3"]
+    monkeypatch.setattr(
+        monitor,
+        "capacity",
+        lambda: {"nodes": {"total": 1, "ready": 1}, "resources": {"allocated": {"pods": pods[0]}}},
+    )
+    clock = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    interval = manager.settings.capacity_status_interval_s
+
+    def written() -> list[str]:
+        return [p["resources"]["allocated"]["pods"] for _, p in hub.patches]
+
+    anyio.run(manager.write_status)
+    assert written() == ["3"]  # the first write of this manager: at once
+    pods[0] = "4"  # a pod started
+    clock[0] += 1
+    anyio.run(manager.write_status)
+    assert written() == ["3"]
+    assert manager._capacity_due == 100.0 + interval  # the status loop wakes then
+    pods[0] = "5"
+    monitor.health = Health(ready=False, last_error="timeout", not_ready_since=1.0)
+    anyio.run(manager.write_status)  # not ready: at once, with the capacity of the moment
+    assert written() == ["3", "5"]
+    assert hub.patches[-1][1]["conditions"][0]["status"] == "False"
+    pods[0] = "6"
+    clock[0] += interval - 0.5
+    anyio.run(manager.write_status)
+    assert written() == ["3", "5"]  # the interval counts from the last write
+    clock[0] += 0.5
+    anyio.run(manager.write_status)
+    assert written() == ["3", "5", "6"]
+    assert manager._capacity_due is None

@@ -3,7 +3,8 @@ and taints and the Fleets' status current, and publishes the fleet snapshot.
 
 Hub objects are watched (MemberClusters, the Secrets in the controller namespace, Fleets);
 members are probed every ``probe_interval_s`` and their nodes and pods watched. Any change
-wakes one status pass, which writes only what differs.
+wakes one status pass, which writes only what differs; a member's capacity alone (what its
+pods coming and going change) at most every ``capacity_status_interval_s``.
 """
 
 from __future__ import annotations
@@ -73,6 +74,11 @@ class FleetManager:
         status, whose discovery and capacity are the monitor's own objects (the same
         ones: compared at once), not with the hub's copy, element by element."""
         """The last fresh scan and when it was made (time.monotonic())."""
+        self._capacity_written: dict[str, float] = {}
+        """Per member, when its status (and so its capacity) was last written by this
+        manager (time.monotonic())."""
+        self._capacity_due: float | None = None
+        """When the earliest capacity change held back is to be written."""
         self._wake: anyio.Event | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self.members = Informer(hub, API_VERSION, "MemberCluster", self._on_hub_change)
@@ -175,7 +181,9 @@ class FleetManager:
     async def _status_loop(self) -> None:
         while True:
             assert self._wake is not None
-            await self._wake.wait()
+            due = self._capacity_due
+            with anyio.move_on_after(None if due is None else due - time.monotonic()):
+                await self._wake.wait()
             await anyio.sleep(_DEBOUNCE_S)  # let a burst of events settle into one pass
             self._wake = anyio.Event()
             self._sync_monitors()
@@ -194,17 +202,25 @@ class FleetManager:
         stamp, now = now_iso(), time.monotonic()
         members = {m["metadata"]["name"]: m for m in self.members.snapshot()}
         in_line, self._in_line = self._in_line, {}
+        written, self._capacity_written = self._capacity_written, {}
+        self._capacity_due = None
         for name, member in members.items():
             monitor = self.monitors.get(name)
             status = fleetstatus.member_status(member, monitor, stamp)
             self.metrics.cluster_ready.labels(name).set(fleetstatus.is_ready({"status": status}))
             seen = in_line.get(name)
             held = seen[1] if seen is not None and seen[0] is member else member.get("status")
-            if status_changed(held, status):
-                await self._patch_status("MemberCluster", name, status)
-                members[name] = {**member, "status": status}
-            else:
+            last = written.get(name)
+            if last is not None:
+                self._capacity_written[name] = last
+            if not status_changed(held, status):
                 self._in_line[name] = (member, status)
+            elif (due := self._capacity_held_back(held, status, last, now)) is not None:
+                self._capacity_due = min(due, self._capacity_due or due)
+            else:
+                await self._patch_status("MemberCluster", name, status)
+                self._capacity_written[name] = now
+                members[name] = {**member, "status": status}
             taints = fleetstatus.desired_taints(monitor, now)
             if taints != fleetstatus.controller_taints(member):
                 self.metrics.status_writes.labels("MemberCluster taints").inc()
@@ -227,6 +243,23 @@ class FleetManager:
         # The snapshot shows what the hub holds; what was just written comes back through
         # the watch and wakes another pass.
         self._publish(self.members.snapshot(), fleets)
+
+    def _capacity_held_back(
+        self,
+        held: Mapping[str, Any] | None,
+        status: Mapping[str, Any],
+        last: float | None,
+        now: float,
+    ) -> float | None:
+        """When a change of ``status`` from ``held`` is to be written, if it changes the
+        capacity alone and the last write was less than ``capacity_status_interval_s``
+        ago; None: at once (readiness and discovery never wait)."""
+        interval = self.settings.capacity_status_interval_s
+        if last is None or now - last >= interval:
+            return None
+        if status_changed(fleetstatus.without_capacity(held), fleetstatus.without_capacity(status)):
+            return None
+        return last + interval
 
     def fresh_clusters(self) -> list[ClusterInfo]:
         """Every member as its probes see it now — the status and taints the next status

@@ -25,6 +25,11 @@ CAPACITY_FIELDS = ("nodes", "resources")
 """The status fields of ``fleet.capacity.summarize``."""
 
 
+def without_capacity(status: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``status`` without its :data:`CAPACITY_FIELDS`."""
+    return {k: v for k, v in (status or {}).items() if k not in CAPACITY_FIELDS}
+
+
 def member_status(
     member: Mapping[str, Any], monitor: MemberMonitor | None, now: str
 ) -> dict[str, Any]:
