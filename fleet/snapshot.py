@@ -7,6 +7,7 @@ either the old or the new snapshot, never a half-updated one.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import time
@@ -74,6 +75,18 @@ class ClusterInfo:
         if name == "zone":
             return self.zone
         return self.provider if name == "provider" else None
+
+
+def capacity_only(before: ClusterInfo | None, after: ClusterInfo | None) -> bool:
+    """Whether one cluster's ``before`` and ``after`` (in two snapshots) differ in capacity
+    alone (allocatable, available, ready nodes): what the pods coming and going on a member
+    change, and what only some placements depend on."""
+    if before is None or after is None:
+        return False
+    same_capacity = dataclasses.replace(
+        before, available=after.available, allocatable=after.allocatable, nodes=after.nodes
+    )
+    return same_capacity == after
 
 
 def _quantities(values: Mapping[str, Any] | None) -> Mapping[str, Decimal]:

@@ -562,3 +562,22 @@ def test_a_restarted_controller_keeps_the_status_while_its_clusters_are_synced_a
     meanwhile.synced("shop/web", "a")
     meanwhile.reconcile(replan=False)
     assert meanwhile.condition("Applied")["message"] == "1/2 clusters applied; 1 in progress: b"
+
+
+@pytest.mark.parametrize(
+    ("app", "bound"),
+    [
+        (_app(), False),  # configuration to every cluster that passes the filters
+        (_app(placement={"maxClusters": 1}), True),  # which one: capacity may score it
+        (_asking("big", 2, "500m"), True),  # pods, and what they request, need room
+    ],
+)
+def test_a_placement_that_capacity_can_move_is_planned_again_when_capacity_changes(
+    app: dict[str, Any], bound: bool
+) -> None:
+    h = Harness(app)
+    key = f"shop/{app['metadata']['name']}"
+    assert h.reconciler.capacity_bound(key)  # not planned yet
+    h.reconcile()
+    assert h.table.get(key, "a") is not None
+    assert h.reconciler.capacity_bound(key) is bound

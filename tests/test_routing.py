@@ -1,13 +1,15 @@
-"""Member cache events: drift and deletions sync again; workload changes refresh status."""
+"""Member cache events: drift and deletions sync again; workload changes refresh status.
+Fleet snapshot changes: which fleets' applications are planned again."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
+from fleet.snapshot import SnapshotStore, cluster_info
 from propagator.propagation.drift import fingerprint
 from propagator.propagation.resources import Owner
-from propagator.propagation.routing import route_member_event
+from propagator.propagation.routing import fleet_change, route_member_event
 from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
 from propagator.runtime.members import Applied
 from tests.e2e.manifests import config_map, deployment
@@ -69,3 +71,35 @@ def test_our_own_apply_of_a_new_revision_is_not_drift() -> None:
     member, table, live = _setup(config_map("settings", "shop", a="1"))
     newer = Owner("shop", "web", "").stamp(config_map("settings", "shop", a="2"), "r2", "m1")
     assert route_member_event(member, table, live, newer).sync is None
+
+
+def _member_cluster(name: str, pods: str = "10", ready: str = "True") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {"env": "prod"}},
+        "spec": {"layer": "default"},
+        "status": {
+            "conditions": [{"type": "Ready", "status": ready}],
+            "nodes": {"total": 1, "ready": 1},
+            "resources": {"allocatable": {"pods": "110"}, "available": {"pods": pods}},
+        },
+    }
+
+
+def test_a_change_of_capacity_alone_replans_only_what_capacity_can_move() -> None:
+    store = SnapshotStore()
+    fleets = {"blue": ["a", "b"], "green": ["c"], "red": ["d"]}
+    members = {n: _member_cluster(n) for n in "abcd"}
+    before = store.publish([cluster_info(m) for m in members.values()], fleets)
+    members["a"] = _member_cluster("a", pods="9")  # a pod started on a
+    members["c"] = _member_cluster("c", pods="8")  # and on c, which also went not ready
+    members["c"]["status"]["conditions"][0]["status"] = "False"
+    after = store.publish([cluster_info(m) for m in members.values()], fleets)
+    change = fleet_change(before, after)
+    assert (change.replan, change.capacity) == (frozenset({"green"}), frozenset({"blue"}))
+    # A member joining a fleet, or one changing beside a change of capacity, replans all.
+    members["b"]["metadata"]["labels"] = {"env": "dev"}
+    joined = store.publish(
+        [cluster_info(m) for m in members.values()], {**fleets, "red": ["d", "a"]}
+    )
+    change = fleet_change(after, joined)
+    assert (change.replan, change.capacity) == (frozenset({"blue", "red"}), frozenset())

@@ -13,6 +13,7 @@ from fleet.snapshot import (
     FleetSnapshot,
     SnapshotStore,
     build_snapshot,
+    capacity_only,
     cluster_info,
 )
 
@@ -27,6 +28,17 @@ def mc(name: str, layer: str, labels: dict[str, str], ready: bool = True) -> dic
             "resources": {"available": {"cpu": "1500m", "memory": "1Gi", "pods": 3}},
         },
     }
+
+
+def test_a_change_of_capacity_alone_is_told_from_any_other() -> None:
+    before = cluster_info(mc("a", "edge", {"env": "prod"}))
+    fuller = mc("a", "edge", {"env": "prod"})
+    fuller["status"]["resources"] = {"available": {"cpu": "1", "memory": "1Gi", "pods": 2}}  # type: ignore[index]
+    assert capacity_only(before, cluster_info(fuller))
+    relabeled = cluster_info({**fuller, "metadata": {"name": "a", "labels": {"env": "dev"}}})
+    assert not capacity_only(before, relabeled)
+    assert not capacity_only(before, cluster_info(mc("a", "edge", {"env": "prod"}, ready=False)))
+    assert not capacity_only(None, before)
 
 
 def test_cluster_info_reads_a_member_cluster() -> None:

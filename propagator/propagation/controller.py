@@ -3,10 +3,11 @@
 Applications are planned again (resolve, schedule, render) when their spec (or deletion,
 finalizers, annotations) changes, when a hub object one of them selects changes, when a
 cluster of their Fleet changes in the fleet snapshot (readiness, taints, capacity,
-membership), when a TenantQuota or the labels of their namespace change, and every resync
-period. Their status is refreshed (no planning) when a member sync reports or a workload
-they propagated changes health on a member. A key is never reconciled twice at once, and
-a failed reconcile comes back after a per-key backoff.
+membership; a change of capacity alone, only those whose placement it can move), when a
+TenantQuota or the labels of their namespace change, and every resync period. Their
+status is refreshed (no planning) when a member sync reports or a workload they
+propagated changes health on a member. A key is never reconciled twice at once, and a
+failed reconcile comes back after a per-key backoff.
 
 Member syncs run in the member registry: a queue per member, keyed by application. An
 object of ours that changes on a member (anything we set) or disappears there is synced
@@ -37,7 +38,7 @@ from propagator.propagation.plan import MemberAccess
 from propagator.propagation.reconcile import FINALIZER, Reconciler
 from propagator.propagation.renderworker import warm_up
 from propagator.propagation.resources import member_selector, owner_label_of
-from propagator.propagation.routing import route_member_event
+from propagator.propagation.routing import fleet_change, route_member_event
 from propagator.propagation.work import WorkTable
 from propagator.runtime.members import LIMIT_RANGES, Member, MemberRegistry
 from propagator.runtime.workqueue import WorkQueue
@@ -410,29 +411,20 @@ class PropagationController:
             self._replan_now(self._keys())
 
     async def _snapshot_loop(self) -> None:
-        """Plan again the applications of every Fleet whose clusters changed."""
+        """Plan again the applications of every Fleet whose clusters changed (when only
+        their capacity did, those whose placement it can move)."""
         before = self.store.current()
         while True:
             after: FleetSnapshot = await self.store.newer_than(before.generation)
-            changed = {
-                n
-                for n in set(before.clusters) | set(after.clusters)
-                if before.clusters.get(n) != after.clusters.get(n)
-            }
-            fleets = {
-                f
-                for f in set(before.fleets) | set(after.fleets)
-                if before.fleets.get(f) != after.fleets.get(f)
-                or changed & after.fleets.get(f, frozenset())
-            }
-            before = after
-            self._replan_now(
-                [
-                    cache_key(a)
-                    for a in self.apps.snapshot()
-                    if a.get("spec", {}).get("fleet") in fleets
-                ]
-            )
+            change, before = fleet_change(before, after), after
+            keys = []
+            for app in self.apps.snapshot():
+                fleet = app.get("spec", {}).get("fleet")
+                if fleet in change.replan or (
+                    fleet in change.capacity and self.reconciler.capacity_bound(cache_key(app))
+                ):
+                    keys.append(cache_key(app))
+            self._replan_now(keys)
 
     async def _worker(self) -> None:
         while (key := await self.queue.get()) is not None:

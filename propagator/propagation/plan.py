@@ -49,6 +49,12 @@ class Plan:
     """Application failover's toleration (None: off, no clock kept)."""
     canary: CanaryPlan | None = None
     """The canary's state and clusters (None: the application has no canary)."""
+    capacity_bound: bool = True
+    """Whether a change of the clusters' capacity alone is to plan it again: not when the
+    clusters it holds carry it all, nor when it is configuration alone (nothing creates
+    pods) going to every cluster that passes the filters — a cluster it could not go to
+    for want of a pod's room takes it at the next plan for another reason (the resync at
+    the latest); where it runs, its own room is counted back, so none ever removes it."""
 
     def leaving(self) -> list[str]:
         """Clusters the application left that keep what runs there until it is replaced."""

@@ -101,6 +101,12 @@ class Reconciler:
         self.renders = RenderMemo(self._render_bounded)
         self.statuses = WrittenStatuses()
 
+    def capacity_bound(self, key: str) -> bool:
+        """Whether a change of the clusters' capacity alone could move ``key``'s placement
+        (not planned yet: it could)."""
+        plan = self.plans.get(key)
+        return plan is None or plan.capacity_bound
+
     def forget(self, key: str) -> None:
         self.plans.pop(key, None)
         self.statuses.forget(key)
@@ -402,6 +408,11 @@ class Reconciler:
             sum(t.replicas or 0 for t in held) >= demand.replicas
             if placement.replicas.mode != "Duplicated"
             else placement.max_clusters is not None and len(held) >= placement.max_clusters
+        )
+        plan.capacity_bound = not covered and (
+            demand.creates_pods
+            or placement.replicas.mode != "Duplicated"
+            or placement.max_clusters is not None
         )
         if covered:  # nothing to place anew: the held clusters carry it all
             plan.conditions.append(

@@ -1,10 +1,12 @@
-"""What a change in a member's watch cache means for the controller (pure)."""
+"""What a change in a member's watch cache, or in the fleet snapshot, means for the
+controller (pure)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from fleet.snapshot import FleetSnapshot, capacity_only
 from propagator.propagation.drift import fingerprint
 from propagator.propagation.health import WORKLOAD_KINDS
 from propagator.propagation.resources import APP_ANNOTATION, REVISION_ANNOTATION, key_of
@@ -44,6 +46,34 @@ def route_member_event(
     )
     workload = (obj.get("apiVersion"), obj.get("kind")) in WORKLOAD_KINDS
     return Route(sync=app if drifted else None, refresh=app if workload else None)
+
+
+@dataclass(frozen=True)
+class FleetChange:
+    replan: frozenset[str]
+    """Fleets whose membership changed, or a member's readiness, taints, labels, layer or
+    kinds served: every application of theirs is planned again."""
+    capacity: frozenset[str]
+    """The other fleets where a member's capacity changed: only the applications whose
+    placement capacity can move are planned again (:attr:`Plan.capacity_bound`)."""
+
+
+def fleet_change(before: FleetSnapshot, after: FleetSnapshot) -> FleetChange:
+    """The fleets whose clusters changed from ``before`` to ``after``, and how."""
+    changed = {
+        n
+        for n in set(before.clusters) | set(after.clusters)
+        if before.clusters.get(n) != after.clusters.get(n)
+    }
+    moved = {n for n in changed if not capacity_only(before.clusters.get(n), after.clusters.get(n))}
+    replan, capacity = set(), set()
+    for fleet in set(before.fleets) | set(after.fleets):
+        members = after.fleets.get(fleet, frozenset())
+        if before.fleets.get(fleet) != after.fleets.get(fleet) or moved & members:
+            replan.add(fleet)
+        elif changed & members:
+            capacity.add(fleet)
+    return FleetChange(frozenset(replan), frozenset(capacity))
 
 
 def _revision(obj: dict[str, Any]) -> Any:

@@ -94,7 +94,14 @@ def demand_of(
         else:  # a Pod
             _add(fixed, pod, 1)
     if not workloads:
-        return Demand(1, {"pods": Decimal(1)}, frozenset(kinds), fixed, per_node)
+        return Demand(
+            1,
+            {"pods": Decimal(1)},
+            frozenset(kinds),
+            fixed,
+            per_node,
+            creates_pods=bool(fixed or per_node),
+        )
     # The divisible workload: the one asking most cpu in all (ties: the first).
     main = max(
         range(len(workloads)),

@@ -33,6 +33,9 @@ class Demand:
     placed there (other workloads, Jobs, CronJobs, Pods)."""
     per_node: ResourceAmounts = field(default_factory=dict)
     """What DaemonSets need on each node of a cluster."""
+    creates_pods: bool = True
+    """False for configuration alone (nothing that creates pods): its one replica is the
+    application itself, which asks a pod's room only of a cluster it is new on."""
 
     def beside_replicas(self, nodes: int) -> dict[str, Decimal]:
         """What a cluster of ``nodes`` ready nodes gives this application besides the
