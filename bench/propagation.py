@@ -12,7 +12,10 @@ members joined with ``propagator fleet join`` and ``propagator run`` as a child 
    every application re-queued by a TenantQuota change (what is applied is known), and a
    controller restart (every cluster synced once against its member's watch caches) —
    each until every queue is empty, with reconciles/s, the objects written to the members
-   (must be 0), and the controller's CPU and RSS.
+   (must be 0), and the controller's CPU and RSS. Between the two, 30 s of pods of
+   someone else's coming and going on one member (a Deployment scaled between 0 and 3
+   replicas every 2 s) while the applications rest: the plans made per second, the
+   MemberCluster status writes and the controller's CPU.
 3. SIGTERM while 50 new applications reconcile (sent once the first of them has been
    reconciled): the time to exit and the exit code (a pod's default grace period is 30 s),
    then, after a restart, the time until all 50 are Applied (nothing lost).
@@ -338,7 +341,43 @@ def _create_apps(api: Any, namespace: str, count: int) -> None:
         list(pool.map(create, range(count)))
 
 
-def steady_state(hub: Any, controller: Controller, count: int) -> list[dict[str, Any]]:
+CHURN_S = 30.0
+"""How long pods come and go on a member in :func:`pod_churn`."""
+
+
+def pod_churn(member: Any, controller: Controller, count: int) -> dict[str, Any]:
+    """Pods of someone else's coming and going on one member for :data:`CHURN_S` while the
+    ``count`` applications rest (a Deployment there scaled between 0 and 3 replicas every
+    2 s): the plans made, the MemberCluster status writes and the controller's CPU."""
+    apps = k8s.AppsV1Api(member)
+    apps.create_namespaced_deployment("default", deployment("churn", "default", "nginx:1.27", 0))  # type: ignore[arg-type]
+    plans = 'propagator_propagation_duration_seconds_count{operation="reconcile"'
+    writes = 'propagator_status_writes_total{kind="MemberCluster status"}'
+    plans0, writes0, cpu0 = controller.metric(plans), controller.metric(writes), controller.cpu_s()
+    member_writes0 = controller.metric("propagator_member_writes_total")
+    start = time.perf_counter()
+    replicas = 0
+    while time.perf_counter() - start < CHURN_S:
+        replicas = 3 - replicas
+        apps.patch_namespaced_deployment_scale("churn", "default", {"spec": {"replicas": replicas}})
+        time.sleep(2)
+    wall = time.perf_counter() - start
+    apps.delete_namespaced_deployment("churn", "default")
+    made = controller.metric(plans) - plans0
+    return {
+        "wave": f"pods of others coming and going on a member, {count} apps at rest",
+        "wall_s": wall,
+        "reconciles_per_s": made / wall,
+        "member_writes": controller.metric("propagator_member_writes_total") - member_writes0,
+        "cluster_status_writes": controller.metric(writes) - writes0,
+        "cpu_pct": (controller.cpu_s() - cpu0) / wall * 100,
+        "rss_mib": controller.rss_mib(),
+    }
+
+
+def steady_state(
+    hub: Any, members: list[Any], controller: Controller, count: int
+) -> list[dict[str, Any]]:
     api = k8s.CustomObjectsApi(hub)
     writes_before = controller.metric("propagator_member_writes_total")
     start = time.perf_counter()
@@ -373,6 +412,7 @@ def steady_state(hub: Any, controller: Controller, count: int) -> list[dict[str,
 
     known = _wave(controller, count, touch_quota)
     rows.append({"wave": "nothing to change, known applied", **known})
+    rows.append(pod_churn(members[0], controller, count))
     controller.stop()
     restarted = time.perf_counter()
     controller.start()  # counters and CPU time start at 0: the wave counts from here
@@ -425,7 +465,7 @@ def main() -> None:
             _setup(state, hub)
             controller.start()
             latency = time_to_applied(hub, members, runs)
-            steady = steady_state(hub, controller, apps)
+            steady = steady_state(hub, members, controller, apps)
             draining = shutdown_under_load(hub, controller)
         finally:
             if controller.proc is not None:
@@ -446,6 +486,7 @@ def main() -> None:
             ("wall_s", "wall s"),
             ("reconciles_per_s", "reconciles/s"),
             ("member_writes", "member writes"),
+            ("cluster_status_writes", "MemberCluster status writes"),
             ("cpu_pct", "controller CPU %"),
             ("rss_mib", "controller RSS MiB"),
         ],

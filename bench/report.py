@@ -31,15 +31,19 @@ def percentile(samples: Sequence[float], pct: float) -> float:
     return statistics.quantiles(ordered, n=100, method="inclusive")[max(0, min(98, int(pct) - 1))]
 
 
+def _cell(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
 def emit(rows: list[dict[str, Any]], columns: list[tuple[str, str]], as_json: bool) -> None:
-    """Print ``rows``: one JSON object per line, or a table with ``columns`` (key, header)."""
+    """Print ``rows``: one JSON object per line, or a table with ``columns`` (key, header;
+    a row without a key has an empty cell)."""
     if as_json:
         for row in rows:
             print(json.dumps(row))
         return
     cells = [[h for _, h in columns]] + [
-        [f"{row[k]:.3f}" if isinstance(row[k], float) else str(row[k]) for k, _ in columns]
-        for row in rows
+        [_cell(row.get(k, "")) for k, _ in columns] for row in rows
     ]
     widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
     for r in cells:
