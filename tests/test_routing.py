@@ -9,7 +9,12 @@ from typing import Any
 from fleet.snapshot import SnapshotStore, cluster_info
 from propagator.propagation.drift import fingerprint
 from propagator.propagation.resources import Owner
-from propagator.propagation.routing import fleet_change, route_member_event
+from propagator.propagation.routing import (
+    FleetChange,
+    fleet_change,
+    route_member_event,
+    to_plan_again,
+)
 from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
 from propagator.runtime.members import Applied
 from tests.e2e.manifests import config_map, deployment
@@ -103,3 +108,19 @@ def test_a_change_of_capacity_alone_replans_only_what_capacity_can_move() -> Non
     )
     change = fleet_change(after, joined)
     assert (change.replan, change.capacity) == (frozenset({"blue", "red"}), frozenset())
+
+
+def test_a_change_of_capacity_alone_plans_again_the_applications_it_can_move() -> None:
+    apps = [
+        {"metadata": {"namespace": "shop", "name": name}, "spec": {"fleet": fleet}}
+        for name, fleet in (("web", "blue"), ("settings", "blue"), ("db", "green"), ("x", "red"))
+    ]
+    change = FleetChange(replan=frozenset({"green"}), capacity=frozenset({"blue"}))
+    asked: list[str] = []
+
+    def bound(key: str) -> bool:
+        asked.append(key)
+        return key == "shop/web"
+
+    assert to_plan_again(change, apps, bound) == ["shop/web", "shop/db"]
+    assert asked == ["shop/web", "shop/settings"]  # only where capacity alone changed

@@ -38,7 +38,7 @@ from propagator.propagation.plan import MemberAccess
 from propagator.propagation.reconcile import FINALIZER, Reconciler
 from propagator.propagation.renderworker import warm_up
 from propagator.propagation.resources import member_selector, owner_label_of
-from propagator.propagation.routing import fleet_change, route_member_event
+from propagator.propagation.routing import fleet_change, route_member_event, to_plan_again
 from propagator.propagation.work import WorkTable
 from propagator.runtime.members import LIMIT_RANGES, Member, MemberRegistry
 from propagator.runtime.workqueue import WorkQueue
@@ -417,14 +417,8 @@ class PropagationController:
         while True:
             after: FleetSnapshot = await self.store.newer_than(before.generation)
             change, before = fleet_change(before, after), after
-            keys = []
-            for app in self.apps.snapshot():
-                fleet = app.get("spec", {}).get("fleet")
-                if fleet in change.replan or (
-                    fleet in change.capacity and self.reconciler.capacity_bound(cache_key(app))
-                ):
-                    keys.append(cache_key(app))
-            self._replan_now(keys)
+            apps = self.apps.snapshot()
+            self._replan_now(to_plan_again(change, apps, self.reconciler.capacity_bound))
 
     async def _worker(self) -> None:
         while (key := await self.queue.get()) is not None:

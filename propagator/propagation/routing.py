@@ -3,9 +3,11 @@ controller (pure)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from fleet.informer import cache_key
 from fleet.snapshot import FleetSnapshot, capacity_only
 from propagator.propagation.drift import fingerprint
 from propagator.propagation.health import WORKLOAD_KINDS
@@ -74,6 +76,25 @@ def fleet_change(before: FleetSnapshot, after: FleetSnapshot) -> FleetChange:
         elif changed & members:
             capacity.add(fleet)
     return FleetChange(frozenset(replan), frozenset(capacity))
+
+
+def to_plan_again(
+    change: FleetChange,
+    apps: Iterable[dict[str, Any]],
+    capacity_bound: Callable[[str], bool],
+) -> list[str]:
+    """The keys of ``apps`` that ``change`` plans again: every application of a fleet in
+    ``change.replan``; of a fleet whose clusters' capacity alone changed, those
+    ``capacity_bound`` (by key) says capacity can move."""
+    keys = []
+    for app in apps:
+        fleet = (app.get("spec") or {}).get("fleet")
+        if fleet not in change.replan and fleet not in change.capacity:
+            continue
+        key = cache_key(app)
+        if fleet in change.replan or capacity_bound(key):
+            keys.append(key)
+    return keys
 
 
 def _revision(obj: dict[str, Any]) -> Any:
