@@ -104,7 +104,8 @@ class _Hub:
         return obj
 
 
-def test_a_status_pass_writes_each_change_and_nothing_while_the_member_is_in_line() -> None:
+def _one_ready_member() -> tuple[FleetManager, _Hub, MemberMonitor]:
+    """A manager whose hub takes status patches, with one Ready member, m1, discovered."""
     manager = FleetManager(cast(KubeConnection, object()), Settings(), SnapshotStore())
     hub = _Hub(manager)
     manager.hub = cast(KubeConnection, hub)
@@ -114,6 +115,11 @@ def test_a_status_pass_writes_each_change_and_nothing_while_the_member_is_in_lin
     )
     monitor.version, monitor.enablements = "v1.37.2", [{"groupVersion": "v1", "kinds": ["Pod"]}]
     manager.monitors["m1"] = monitor
+    return manager, hub, monitor
+
+
+def test_a_status_pass_writes_each_change_and_nothing_while_the_member_is_in_line() -> None:
+    manager, hub, monitor = _one_ready_member()
 
     async def passes() -> list[int]:
         writes = []
@@ -136,15 +142,7 @@ def test_a_status_pass_writes_each_change_and_nothing_while_the_member_is_in_lin
 def test_a_change_of_capacity_alone_waits_for_the_interval_readiness_does_not(
     monkeypatch: Any,
 ) -> None:
-    manager = FleetManager(cast(KubeConnection, object()), Settings(), SnapshotStore())
-    hub = _Hub(manager)
-    manager.hub = cast(KubeConnection, hub)
-    manager.members.cache["m1"] = _member("m1", "True", [])
-    monitor = MemberMonitor(
-        "m1", "1", manager.policy, connection=cast(KubeConnection, object()), health=Health(True)
-    )
-    monitor.version, monitor.enablements = "v1.37.2", [{"groupVersion": "v1", "kinds": ["Pod"]}]
-    manager.monitors["m1"] = monitor
+    manager, hub, monitor = _one_ready_member()
     pods = ["3"]
     monkeypatch.setattr(
         monitor,
