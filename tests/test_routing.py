@@ -101,7 +101,7 @@ def test_a_change_of_capacity_alone_replans_only_what_capacity_can_move() -> Non
     after = store.publish([cluster_info(m) for m in members.values()], fleets)
     change = fleet_change(before, after)
     assert (change.replan, change.capacity) == (frozenset({"green"}), frozenset({"blue"}))
-    # A member joining a fleet, or one changing beside a change of capacity, replans all.
+    # A member joining a fleet (a, to red) or a member relabeled (b, in blue): all again.
     members["b"]["metadata"]["labels"] = {"env": "dev"}
     joined = store.publish(
         [cluster_info(m) for m in members.values()], {**fleets, "red": ["d", "a"]}
