@@ -33,6 +33,7 @@ from urllib.parse import urlparse
 
 import anyio
 
+from bench.cpu import CPU_COLUMNS, cpu_by_part, cpu_row, members_quiet
 from bench.latency_proxy import LatencyProxy
 from bench.report import arguments, emit
 from fleet import local
@@ -41,6 +42,7 @@ from fleet.health import HealthPolicy
 from fleet.kubeconfig import load_kubeconfig
 from fleet.member import MemberMonitor
 from propagator.observability.metrics import Metrics
+from propagator.propagation.clustersync import namespace_to_create
 from propagator.propagation.membersync import MemberSync
 from propagator.propagation.resources import member_selector, owner_label_of, revision_of
 from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
@@ -98,21 +100,38 @@ def _connections(
     return conns, proxies
 
 
+def _work(app: str, cluster: str, namespace: str, policy: SyncPolicy) -> ClusterWork:
+    """Application ``app``'s work for ``cluster``: the benchmark's objects in ``namespace``."""
+    objects = tuple(_objects(namespace))
+    return ClusterWork(app, cluster, objects, revision_of(objects), frozenset(), policy)
+
+
+def _written(work: ClusterWork, namespace: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The very bodies a fresh cluster's member sync sends for ``work``: the objects'
+    ``namespace`` (created) and the objects (applied), stamped with the owner and member
+    labels and annotations."""
+    created = namespace_to_create(namespace, work, work.cluster, brought=False)
+    stamped = [work.owner.stamp(o, revision_of([o]), work.cluster) for o in work.objects]
+    return created, stamped
+
+
 async def _bare_loop(conns: dict[str, KubeConnection], concurrency: int, run: str) -> float:
-    """The servers' limit: the same writes as a fresh cluster's sync (a namespace created,
-    then the objects applied at once, per cluster) sent straight to the members,
-    ``concurrency`` clusters at once, without added latency."""
+    """The servers' limit: the same writes as a fresh cluster's sync (its namespace
+    created, then its objects applied at once, the same bodies) sent straight to the
+    members, ``concurrency`` clusters at once, without added latency."""
     limiter = anyio.CapacityLimiter(concurrency)
+    policy = SyncPolicy.of(None, Settings())
 
     async def one(cluster: str) -> None:
         conn = conns[cluster]
-        namespace = f"bare-{run}-{cluster}"
+        # Named as no registered member is: no cache of a controller running meanwhile
+        # lists these objects (see _sync_all).
+        name = f"bare-{run}-{cluster}"
+        namespace, objects = _written(_work(f"bench/{name}", name, name, policy), name)
         async with limiter:
-            await conn.create(
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-            )
+            await conn.create(namespace)
             async with anyio.create_task_group() as tg:
-                for obj in _objects(namespace):
+                for obj in objects:
                     tg.start_soon(functools.partial(conn.apply, obj))
 
     start = time.perf_counter()
@@ -130,11 +149,17 @@ async def _sync_all(
     settings = Settings(max_concurrency=concurrency)
     table, metrics = WorkTable(), Metrics()
     done = anyio.Event()
-    waiting = set(conns)
+    # Each run's far clusters have names of their own, so their caches (selected by the
+    # member label) list only this run's objects, as on a fresh cluster, though earlier
+    # runs' objects stay on the shared members. Several far clusters share one real
+    # member: an application of their own (named as the cluster) keeps each one's
+    # pruning to its own objects, as on separate API servers.
+    named = {f"sync-{run}-{cluster}": conn for cluster, conn in conns.items()}
+    waiting = set(named)
 
     def reported(app: str, settled: bool) -> None:
         if settled:
-            waiting.discard(app.split("/", 1)[1].removeprefix(f"{run}-"))
+            waiting.discard(app.split("/", 1)[1])
         if not waiting:
             done.set()
 
@@ -165,18 +190,16 @@ async def _sync_all(
         registry.sync(
             {
                 name: MemberMonitor(name, "bench", policy_of_health, connection=conn)
-                for name, conn in conns.items()
+                for name, conn in named.items()
             }
         )
         start = time.perf_counter()
-        for cluster in conns:
-            # Several far clusters share one real member: an application of their own
-            # keeps each one's pruning to its own objects, as on separate API servers.
-            app = f"bench/{run}-{cluster}"
-            objects = tuple(_objects(f"bench-{run}-{cluster}"))
-            work = ClusterWork(app, cluster, objects, revision_of(objects), frozenset(), policy)
-            table.set_work(app, {cluster: work}, now=0.0, recheck_after_s=3600)
-            member = registry.get(cluster)
+        for name in named:
+            app = f"bench/{name}"
+            table.set_work(
+                app, {name: _work(app, name, name, policy)}, now=0.0, recheck_after_s=3600
+            )
+            member = registry.get(name)
             assert member is not None
             member.queue.add(app)
         await done.wait()
@@ -186,6 +209,7 @@ async def _sync_all(
 
 
 async def measure(
+    state: local.FleetState,
     conns: dict[str, KubeConnection],
     direct: dict[str, KubeConnection],
     concurrency: int,
@@ -195,21 +219,34 @@ async def measure(
     for conn in [*conns.values(), *direct.values()]:
         await conn.version()  # TLS handshakes and discovery outside the timing
         await conn.discovery.kinds()
+    # Each side starts on members at rest: what the other side's writes left them to do
+    # (each new namespace's service account and root CA ConfigMap) is not counted in it.
+    await members_quiet(state)
+    before = cpu_by_part(state, time.process_time)
     servers_s = await _bare_loop(direct, concurrency, run)
+    bare_cpu = cpu_row(
+        before, cpu_by_part(state, time.process_time), servers_s, concurrency=concurrency
+    )
+    await members_quiet(state)
     CountingConnection.requests = 0
+    before = cpu_by_part(state, time.process_time)
     wall, table, metrics = await _sync_all(conns, concurrency, run)
+    sync_cpu = cpu_row(before, cpu_by_part(state, time.process_time), wall, concurrency=concurrency)
     failed = {
-        (app, cluster): state
+        (app, cluster): sync_state
         for app, states in table.states.items()
-        for cluster, state in states.items()
-        if not state.applied
+        for cluster, sync_state in states.items()
+        if not sync_state.applied
     }
     if failed:
-        (_, cluster), state = next(iter(failed.items()))
-        raise SystemExit(f"bench.fanout: {len(failed)} clusters failed, e.g. {cluster}: {state}")
+        (_, cluster), sync_state = next(iter(failed.items()))
+        raise SystemExit(
+            f"bench.fanout: {len(failed)} clusters failed, e.g. {cluster}: {sync_state}"
+        )
     retries = sum(
         metrics.registry.get_sample_value("propagator_apply_retries_total", {"cluster": c}) or 0
-        for c in conns
+        for states in table.states.values()
+        for c in states
     )
     latency_limit = math.ceil(len(conns) / concurrency) * 3 * latency_s
     ideal = max(latency_limit, servers_s)
@@ -223,6 +260,7 @@ async def measure(
         "ideal_s": ideal,
         "ratio": wall / ideal,
         "retries": int(retries),
+        "cpu": [{**bare_cpu, "side": "bare loop"}, {**sync_cpu, "side": "member syncs"}],
     }
 
 
@@ -269,7 +307,9 @@ def main() -> None:
                 rows = []
                 for concurrency in (1, 10, 50):
                     pairs = [
-                        await measure(conns, direct, concurrency, f"c{concurrency}r{i}", latency_s)
+                        await measure(
+                            state, conns, direct, concurrency, f"c{concurrency}r{i}", latency_s
+                        )
                         for i in range(args.repeat)
                     ]
                     rows.append(_median_pair(pairs))
@@ -282,6 +322,7 @@ def main() -> None:
                 proxy.close()
             local.down(state)
     print(f"fan-out of {OBJECTS} objects, {latency_s * 1000:g} ms added per request")
+    cpu_rows = [cpu for r in rows for cpu in r.pop("cpu")]
     emit(
         rows,
         [
@@ -299,6 +340,10 @@ def main() -> None:
         ],
         args.json,
     )
+    print()
+    print("CPU seconds in the median pair: the bare loop, then the member syncs (own: this")
+    print("process, the loop or the controller's syncs; members and hub: all their processes)")
+    emit(cpu_rows, [("concurrency", "max concurrency"), ("side", "side"), *CPU_COLUMNS], args.json)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ import anyio
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
-from bench import latency_proxy
+from bench.cpu import CPU_COLUMNS, cpu_by_part, cpu_row
 from bench.fanout import OBJECTS, _bare_loop, _connections
 from bench.latency_proxy import LatencyProxy
 from bench.propagation import Controller, _condition, _setup_crds, _wait
@@ -312,33 +312,6 @@ def _slow_member(hub: Any, proxies: list[LatencyProxy], count: int) -> dict[str,
     }
 
 
-def _cpu(state: local.FleetState, own: Callable[[], float]) -> dict[str, float]:
-    """CPU seconds used so far, by part: the three members' processes (API servers, etcd,
-    controller managers, schedulers, kwok), the hub's, ``own`` (the bare loop's process or
-    the controller) and the latency proxies'."""
-    return {
-        "members": sum(local_cluster.cpu_seconds(m) for m in state.members),
-        "hub": local_cluster.cpu_seconds(state.hub),
-        "own": own(),
-        "proxies": latency_proxy.host_cpu_seconds(),
-    }
-
-
-def _cpu_row(
-    count: int, phase: str, wall_s: float, before: dict[str, float], after: dict[str, float]
-) -> dict[str, Any]:
-    used = {f"{part}_cpu_s": after[part] - before[part] for part in before}
-    total = sum(used.values())
-    return {
-        "clusters": count,
-        "phase": phase,
-        "wall_s": wall_s,
-        **used,
-        "total_cpu_s": total,
-        "cores_busy": total / wall_s,
-    }
-
-
 def _bare_namespaces_gone(member: Any) -> bool:
     with local_cluster.api_client(member) as api:
         listing: Any = k8s.CoreV1Api(api).list_namespace()
@@ -356,9 +329,11 @@ def _servers_limit(state: local.FleetState, count: int, phase: str) -> dict[str,
         try:
             for conn in direct.values():
                 await conn.discovery.kinds()
-            before = _cpu(state, time.process_time)
+            before = cpu_by_part(state, time.process_time)
             took = await _bare_loop(direct, CONCURRENCY, "bare")
-            row = _cpu_row(count, phase, took, before, _cpu(state, time.process_time))
+            row = cpu_row(
+                before, cpu_by_part(state, time.process_time), took, clusters=count, phase=phase
+            )
             limiter = anyio.CapacityLimiter(CONCURRENCY)
 
             async def delete(cluster: str, conn: KubeConnection) -> None:
@@ -435,19 +410,21 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
             every_s=1,
         )
         ready_s = time.perf_counter() - started
-        before, rest_from = _cpu(state, controller.cpu_s), time.perf_counter()
+        before, rest_from = cpu_by_part(state, controller.cpu_s), time.perf_counter()
         rest = _at_rest(controller)
-        at_rest = _cpu_row(
-            count,
-            "at rest",
-            time.perf_counter() - rest_from,
+        at_rest = cpu_row(
             before,
-            _cpu(state, controller.cpu_s),
+            cpu_by_part(state, controller.cpu_s),
+            time.perf_counter() - rest_from,
+            clusters=count,
+            phase="at rest",
         )
         before_rollout = _servers_limit(state, count, "bare loop, before the rollout")
-        before = _cpu(state, controller.cpu_s)
+        before = cpu_by_part(state, controller.cpu_s)
         applied_s = _application(hub, count)
-        rollout = _cpu_row(count, "rollout", applied_s, before, _cpu(state, controller.cpu_s))
+        rollout = cpu_row(
+            before, cpu_by_part(state, controller.cpu_s), applied_s, clusters=count, phase="rollout"
+        )
         after_rollout = _servers_limit(state, count, "bare loop, after the rollout")
         slow = _slow_member(hub, proxies, count) if count == SLOW_MEMBER_AT else {}
         outage_s = _outage(hub, proxies[0], "far-0000")
@@ -526,13 +503,7 @@ def main() -> None:
         [
             ("clusters", "clusters"),
             ("phase", "phase"),
-            ("wall_s", "wall s"),
-            ("members_cpu_s", "members"),
-            ("hub_cpu_s", "hub"),
-            ("own_cpu_s", "own"),
-            ("proxies_cpu_s", "proxies"),
-            ("total_cpu_s", "total"),
-            ("cores_busy", "cores busy"),
+            *CPU_COLUMNS,
         ],
         args.json,
     )

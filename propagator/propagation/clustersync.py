@@ -110,7 +110,7 @@ async def apply_creating_namespace(conn: KubeConnection, obj: dict[str, Any]) ->
     return await conn.apply(obj)
 
 
-def _namespace_to_create(
+def namespace_to_create(
     name: str, work: ClusterWork, cluster: str, brought: bool
 ) -> dict[str, Any]:
     """What creating namespace ``name`` writes: the application's stamp without its
@@ -129,10 +129,10 @@ def _namespace_to_create(
 
 
 async def _create_namespace(member: Member, name: str, work: ClusterWork, brought: bool) -> bool:
-    """Create namespace ``name`` on ``member`` (:func:`_namespace_to_create`): True if
+    """Create namespace ``name`` on ``member`` (:func:`namespace_to_create`): True if
     this made it, False if it existed. It is known to exist there from then on."""
     try:
-        await member.connection.create(_namespace_to_create(name, work, member.name, brought))
+        await member.connection.create(namespace_to_create(name, work, member.name, brought))
     except ApiError as exc:
         if not exc.already_exists:
             raise
