@@ -289,7 +289,7 @@ def _created_and_applied(
 
 def _slow_member(hub: Any, proxies: list[LatencyProxy], count: int) -> dict[str, Any]:
     """create -> Applied of applications on healthy members, alone and while one member
-    takes 30 s per request and as many applications wait for it."""
+    takes 30 s per request and as many applications, planned, wait for it."""
     fast = [f"far-{i:04d}" for i in range(1, count)]
     k8s.CoreV1Api(hub).create_namespace({"metadata": {"name": "latency"}})  # type: ignore[arg-type]
     alone = _latencies(hub, [(f"alone-{i:03d}", fast[i % len(fast)]) for i in range(100)])
@@ -302,6 +302,16 @@ def _slow_member(hub: Any, proxies: list[LatencyProxy], count: int) -> dict[str,
             name, "latency", manifests, "far", placement={"clusterNames": ["far-0000"]}
         )
         api.create_namespaced_custom_object(GROUP, VERSION, "latency", PLURAL, app)
+
+    def stuck_planned() -> bool:
+        listing: Any = api.list_namespaced_custom_object(GROUP, VERSION, "latency", PLURAL)
+        stuck = [a for a in listing["items"] if a["metadata"]["name"].startswith("stuck-")]
+        return len(stuck) == 100 and all(_condition(a, "Scheduled") == "True" for a in stuck)
+
+    # Once they are planned, waiting on the slow member: a burst of 100 creations just
+    # before would queue the measured plans behind theirs, as 100 applications on a
+    # healthy member would, which is not what the slow member costs.
+    _wait(stuck_planned, "the slow member's 100 applications planned", limit_s=300, every_s=0.5)
     beside = _latencies(hub, [(f"beside-{i:03d}", fast[i % len(fast)]) for i in range(100)])
     return {
         "alone_p50_ms": percentile(alone, 50) * 1000,
@@ -320,9 +330,10 @@ def _bare_namespaces_gone(member: Any) -> bool:
 
 def _servers_limit(state: local.FleetState, count: int, phase: str) -> dict[str, Any]:
     """Seconds the bare loop takes to write every far cluster's namespace and objects
-    straight to the members, with the CPU each part used meanwhile (:func:`_cpu_row`, its
-    phase ``phase``). Its namespaces are then deleted and waited for: what the members'
-    namespace controllers do with them must not load the measure that follows."""
+    straight to the members, with the CPU each part used meanwhile (a row of
+    :func:`bench.cpu.cpu_row`, its phase ``phase``). Its namespaces are then deleted and
+    waited for: what the members' namespace controllers do with them must not load the
+    measure that follows."""
 
     async def measure() -> dict[str, Any]:
         direct, _ = _connections(state, count, None)
@@ -511,7 +522,7 @@ def main() -> None:
     if slow:
         print()
         print("create -> Applied of 100 applications on healthy members, alone and beside a")
-        print("member that takes 30 s per request with 100 applications waiting for it")
+        print("member that takes 30 s per request with 100 planned applications waiting for it")
         emit(
             slow,
             [
