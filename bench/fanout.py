@@ -13,8 +13,11 @@ the lowest and highest ratio), the ideal being the larger of two limits measured
 computed in the same run: the latency limit,
 ceil(clusters / concurrency) x 3 x latency (a fresh cluster needs three round trips that
 cannot overlap: its namespace, one round of every object at once, its caches filled), and
-the servers' limit, the time a bare loop takes to send the same writes straight to the
-members at the same concurrency (on two cores the API servers may be the bottleneck).
+the servers' limit, the time a bare loop takes to send the same writes (the very bodies
+the member syncs send) straight to the members at the same concurrency (on two cores the
+API servers may be the bottleneck). Each side starts once the members are quiet, and each
+run's far clusters have names of their own, so their caches list that run's objects only.
+It also prints the CPU each part of the machine used in the median pair.
 
     python -m bench.fanout [--quick] [--json] [--clusters N] [--latency-ms MS] [--repeat N]
 """
