@@ -4,13 +4,14 @@ its status passes."""
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import anyio
 
 from fleet.connection import KubeConnection
 from fleet.health import Health
-from fleet.member import MemberMonitor
+from fleet.member import MemberMonitor, ProbeResult
 from fleet.snapshot import SnapshotStore
 from propagator.fleetmanager import FleetManager
 from propagator.fleetmanager.manager import FRESH_SCAN_REUSE_S
@@ -176,3 +177,46 @@ def test_a_change_of_capacity_alone_waits_for_the_interval_readiness_does_not(
     anyio.run(manager.write_status)
     assert written() == ["3", "5", "6"]
     assert manager._capacity_due is None
+
+
+def test_a_member_whose_probe_hangs_does_not_hold_back_the_others_probes(
+    monkeypatch: Any,
+) -> None:
+    manager = FleetManager(
+        cast(KubeConnection, object()), Settings(probe_interval_s=0.5), SnapshotStore()
+    )
+    probes = {"hung": 0, "ok": 0}
+    pokes: list[str] = []
+
+    def monitor(name: str, answers: Callable[[], Awaitable[None]]) -> MemberMonitor:
+        m = MemberMonitor(name, "1", manager.policy, connection=cast(KubeConnection, object()))
+
+        async def probe(timeout_s: float, now: float | None = None) -> ProbeResult:
+            probes[name] += 1
+            await answers()
+            m.health = m.health.observe(True, time.monotonic(), m.policy)
+            return ProbeResult(True)
+
+        monkeypatch.setattr(m, "probe", probe)
+        return m
+
+    async def main() -> None:
+        never, fourth = anyio.Event(), anyio.Event()  # "hung" stopped answering: no timeout
+
+        async def answers() -> None:
+            if probes["ok"] == 4:
+                fourth.set()
+
+        manager.monitors = {"hung": monitor("hung", never.wait), "ok": monitor("ok", answers)}
+        manager._probes_wake = anyio.Event()
+        monkeypatch.setattr(manager, "_poke", lambda: pokes.append("pass"))
+        with anyio.fail_after(30):  # a safety net, not a measure
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(manager._probe_loop)
+                await fourth.wait()
+                tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    # "ok" probed every 0.5 s while the first probe of "hung" never ended
+    assert probes == {"hung": 1, "ok": 4}
+    assert pokes  # "ok" turned Ready at its first probe: a status pass was asked for

@@ -2,23 +2,26 @@
 and taints and the Fleets' status current, and publishes the fleet snapshot.
 
 Hub objects are watched (MemberClusters, the Secrets in the controller namespace, Fleets);
-members are probed every ``probe_interval_s`` and their nodes and pods watched. Any change
-wakes one status pass, which writes only what differs; a member's capacity alone (what its
-pods coming and going change) at most every ``capacity_status_interval_s``.
+each member is probed every ``probe_interval_s`` on its own clock (:mod:`.probes`) and its
+nodes and pods watched. Any change — a probe's verdict, discovery, capacity, the hub's
+objects — wakes one status pass, which writes only what differs; a member's capacity
+alone (what its pods coming and going change) at most every ``capacity_status_interval_s``.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
+import math
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from api.common import API_VERSION
 from fleet.connection import ApiError, KubeConnection
@@ -28,6 +31,7 @@ from fleet.member import MemberMonitor
 from fleet.snapshot import ClusterInfo, ClusterInfoCache, SnapshotStore, cluster_info
 from propagator.conditions import now_iso, status_changed
 from propagator.fleetmanager import status as fleetstatus
+from propagator.fleetmanager.probes import ProbeSchedule
 from propagator.observability.metrics import Metrics
 from propagator.settings import Settings
 
@@ -80,6 +84,19 @@ class FleetManager:
         self._capacity_due: float | None = None
         """When the earliest capacity change held back is to be written."""
         self._wake: anyio.Event | None = None
+        self._probes_wake: anyio.Event | None = None
+        """Wakes the probe loop: the monitors changed, or a member is due earlier."""
+        self._probes_due: float | None = None
+        """When the probe loop wakes next by itself (time.monotonic(); None: not before
+        it is woken)."""
+        self._unprobed: set[str] = set()
+        """Members whose monitor is new (added, or rebuilt from a new Secret): probed at
+        once."""
+        self._shown: dict[str, tuple[object, ...]] = {}
+        """Per member, what its status showed after its last probe (:func:`shown`)."""
+        self._passed_at = -math.inf
+        """When the last status pass began (time.monotonic())."""
+        """Per member, what its status showed after its last probe (:func:`shown`)."""
         self._task_group: anyio.abc.TaskGroup | None = None
         self.members = Informer(hub, API_VERSION, "MemberCluster", self._on_hub_change)
         self.fleets = Informer(hub, API_VERSION, "Fleet", self._on_hub_change)
@@ -122,6 +139,7 @@ class FleetManager:
         for name in list(self.monitors):
             if name not in wanted:
                 self._task_group.start_soon(self.monitors.pop(name).stop)
+                self._shown.pop(name, None)
                 self.metrics.forget_cluster(name)
                 changed = True
         for name, member in wanted.items():
@@ -154,29 +172,66 @@ class FleetManager:
             else:  # taken over: from the last verdict on the hub, until probes say more
                 monitor.health = fleetstatus.recorded_health(member, time.monotonic())
             self.monitors[name] = monitor
+            self._unprobed.add(name)
             for informer in monitor.informers:
                 self._task_group.start_soon(informer.run)
-        if changed and self.on_monitors is not None:
-            self.on_monitors(self.monitors)
+        if changed:
+            if self._probes_wake is not None:
+                self._probes_wake.set()
+            if self.on_monitors is not None:
+                self.on_monitors(self.monitors)
 
     # -- loops ----------------------------------------------------------------------------
 
     async def _probe_loop(self) -> None:
-        while True:
-            self._sync_monitors()
-            # max_concurrency probers share the round's members (not a task per member:
-            # at a thousand members, starting the tasks cost as much as the probes).
-            monitors = iter(list(self.monitors.values()))
-            async with anyio.create_task_group() as tg:
-                for _ in range(min(self.settings.max_concurrency, len(self.monitors))):
-                    tg.start_soon(self._probe_each, monitors)
-            self._poke()
-            await anyio.sleep(self.settings.probe_interval_s)
+        """Probe each member when its :class:`ProbeSchedule` says, with at most
+        ``max_concurrency`` probes at once (probers sharing a queue, not a task per
+        member: at a thousand members, starting the tasks cost as much as the probes)."""
+        schedule = ProbeSchedule(self.settings.probe_interval_s)
+        send, receive = anyio.create_memory_object_stream[MemberMonitor](math.inf)
+        async with anyio.create_task_group() as tg, send:
+            for _ in range(self.settings.max_concurrency):
+                tg.start_soon(self._prober, receive.clone(), schedule)
+            receive.close()
+            while True:
+                self._probes_wake = wake = anyio.Event()
+                now = time.monotonic()
+                if self._unprobed or len(self.monitors) != schedule.size:
+                    schedule.sync(self.monitors.keys(), now, self._unprobed)
+                    self._unprobed = set()
+                for name in schedule.take(now):
+                    if (monitor := self.monitors.get(name)) is not None:
+                        send.send_nowait(monitor)
+                self._probes_due = schedule.next_due()
+                due = self._probes_due
+                with anyio.move_on_after(None if due is None else due - time.monotonic()):
+                    await wake.wait()
 
-    async def _probe_each(self, monitors: Iterator[MemberMonitor]) -> None:
-        for monitor in monitors:  # shared: each member is taken by one prober
-            result = await monitor.probe(self.settings.probe_timeout_s)
-            self.metrics.member_probes.labels(monitor.name, "ok" if result.ok else "failed").inc()
+    async def _prober(
+        self, monitors: MemoryObjectReceiveStream[MemberMonitor], schedule: ProbeSchedule
+    ) -> None:
+        async with monitors:
+            async for monitor in monitors:
+                started = time.monotonic()
+                result = await monitor.probe(self.settings.probe_timeout_s)
+                self.metrics.member_probes.labels(
+                    monitor.name, "ok" if result.ok else "failed"
+                ).inc()
+                # A status pass when what the status would show changed since this
+                # member's last probe (its not-ready time passing too: the taints), and
+                # one an interval at least, which confirms the snapshot still holds: an
+                # older one is stale, and decisions scan the members instead.
+                now = time.monotonic()
+                shown = fleetstatus.shown(monitor, now)
+                if self._shown.get(monitor.name) != shown:
+                    self._shown[monitor.name] = shown
+                    self._poke()
+                elif now - self._passed_at >= self.settings.probe_interval_s:
+                    self._poke()
+                due = schedule.done(monitor.name, started)
+                if due is not None and (self._probes_due is None or due < self._probes_due):
+                    assert self._probes_wake is not None
+                    self._probes_wake.set()
 
     async def _status_loop(self) -> None:
         while True:
@@ -200,6 +255,7 @@ class FleetManager:
         """Write every MemberCluster and Fleet status and taint set that changed, then
         publish a new snapshot if the fleet looks different."""
         stamp, now = now_iso(), time.monotonic()
+        self._passed_at = now
         members = {m["metadata"]["name"]: m for m in self.members.snapshot()}
         in_line, self._in_line = self._in_line, {}
         written, self._capacity_written = self._capacity_written, {}
@@ -315,7 +371,7 @@ class FleetManager:
         started: Callable[[], None] | None = None,
     ) -> None:
         """Watch, probe and write status until cancelled."""
-        self._wake = anyio.Event()
+        self._wake, self._probes_wake = anyio.Event(), anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
                 self._task_group = tg
@@ -325,6 +381,7 @@ class FleetManager:
                 task_status.started()
                 if started:
                     started()
+                self._sync_monitors()
                 tg.start_soon(self._probe_loop)
                 tg.start_soon(self._status_loop)
         finally:

@@ -127,6 +127,20 @@ def desired_taints(monitor: MemberMonitor | None, now: float) -> list[dict[str, 
     return [{"key": k, "effect": TAINT_EFFECT} for k in keys]
 
 
+def shown(monitor: MemberMonitor, now: float) -> tuple[object, ...]:
+    """What of ``monitor`` a probe can change in :func:`member_status` (capacity aside:
+    its watches report that) and in :func:`desired_taints` at ``now``: two probes giving
+    the same need no status pass between them."""
+    health = monitor.health
+    return (
+        health.ready,
+        health.last_error,
+        tuple(health.taints(now, monitor.policy)),
+        monitor.version,
+        monitor.enablements,
+    )
+
+
 def controller_taints(member: Mapping[str, Any]) -> list[dict[str, str]]:
     """The controller's taints currently on the MemberCluster."""
     return [
