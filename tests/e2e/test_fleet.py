@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -210,6 +211,57 @@ def test_a_stopped_member_goes_not_ready_tainted_then_recovers(
         anyio.run(local_cluster.wait_api_ready, victim, time.monotonic() + HANG_GUARD_S)
     eventually(lambda: ready(get_mc(fleet, name)) == "True", f"{name} Ready again")
     eventually(lambda: taint_keys(get_mc(fleet, name)) == [], f"{name} untainted")
+
+
+def test_a_member_that_never_answers_delays_no_other_members_probes(
+    fleet: Fleet, controller: Controller
+) -> None:
+    # A listener that never accepts: the kernel completes each connection, and then
+    # nothing ever answers, so each of the member's probes waits for its 3 s timeout.
+    with socket.create_server(("127.0.0.1", 0), backlog=128) as hung:
+        core, name = fleet.core(HUB), "hung"
+        good = core.read_namespaced_secret("member-1-kubeconfig", NAMESPACE)
+        config = yaml.safe_load(base64.b64decode(good.data["kubeconfig"]))
+        config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{hung.getsockname()[1]}"
+        data = base64.b64encode(yaml.safe_dump(config).encode()).decode()
+        core.create_namespaced_secret(
+            NAMESPACE,
+            {"metadata": {"name": f"{name}-kubeconfig"}, "data": {"kubeconfig": data}},
+        )
+        ref = {"namespace": NAMESPACE, "name": f"{name}-kubeconfig", "key": "kubeconfig"}
+        custom(fleet).create_cluster_custom_object(
+            "propagator.io",
+            "v1alpha1",
+            "memberclusters",
+            {
+                "apiVersion": "propagator.io/v1alpha1",
+                "kind": "MemberCluster",
+                "metadata": {"name": name},
+                "spec": {"secretRef": ref},
+            },
+        )
+        try:
+            failed = f'propagator_member_probes_total{{cluster="{name}",result="failed"}}'
+            ok = 'propagator_member_probes_total{cluster="member-1",result="ok"}'
+
+            def after(probes: float) -> dict[str, float] | None:
+                """The metrics once the hung member has had more than ``probes`` failed."""
+                scraped = controller.scrape()
+                return scraped if scraped.get(failed, 0) > probes else None
+
+            first = eventually(lambda: after(0), f"a failed probe of {name}")
+            last = eventually(lambda: after(first[failed] + 2), f"3 more failed probes of {name}")
+            # Probed in rounds, member-1 would have had one probe per probe of the hung
+            # member (a round waits for its slowest); on their own clocks (1 s interval,
+            # 3 s timeout), about three.
+            assert last[ok] - first[ok] >= 2 * (last[failed] - first[failed])
+            mc = wait_mc(fleet, name, "NotReady", lambda m: ready(m) == "False")
+            assert mc["status"]["conditions"][0]["reason"] == "ProbeFailed"
+        finally:
+            custom(fleet).delete_cluster_custom_object(
+                "propagator.io", "v1alpha1", "memberclusters", name
+            )
+            core.delete_namespaced_secret(f"{name}-kubeconfig", NAMESPACE)
 
 
 def test_a_changed_secret_rebuilds_the_members_connection(
