@@ -1,8 +1,9 @@
 """One member as the hub sees it: its connection, its probes, its nodes and pods.
 
 The connection is built from the kubeconfig in the member's Secret (refused if it would
-run a command, read local files or skip TLS verification). Nodes and pods are watched so
-capacity is always current without listing on every probe.
+run a command, read local files or skip TLS verification). Its watches of nodes and pods
+(run by the member's unit in the controller's registry) keep capacity current without
+listing on every probe.
 """
 
 from __future__ import annotations
@@ -148,10 +149,3 @@ class MemberMonitor:
             nodes, pods = self.informers
             self._capacity = summarize(nodes.snapshot(), pods.snapshot())
         return self._capacity
-
-    async def stop(self) -> None:
-        """Stop the watches and drop the connection."""
-        for informer in self.informers:
-            informer.stop()
-        if self.connection is not None:
-            await self.connection.close()

@@ -97,7 +97,6 @@ class FleetManager:
         self._passed_at = -math.inf
         """When the last status pass began (time.monotonic())."""
         """Per member, what its status showed after its last probe (:func:`shown`)."""
-        self._task_group: anyio.abc.TaskGroup | None = None
         self.members = Informer(hub, API_VERSION, "MemberCluster", self._on_hub_change)
         self.fleets = Informer(hub, API_VERSION, "Fleet", self._on_hub_change)
         self.secrets = Informer(
@@ -132,13 +131,14 @@ class FleetManager:
         return data, str(secret["metadata"].get("resourceVersion"))
 
     def _sync_monitors(self) -> None:
-        """Create, rebuild (Secret changed) or drop monitors to match the MemberClusters."""
-        assert self._task_group is not None
+        """Create, rebuild (Secret changed) or drop monitors to match the MemberClusters.
+        The registry, told through ``on_monitors``, runs each monitor's watches in the
+        member's unit and closes the connection of one dropped or replaced."""
         wanted = {m["metadata"]["name"]: m for m in self.members.snapshot()}
         changed = False
         for name in list(self.monitors):
             if name not in wanted:
-                self._task_group.start_soon(self.monitors.pop(name).stop)
+                del self.monitors[name]  # its registry unit stops its watches, closes it
                 self._shown.pop(name, None)
                 self.metrics.forget_cluster(name)
                 changed = True
@@ -148,8 +148,6 @@ class FleetManager:
             if current is not None and current.secret_version == version:
                 continue
             changed = True
-            if current is not None:
-                self._task_group.start_soon(current.stop)
             kubeconfig = (
                 None if encoded is None else base64.b64decode(encoded).decode(errors="replace")
             )
@@ -173,8 +171,6 @@ class FleetManager:
                 monitor.health = fleetstatus.recorded_health(member, time.monotonic())
             self.monitors[name] = monitor
             self._unprobed.add(name)
-            for informer in monitor.informers:
-                self._task_group.start_soon(informer.run)
         if changed:
             if self._probes_wake is not None:
                 self._probes_wake.set()
@@ -374,7 +370,6 @@ class FleetManager:
         self._wake, self._probes_wake = anyio.Event(), anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
-                self._task_group = tg
                 for informer in (self.members, self.fleets, self.secrets):
                     tg.start_soon(informer.run)
                 await wait_synced([self.members, self.fleets, self.secrets])
@@ -387,6 +382,3 @@ class FleetManager:
         finally:
             for informer in (self.members, self.fleets, self.secrets):
                 informer.stop()
-            with anyio.move_on_after(2, shield=True):
-                for monitor in self.monitors.values():
-                    await monitor.stop()

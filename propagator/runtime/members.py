@@ -1,11 +1,14 @@
 """The member registry: per member cluster one unit that holds everything the controller
 keeps about it, started and stopped together.
 
-A unit has the member's connection (made by the fleet manager, which also probes it), its
-circuit breaker, its object caches (one label-filtered watch per kind propagated there,
-started the first time a sync needs the kind), what was last applied there, and its own
-sync queue served by a few workers of its own. A slow or dead member only holds its own
-workers: its keys wait in its queue, not in anyone else's.
+A unit has the member's monitor (its connection and health, made from the member's
+kubeconfig Secret and probed by the fleet manager, and the watches of its nodes and pods
+that capacity is summed from), its circuit breaker, its object caches (one label-filtered
+watch per kind propagated there, started the first time a sync needs the kind), what was
+last applied there, and its own sync queue served by a few workers of its own. A unit
+starts all of its watches and workers, and stops them and closes its connection, as one:
+a new kubeconfig makes a new unit. A slow or dead member only holds its own workers: its
+keys wait in its queue, not in anyone else's.
 
 The registry follows the fleet manager's monitors when told they changed (no polling).
 Watches are tasks in the event loop (no thread); their events reach ``on_object`` there.
@@ -114,6 +117,9 @@ class Member:
     connection: KubeConnection
     breaker: CircuitBreaker
     queue: WorkQueue
+    monitor: MemberMonitor | None = None
+    """The fleet manager's view of the member (health, discovery, capacity), whose node
+    and pod watches this unit runs; ``connection`` is its connection."""
     caches: dict[KindKey, Informer] = field(default_factory=dict)
     applied: AppliedObjects = field(default_factory=AppliedObjects)
     namespaces: set[str] = field(default_factory=set)
@@ -183,23 +189,32 @@ class MemberRegistry:
         if self._task_group is None:
             self._pending = monitors  # before run(): taken up when it starts
             return
-        connections = {n: m.connection for n, m in monitors.items() if m.connection is not None}
+        connected = {n: m for n, m in monitors.items() if m.connection is not None}
         for name in list(self.members):
-            if connections.get(name) is not self.members[name].connection:
-                self._stop(self.members.pop(name))
+            if connected.get(name) is not self.members[name].monitor:
+                member = self.members.pop(name)
+                self._stop(member)
+                self._task_group.start_soon(member.connection.close)
                 if name not in monitors:
                     self._breakers.pop(name, None)
-        for name, connection in connections.items():
+        for name, monitor in connected.items():
             if name not in self.members:
-                self._start(name, connection)
+                self._start(name, monitor)
 
-    def _start(self, name: str, connection: KubeConnection) -> None:
+    def _start(self, name: str, monitor: MemberMonitor) -> None:
         assert self._task_group is not None
+        assert monitor.connection is not None
         member = Member(
-            name, connection, self.breaker(name), WorkQueue(max_delay_s=self._max_delay_s)
+            name,
+            monitor.connection,
+            self.breaker(name),
+            WorkQueue(max_delay_s=self._max_delay_s),
+            monitor,
         )
         self.members[name] = member
         self._task_group.start_soon(self._serve, member)
+        for informer in monitor.informers:
+            self._task_group.start_soon(self._run_informer, member, informer)
         self._on_added(member)
 
     def _stop(self, member: Member) -> None:
@@ -207,7 +222,10 @@ class MemberRegistry:
         member.queue.shut_down()
         for scope in member.scopes:
             scope.cancel()
-        for informer in member.caches.values():
+        informers = list(member.caches.values())
+        if member.monitor is not None:
+            informers.extend(member.monitor.informers)
+        for informer in informers:
             informer.stop()
 
     async def _scoped(self, member: Member, fn: Callable[[], Awaitable[None]]) -> None:
@@ -296,5 +314,8 @@ class MemberRegistry:
         finally:
             for member in self.members.values():
                 self._stop(member)
+            with anyio.move_on_after(2, shield=True):
+                for member in self.members.values():
+                    await member.connection.close()
             self.members.clear()
             self._task_group = None
