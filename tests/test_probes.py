@@ -12,9 +12,21 @@ def test_a_new_member_is_due_at_once_then_an_interval_after_its_probe_started() 
     assert schedule.take(100.0) == []  # being probed: not handed out twice
     assert schedule.done("m1", started=100.0) == 110.0
     assert schedule.done("m2", started=100.0) == 110.0
-    assert schedule.take(109.9) == []
+    assert schedule.take(109.7) == []
     assert schedule.next_due() == 110.0
-    assert sorted(schedule.take(110.0)) == ["m1", "m2"]
+    # Up to a quarter second early (a tenth of the interval at most): taken together
+    # with whatever is due by then, the loop wakes once for them all.
+    assert sorted(schedule.take(109.75)) == ["m1", "m2"]
+
+
+def test_members_due_within_the_early_margin_are_taken_together() -> None:
+    schedule = ProbeSchedule(1.0)  # a tenth of the interval: 0.1 s early at most
+    schedule.sync(["a"], now=0.0)
+    schedule.sync(["a", "b"], now=0.05)
+    schedule.sync(["a", "b", "c"], now=0.2)
+    assert schedule.take(0.0) == ["a", "b"]
+    assert schedule.take(0.09) == []
+    assert schedule.take(0.1) == ["c"]
 
 
 def test_a_member_whose_probe_hangs_holds_back_no_other() -> None:

@@ -2,6 +2,10 @@
 
 Each member keeps its own clock, so a member whose probe waits for its timeout (one that
 stopped answering) delays no other member's probes, and a member added is probed at once.
+A member is handed out up to :data:`EARLY_S` (a tenth of the interval at most) before it is
+due, with every other member due by then: the probe loop wakes a few times a second, not
+once per member (at a thousand members joined over a minute, whose clocks all differ,
+waking for each cost 15 % of a core at a 1 s interval in a scratch run; 2 % in rounds).
 Pure bookkeeping, no I/O: the fleet manager's probe loop asks what is due and hands it to
 its probers.
 """
@@ -11,6 +15,9 @@ from __future__ import annotations
 import heapq
 from collections.abc import Collection
 
+EARLY_S = 0.25
+"""At most this many seconds early (and at most a tenth of the interval)."""
+
 
 class ProbeSchedule:
     """The next probe of each member; a member is either waiting (with a due time) or
@@ -18,6 +25,7 @@ class ProbeSchedule:
 
     def __init__(self, interval_s: float) -> None:
         self.interval_s = interval_s
+        self.early_s = min(EARLY_S, interval_s / 10)
         self._due: dict[str, float] = {}
         """Waiting members, by name: when their next probe is due (time.monotonic())."""
         self._heap: list[tuple[float, str]] = []
@@ -43,9 +51,9 @@ class ProbeSchedule:
         self._busy.intersection_update(names)
 
     def take(self, now: float) -> list[str]:
-        """The members due by ``now``, earliest first, now busy."""
+        """The members due by ``now`` (``early_s`` later), earliest first, now busy."""
         taken = []
-        while self._heap and self._heap[0][0] <= now:
+        while self._heap and self._heap[0][0] <= now + self.early_s:
             due, name = heapq.heappop(self._heap)
             if self._due.get(name) != due:
                 continue
