@@ -220,3 +220,51 @@ def test_a_member_whose_probe_hangs_does_not_hold_back_the_others_probes(
     # "ok" probed every 0.5 s while the first probe of "hung" never ended
     assert probes == {"hung": 1, "ok": 4}
     assert pokes  # "ok" turned Ready at its first probe: a status pass was asked for
+
+
+def test_members_that_stopped_answering_do_not_hold_back_the_probes_of_those_that_answer(
+    monkeypatch: Any,
+) -> None:
+    settings = Settings(probe_interval_s=0.5, probe_timeout_s=1.0, max_concurrency=1)
+    manager = FleetManager(cast(KubeConnection, object()), settings, SnapshotStore())
+    dead = ["dead-1", "dead-2", "dead-3"]
+    probes = dict.fromkeys(["ok", *dead], 0)
+    second: anyio.Event
+
+    def monitor(name: str) -> MemberMonitor:
+        ok = name == "ok"
+        # the dead ones failed their last probe already
+        health = Health(True) if ok else Health(True, failures=1, last_error="timeout")
+        m = MemberMonitor(
+            name, "1", manager.policy, connection=cast(KubeConnection, object()), health=health
+        )
+
+        async def probe(timeout_s: float, now: float | None = None) -> ProbeResult:
+            probes[name] += 1
+            if not ok:
+                await anyio.sleep(timeout_s)  # no answer: the timeout
+            m.health = m.health.observe(ok, time.monotonic(), m.policy, None if ok else "timeout")
+            if min(probes[d] for d in dead) >= 2:
+                second.set()
+            return ProbeResult(ok)
+
+        monkeypatch.setattr(m, "probe", probe)
+        return m
+
+    async def main() -> None:
+        nonlocal second
+        second = anyio.Event()  # every dead member probed twice
+        manager.monitors = {name: monitor(name) for name in probes}
+        manager._probes_wake = anyio.Event()
+        monkeypatch.setattr(manager, "_poke", lambda: None)
+        with anyio.fail_after(60):  # a safety net, not a measure
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(manager._probe_loop)
+                await second.wait()
+                tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    # One prober per lane. Sharing one queue, "ok" would wait behind the dead members'
+    # 1 s timeouts: one probe of it per 3 s round of theirs (2 or 3 by now); apart, it
+    # keeps its 0.5 s clock (7 or so).
+    assert probes["ok"] >= 3 * min(probes[d] for d in dead)

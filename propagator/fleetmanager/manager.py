@@ -2,10 +2,11 @@
 and taints and the Fleets' status current, and publishes the fleet snapshot.
 
 Hub objects are watched (MemberClusters, the Secrets in the controller namespace, Fleets);
-each member is probed every ``probe_interval_s`` on its own clock (:mod:`.probes`) and its
-nodes and pods watched. Any change — a probe's verdict, discovery, capacity, the hub's
-objects — wakes one status pass, which writes only what differs; a member's capacity
-alone (what its pods coming and going change) at most every ``capacity_status_interval_s``.
+each member is probed every ``probe_interval_s`` on its own clock (:mod:`.probes`), and
+its nodes and pods watched by its unit in the member registry. Any change — a probe's
+verdict, discovery, capacity, the hub's objects — wakes one status pass, which writes
+only what differs; a member's capacity alone (what its pods coming and going change) at
+most every ``capacity_status_interval_s``.
 """
 
 from __future__ import annotations
@@ -96,7 +97,6 @@ class FleetManager:
         """Per member, what its status showed after its last probe (:func:`shown`)."""
         self._passed_at = -math.inf
         """When the last status pass began (time.monotonic())."""
-        """Per member, what its status showed after its last probe (:func:`shown`)."""
         self.members = Informer(hub, API_VERSION, "MemberCluster", self._on_hub_change)
         self.fleets = Informer(hub, API_VERSION, "Fleet", self._on_hub_change)
         self.secrets = Informer(
@@ -180,15 +180,20 @@ class FleetManager:
     # -- loops ----------------------------------------------------------------------------
 
     async def _probe_loop(self) -> None:
-        """Probe each member when its :class:`ProbeSchedule` says, with at most
-        ``max_concurrency`` probes at once (probers sharing a queue, not a task per
-        member: at a thousand members, starting the tasks cost as much as the probes)."""
+        """Probe each member when its :class:`ProbeSchedule` says. Members that answered
+        their last probe and the others (failing, NotReady, not probed yet) have
+        ``max_concurrency`` probers each (sharing a queue, not a task per member: at a
+        thousand members, starting the tasks cost as much as the probes): members that
+        stopped answering, each waiting for its probe timeout, never hold back the probes
+        of those that answer."""
         schedule = ProbeSchedule(self.settings.probe_interval_s)
-        send, receive = anyio.create_memory_object_stream[MemberMonitor](math.inf)
-        async with anyio.create_task_group() as tg, send:
-            for _ in range(self.settings.max_concurrency):
-                tg.start_soon(self._prober, receive.clone(), schedule)
-            receive.close()
+        to_answering, answering = anyio.create_memory_object_stream[MemberMonitor](math.inf)
+        to_others, others = anyio.create_memory_object_stream[MemberMonitor](math.inf)
+        async with anyio.create_task_group() as tg, to_answering, to_others:
+            for receive in (answering, others):
+                for _ in range(self.settings.max_concurrency):
+                    tg.start_soon(self._prober, receive.clone(), schedule)
+                receive.close()
             while True:
                 self._probes_wake = wake = anyio.Event()
                 now = time.monotonic()
@@ -197,7 +202,9 @@ class FleetManager:
                     self._unprobed = set()
                 for name in schedule.take(now):
                     if (monitor := self.monitors.get(name)) is not None:
-                        send.send_nowait(monitor)
+                        health = monitor.health
+                        answered = health.ready and not health.failures
+                        (to_answering if answered else to_others).send_nowait(monitor)
                 self._probes_due = schedule.next_due()
                 due = self._probes_due
                 with anyio.move_on_after(None if due is None else due - time.monotonic()):
