@@ -179,6 +179,16 @@ def test_a_change_of_capacity_alone_waits_for_the_interval_readiness_does_not(
     assert manager._capacity_due is None
 
 
+async def _probe_until(manager: FleetManager, done: anyio.Event) -> None:
+    """Run the manager's probe loop over its monitors until ``done`` is set."""
+    manager._probes_wake = anyio.Event()
+    with anyio.fail_after(60):  # a safety net, not a measure
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(manager._probe_loop)
+            await done.wait()
+            tg.cancel_scope.cancel()
+
+
 def test_a_member_whose_probe_hangs_does_not_hold_back_the_others_probes(
     monkeypatch: Any,
 ) -> None:
@@ -208,13 +218,8 @@ def test_a_member_whose_probe_hangs_does_not_hold_back_the_others_probes(
                 fourth.set()
 
         manager.monitors = {"hung": monitor("hung", never.wait), "ok": monitor("ok", answers)}
-        manager._probes_wake = anyio.Event()
         monkeypatch.setattr(manager, "_poke", lambda: pokes.append("pass"))
-        with anyio.fail_after(30):  # a safety net, not a measure
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(manager._probe_loop)
-                await fourth.wait()
-                tg.cancel_scope.cancel()
+        await _probe_until(manager, fourth)
 
     anyio.run(main)
     # "ok" probed every 0.5 s while the first probe of "hung" never ended
@@ -255,13 +260,8 @@ def test_members_that_stopped_answering_do_not_hold_back_the_probes_of_those_tha
         nonlocal second
         second = anyio.Event()  # every dead member probed twice
         manager.monitors = {name: monitor(name) for name in probes}
-        manager._probes_wake = anyio.Event()
         monkeypatch.setattr(manager, "_poke", lambda: None)
-        with anyio.fail_after(60):  # a safety net, not a measure
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(manager._probe_loop)
-                await second.wait()
-                tg.cancel_scope.cancel()
+        await _probe_until(manager, second)
 
     anyio.run(main)
     # One prober per lane. Sharing one queue, "ok" would wait behind the dead members'
