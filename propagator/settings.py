@@ -84,7 +84,9 @@ class Settings(BaseSettings):
     unreachable_after_s: float = Field(40.0, ge=0, le=3600)
     """Seconds NotReady before a member is also tainted unreachable."""
     max_concurrency: int = Field(10, ge=1, le=MAX_CONCURRENCY_CEILING)
-    """Member clusters contacted at once, across everything the controller does."""
+    """Member syncs (one application on one cluster) running at once, across all
+    applications; also the member probes running at once among members that answered
+    their last probe, and as many among the others."""
     workers: int = Field(4, ge=1, le=64)
     """Applications planned (resolved, scheduled, rendered) at once."""
     member_workers: int = Field(4, ge=1, le=64)
