@@ -14,6 +14,7 @@ from fleet.health import Health
 from fleet.member import MemberMonitor, ProbeResult
 from fleet.snapshot import SnapshotStore
 from propagator.fleetmanager import FleetManager
+from propagator.fleetmanager import manager as manager_module
 from propagator.fleetmanager.manager import FRESH_SCAN_REUSE_S
 from propagator.settings import Settings
 
@@ -268,3 +269,67 @@ def test_members_that_stopped_answering_do_not_hold_back_the_probes_of_those_tha
     # 1 s timeouts: one probe of it per 3 s round of theirs (2 or 3 by now); apart, it
     # keeps its 0.5 s clock (7 or so).
     assert probes["ok"] >= 3 * min(probes[d] for d in dead)
+
+
+def test_members_that_stop_answering_at_once_hold_the_answering_probes_a_handoff_each(
+    monkeypatch: Any,
+) -> None:
+    monkeypatch.setattr(manager_module, "HANDOFF_S", 0.2)
+    settings = Settings(probe_interval_s=0.5, probe_timeout_s=2.0, max_concurrency=1)
+    manager = FleetManager(cast(KubeConnection, object()), settings, SnapshotStore())
+    dead = ["dead-1", "dead-2", "dead-3"]  # probed before "ok" in a round (by name)
+    probes = dict.fromkeys(["ok", *dead], 0)
+    abandoned = dict.fromkeys(dead, 0)
+    timed_out: list[str] = []  # dead members whose probe waited for the whole timeout
+    ok_first: list[str] = []  # those that had when "ok" was first probed
+    second: anyio.Event
+
+    def monitor(name: str) -> MemberMonitor:
+        ok = name == "ok"
+        # every one answered its last probe: the dead ones stopped answering since
+        m = MemberMonitor(
+            name,
+            "1",
+            manager.policy,
+            connection=cast(KubeConnection, object()),
+            health=Health(True),
+        )
+
+        async def probe(timeout_s: float, now: float | None = None) -> ProbeResult:
+            probes[name] += 1
+            if min(probes[d] for d in dead) >= 2:
+                second.set()
+            if ok and probes[name] == 1:
+                ok_first.extend(timed_out)
+            if not ok:
+                try:
+                    await anyio.sleep(timeout_s)  # no answer: the timeout
+                except anyio.get_cancelled_exc_class():
+                    if not second.is_set():  # not the test's end
+                        abandoned[name] += 1
+                    raise
+                timed_out.append(name)
+            m.health = m.health.observe(ok, time.monotonic(), m.policy, None if ok else "timeout")
+            return ProbeResult(ok)
+
+        monkeypatch.setattr(m, "probe", probe)
+        return m
+
+    async def main() -> None:
+        nonlocal second
+        second = anyio.Event()  # every dead member's probe started twice
+        manager.monitors = {name: monitor(name) for name in probes}
+        monkeypatch.setattr(manager, "_poke", lambda: None)
+        await _probe_until(manager, second)
+
+    anyio.run(main)
+    # Each dead member held the answering members' prober 0.2 s, then was probed again by
+    # the others' prober (2 s each, one after the other): "ok" was first probed after
+    # 0.6 s, before any dead member's timeout, and kept its 0.5 s clock (8 or so by the
+    # time dead-3 is probed again, at 4.2 s). Waiting for each timeout in turn, its first
+    # probe would have come at 6 s, after three of them.
+    assert ok_first == []
+    assert probes["ok"] >= 5
+    assert abandoned == dict.fromkeys(dead, 1)  # abandoned once, then probed to the end
+    for name in dead[:2]:  # their probes by the others' prober ended: failures recorded
+        assert manager.monitors[name].health.failures == 1
