@@ -22,7 +22,8 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from api.common import API_VERSION
 from fleet.connection import ApiError, KubeConnection
@@ -43,13 +44,9 @@ _DEBOUNCE_S = 0.2
 
 
 HANDOFF_S = 1.0
-"""Seconds the probers of the members that answered their last probe wait for one that
-does not answer (at most half the probe timeout); then the member is probed again by the
-probers of the others, which wait for the whole timeout."""
-
-ToProbe = tuple[MemberMonitor, float | None]
-"""A member for a prober, and when its probe began if the answering members' probers
-handed it over (None: it begins now)."""
+"""Seconds a prober waits for a member's probe (at most half the probe timeout); after
+that the member is probed in a task of its own, which waits for the rest of the
+timeout, and so are its next probes until it answers in time."""
 
 FRESH_SCAN_REUSE_S = 1.0
 """Seconds a fresh scan of the members serves further decisions. On a stale snapshot every
@@ -102,6 +99,9 @@ class FleetManager:
         self._unprobed: set[str] = set()
         """Members whose monitor is new (added, or rebuilt from a new Secret): probed at
         once."""
+        self._hanging: set[str] = set()
+        """Members whose last probe did not end within HANDOFF_S: probed in a task of
+        their own, not by the probers."""
         self._shown: dict[str, tuple[object, ...]] = {}
         """Per member, what its status showed after its last probe (:func:`shown`)."""
         self._passed_at = -math.inf
@@ -193,28 +193,35 @@ class FleetManager:
         their last probe and the others (failing, NotReady, not probed yet) have
         ``max_concurrency`` probers each (sharing a queue, not a task per member: at a
         thousand members, starting the tasks cost as much as the probes): members that
-        stopped answering, each waiting for its probe timeout, never hold back the probes
-        of those that answer. A member that answered last time and does not within
-        :data:`HANDOFF_S` is probed again by the others' probers (:meth:`_prober`)."""
+        stopped answering never hold back the probes of those that answer. A probe not
+        ended within :data:`HANDOFF_S` leaves its prober (:meth:`_prober`), and a member
+        whose probe did that is probed in a task of its own until it answers in time."""
         schedule = ProbeSchedule(self.settings.probe_interval_s)
-        to_answering, answering = anyio.create_memory_object_stream[ToProbe](math.inf)
-        to_others, others = anyio.create_memory_object_stream[ToProbe](math.inf)
+        to_answering, answering = anyio.create_memory_object_stream[MemberMonitor](math.inf)
+        to_others, others = anyio.create_memory_object_stream[MemberMonitor](math.inf)
         async with anyio.create_task_group() as tg, to_answering, to_others:
-            for receive, slow in ((answering, to_others), (others, None)):
+            for receive in (answering, others):
                 for _ in range(self.settings.max_concurrency):
-                    tg.start_soon(self._prober, receive.clone(), schedule, slow and slow.clone())
+                    tg.start_soon(self._prober, receive.clone(), schedule, tg)
                 receive.close()
             while True:
                 self._probes_wake = wake = anyio.Event()
                 now = time.monotonic()
                 if self._unprobed or len(self.monitors) != schedule.size:
                     schedule.sync(self.monitors.keys(), now, self._unprobed)
+                    self._hanging.intersection_update(self.monitors)
+                    self._hanging.difference_update(self._unprobed)  # a new connection
                     self._unprobed = set()
                 for name in schedule.take(now):
-                    if (monitor := self.monitors.get(name)) is not None:
-                        health = monitor.health
-                        answered = health.ready and not health.failures
-                        (to_answering if answered else to_others).send_nowait((monitor, None))
+                    if (monitor := self.monitors.get(name)) is None:
+                        continue
+                    if name in self._hanging:
+                        timeout_s = self.settings.probe_timeout_s
+                        tg.start_soon(self._probe_alone, monitor, schedule, now, timeout_s)
+                        continue
+                    health = monitor.health
+                    answered = health.ready and not health.failures
+                    (to_answering if answered else to_others).send_nowait(monitor)
                 self._probes_due = schedule.next_due()
                 due = self._probes_due
                 with anyio.move_on_after(None if due is None else due - time.monotonic()):
@@ -222,46 +229,64 @@ class FleetManager:
 
     async def _prober(
         self,
-        monitors: MemoryObjectReceiveStream[ToProbe],
+        monitors: MemoryObjectReceiveStream[MemberMonitor],
         schedule: ProbeSchedule,
-        slow: MemoryObjectSendStream[ToProbe] | None,
+        tg: TaskGroup,
     ) -> None:
-        """Probe the members received, one at a time. With ``slow`` (the answering
-        members' probers), a probe that has not ended within :data:`HANDOFF_S` is
-        abandoned (nothing of it is recorded) and the member sent there, to be probed
-        again with the whole timeout: a region of members going down at once costs these
-        probers a second each, not a timeout each (at 100 members, 10 probers and a 5 s
-        timeout: 10 s once, not 50 s). The next probe is due an interval after the
-        abandoned one began, so the time to notice an outage does not grow."""
-        handoff_s = min(HANDOFF_S, self.settings.probe_timeout_s / 2)
+        """Probe the members received, one at a time. A probe that has not ended within
+        :data:`HANDOFF_S` is abandoned (nothing of it is recorded) and the member probed
+        again in a task of its own (:meth:`_probe_alone`) for the rest of the timeout:
+        a region of members hanging at once holds the probers a second each, not a
+        timeout each (at 100 members, 10 probers and a 5 s timeout: 10 s once, not 50 s,
+        and not again while they hang), and its probes still end when the first would
+        have, so an outage is noticed as soon."""
+        timeout_s = self.settings.probe_timeout_s
+        handoff_s = min(HANDOFF_S, timeout_s / 2)
         async with monitors:
-            async for monitor, began in monitors:
-                started = time.monotonic() if began is None else began
+            async for monitor in monitors:
+                started = time.monotonic()
                 result: ProbeResult | None = None
-                with anyio.move_on_after(math.inf if slow is None else handoff_s):
-                    result = await monitor.probe(self.settings.probe_timeout_s)
+                with anyio.move_on_after(handoff_s):
+                    result = await monitor.probe(timeout_s)
                 if result is None:
-                    assert slow is not None
-                    slow.send_nowait((monitor, started))
-                    continue
-                self.metrics.member_probes.labels(
-                    monitor.name, "ok" if result.ok else "failed"
-                ).inc()
-                # A status pass when what the status would show changed since this
-                # member's last probe (its not-ready time passing too: the taints), and
-                # one an interval at least, which confirms the snapshot still holds: an
-                # older one is stale, and decisions scan the members instead.
-                now = time.monotonic()
-                shown = fleetstatus.shown(monitor, now)
-                if self._shown.get(monitor.name) != shown:
-                    self._shown[monitor.name] = shown
-                    self._poke()
-                elif now - self._passed_at >= self.settings.probe_interval_s:
-                    self._poke()
-                due = schedule.done(monitor.name, started)
-                if due is not None and (self._probes_due is None or due < self._probes_due):
-                    assert self._probes_wake is not None
-                    self._probes_wake.set()
+                    self._hanging.add(monitor.name)
+                    rest_s = timeout_s - (time.monotonic() - started)
+                    tg.start_soon(self._probe_alone, monitor, schedule, started, rest_s)
+                else:
+                    self._probed(monitor, result, schedule, started)
+
+    async def _probe_alone(
+        self, monitor: MemberMonitor, schedule: ProbeSchedule, started: float, timeout_s: float
+    ) -> None:
+        """Probe a member that did not answer its last probe within :data:`HANDOFF_S`;
+        once it answers in time (or fails at once), the probers take it back."""
+        began = time.monotonic()
+        result = await monitor.probe(max(timeout_s, 0.1))
+        if result.ok or time.monotonic() - began < HANDOFF_S:
+            self._hanging.discard(monitor.name)
+        self._probed(monitor, result, schedule, started)
+
+    def _probed(
+        self, monitor: MemberMonitor, result: ProbeResult, schedule: ProbeSchedule, started: float
+    ) -> None:
+        """Record the probe of ``monitor`` begun at ``started``, ask for a status pass if
+        needed, and schedule its next probe."""
+        self.metrics.member_probes.labels(monitor.name, "ok" if result.ok else "failed").inc()
+        # A status pass when what the status would show changed since this member's last
+        # probe (its not-ready time passing too: the taints), and one an interval at
+        # least, which confirms the snapshot still holds: an older one is stale, and
+        # decisions scan the members instead.
+        now = time.monotonic()
+        shown = fleetstatus.shown(monitor, now)
+        if self._shown.get(monitor.name) != shown:
+            self._shown[monitor.name] = shown
+            self._poke()
+        elif now - self._passed_at >= self.settings.probe_interval_s:
+            self._poke()
+        due = schedule.done(monitor.name, started)
+        if due is not None and (self._probes_due is None or due < self._probes_due):
+            assert self._probes_wake is not None
+            self._probes_wake.set()
 
     async def _status_loop(self) -> None:
         while True:
