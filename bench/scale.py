@@ -12,6 +12,9 @@ runs as a child process. For each N it prints:
   probe settings' own bound, (failure threshold + 1) x probe interval + probe timeout:
   each member's probes start an interval apart, the first after the outage may pass on
   what the member sent just before it, and the last failing one may wait for its timeout;
+  then the same while a tenth of the far clusters stop answering at once (their proxies
+  hold every request: each probe of theirs waits for its timeout), and the time until
+  all of those are NotReady;
 - one application of 10 ConfigMaps placed on all N far clusters, in a namespace per
   cluster (an override sets ``bench-{{ cluster.name }}``: the far clusters share three
   API servers, which would otherwise hold one copy of the objects for all): from creating
@@ -166,6 +169,45 @@ def _outage(hub: Any, proxy: LatencyProxy, name: str) -> float:
 
     _wait(not_ready, f"{name} NotReady", limit_s=600, every_s=0.2)
     return time.perf_counter() - start
+
+
+def _region_hangs(hub: Any, proxies: list[LatencyProxy], count: int) -> dict[str, float]:
+    """A tenth of the far clusters stop answering at once (their proxies hold every request)
+    as one more member's proxy closes: seconds until that member is NotReady, and until
+    every hanging one is. The hanging members' probes wait for their timeout; the
+    controller must not let them delay the others'."""
+    custom = k8s.CustomObjectsApi(hub)
+    hanging = {f"far-{i:04d}": proxies[i] for i in range(1, 1 + count // 10)}
+    gone = f"far-{count - 1:04d}"
+    start = time.perf_counter()
+    for proxy in hanging.values():
+        proxy.latency_s = 3600.0
+    proxies[count - 1].close()
+
+    def not_ready() -> set[str]:
+        listing: Any = custom.list_cluster_custom_object(GROUP, VERSION, "memberclusters")
+        return {
+            m["metadata"]["name"]
+            for m in listing["items"]
+            if any(
+                c["type"] == "Ready" and c["status"] != "True"
+                for c in (m.get("status") or {}).get("conditions") or []
+            )
+        }
+
+    seen: dict[str, float] = {}
+
+    def all_noticed() -> bool:
+        down = not_ready()
+        now = time.perf_counter() - start
+        if gone in down:
+            seen.setdefault("gone", now)
+        if hanging.keys() <= down:
+            seen.setdefault("hanging", now)
+        return len(seen) == 2
+
+    _wait(all_noticed, f"{gone} and {len(hanging)} hanging members NotReady", 600, every_s=0.5)
+    return {"region_gone_noticed_s": seen["gone"], "region_hanging_noticed_s": seen["hanging"]}
 
 
 def _application(hub: Any, count: int) -> float:
@@ -440,6 +482,7 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         after_rollout = _servers_limit(state, count, "bare loop, after the rollout")
         slow = _slow_member(hub, proxies, count) if count == SLOW_MEMBER_AT else {}
         outage_s = _outage(hub, proxies[0], "far-0000")
+        region = _region_hangs(hub, proxies, count)
     finally:
         if controller is not None and controller.proc is not None:
             controller.stop()
@@ -456,6 +499,7 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         **rest,
         "outage_noticed_s": outage_s,
         "outage_bound_s": (PROBE_FAILURE_THRESHOLD + 1) * PROBE_INTERVAL_S + PROBE_TIMEOUT_S,
+        **region,
         "applied_s": applied_s,
         "latency_limit_s": latency_limit,
         "servers_s": servers_s,
@@ -497,6 +541,8 @@ def main() -> None:
             ("idle_cpu_pct", "idle CPU %"),
             ("outage_noticed_s", "outage noticed s"),
             ("outage_bound_s", "probe bound s"),
+            ("region_gone_noticed_s", "outage beside a tenth hanging s"),
+            ("region_hanging_noticed_s", "the tenth NotReady s"),
             ("applied_s", "app Applied s"),
             ("latency_limit_s", "latency limit s"),
             ("servers_s", "servers limit s"),
