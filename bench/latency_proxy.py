@@ -94,6 +94,11 @@ class LatencyProxy:
         self._host.call("latency", self.port, value)
         self._latency_s = value
 
+    def hang(self) -> None:
+        """From now on nothing goes through, either way, on open connections or new ones:
+        a member that stops answering without closing anything (a dead host or link)."""
+        self._host.call("hang", self.port)
+
     def close(self) -> None:
         """Stop: refuse new connections and cut the open ones (a member gone away)."""
         self._host.call("close", self.port)
@@ -123,6 +128,8 @@ async def _run(command: list[Any], proxies: dict[int, _Proxy]) -> Any:
             return proxy.port
         case ["latency", port, latency_s]:
             proxies[port].latency_s = latency_s
+        case ["hang", port]:
+            proxies[port].hung = True
         case ["close", port]:
             if port in proxies:  # closing twice is fine
                 proxies.pop(port).close()
@@ -135,6 +142,8 @@ class _Proxy:
     def __init__(self, target: tuple[str, int], latency_s: float) -> None:
         self.target = target
         self.latency_s = latency_s
+        self.hung = False
+        """Nothing is delivered any more, either way (held until the proxy closes)."""
         self.port = 0
         self._server: asyncio.Server | None = None
         self._open: set[_Client] = set()
@@ -230,6 +239,8 @@ class _Client(_Pipe):
     def _deliver(self) -> None:
         self.timer = None
         assert self.server is not None
+        if self.proxy.hung:
+            return  # held: the timer is not set again
         now = asyncio.get_running_loop().time()
         sink = self.server.transport
         while self.due and self.due[0][0] <= now:
@@ -267,8 +278,13 @@ class _Server(_Pipe):
 
     def data_received(self, data: bytes) -> None:
         sink = self.peer.transport if self.peer is not None else None
-        if sink is not None and not sink.is_closing():
+        if sink is not None and not sink.is_closing() and not self.proxy.hung:
             sink.write(data)
+
+    @property
+    def proxy(self) -> _Proxy:
+        assert isinstance(self.peer, _Client)
+        return self.peer.proxy
 
     def eof_received(self) -> bool:
         self.connection_lost(None)  # the server is done: so is the client's connection

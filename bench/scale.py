@@ -13,8 +13,8 @@ runs as a child process. For each N it prints:
   each member's probes start an interval apart, the first after the outage may pass on
   what the member sent just before it, and the last failing one may wait for its timeout;
   then the same while a tenth of the far clusters stop answering at once (their proxies
-  hold every request: each probe of theirs waits for its timeout), and the time until
-  all of those are NotReady;
+  let nothing through and close nothing: each probe of theirs waits for its timeout),
+  and the time until all of those are NotReady;
 - one application of 10 ConfigMaps placed on all N far clusters, in a namespace per
   cluster (an override sets ``bench-{{ cluster.name }}``: the far clusters share three
   API servers, which would otherwise hold one copy of the objects for all): from creating
@@ -172,16 +172,16 @@ def _outage(hub: Any, proxy: LatencyProxy, name: str) -> float:
 
 
 def _region_hangs(hub: Any, proxies: list[LatencyProxy], count: int) -> dict[str, float]:
-    """A tenth of the far clusters stop answering at once (their proxies hold every request)
-    as one more member's proxy closes: seconds until that member is NotReady, and until
-    every hanging one is. The hanging members' probes wait for their timeout; the
-    controller must not let them delay the others'."""
+    """A tenth of the far clusters stop answering at once (their proxies let nothing
+    through, either way, and close nothing) as one more member's proxy closes: seconds
+    until that member is NotReady, and until every hanging one is. The hanging members'
+    probes wait for their timeout; the controller must not let them delay the others'."""
     custom = k8s.CustomObjectsApi(hub)
     hanging = {f"far-{i:04d}": proxies[i] for i in range(1, 1 + count // 10)}
     gone = f"far-{count - 1:04d}"
     start = time.perf_counter()
     for proxy in hanging.values():
-        proxy.latency_s = 3600.0
+        proxy.hang()
     proxies[count - 1].close()
 
     def not_ready() -> set[str]:

@@ -70,3 +70,40 @@ def test_closing_cuts_open_connections_and_refuses_new_ones() -> None:
         server.close()
 
     asyncio.run(main())
+
+
+def test_a_hung_proxy_lets_nothing_through_either_way_and_closes_nothing() -> None:
+    async def main() -> None:
+        writers: list[asyncio.StreamWriter] = []
+        received: list[bytes] = []
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writers.append(writer)
+            while data := await reader.read(65536):
+                received.append(data)
+                writer.write(data)
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        proxy = _Proxy(("127.0.0.1", server.sockets[0].getsockname()[1]), 0.0)
+        await proxy.start()
+        reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+        writer.write(b"ping")
+        assert await reader.readexactly(4) == b"ping"
+        proxy.hung = True
+        writer.write(b"more")  # a request: never reaches the server
+        writers[0].write(b"push")  # the server's own (a watch event): never arrives
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(reader.read(1), 0.3)
+        assert received == [b"ping"]
+        assert not writer.is_closing()  # nothing is closed: the client waits
+        other_reader, other = await asyncio.open_connection("127.0.0.1", proxy.port)
+        other.write(b"hello")  # a new connection is taken, and gets nothing either
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(other_reader.read(1), 0.3)
+        assert received == [b"ping"]
+        for w in (writer, other):
+            w.close()
+        proxy.close()
+        server.close()
+
+    asyncio.run(main())
