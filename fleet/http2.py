@@ -182,8 +182,10 @@ class Http2Transport(httpx.AsyncBaseTransport):
                 for connection in self._connections:
                     if connection.has_room:
                         return connection
-                if len(self._connections) < MAX_CONNECTIONS:
-                    # (a server that allows few or no streams gets no more than that)
+                checked = any(c.checked for c in self._connections)
+                if len(self._connections) < MAX_CONNECTIONS and not checked:
+                    # (a server that allows few or no streams gets no more than that; one
+                    # checked for life is waited for: alive, it takes the request)
                     made = await Http2Connection.connect(
                         host, port, sni, self._tls, connect_s, self._room_changed
                     )

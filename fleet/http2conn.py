@@ -52,7 +52,8 @@ WRITE_TIMEOUT_S = 30.0
 (for writes that have no timeout of their own)."""
 PING_TIMEOUT_S = 5.0
 """After a request heard nothing for its whole timeout and the connection was silent too:
-how long a PING may take before the connection counts as dead."""
+how long a PING may take before the connection counts as dead (the request has failed
+already; the connection takes no new one meanwhile)."""
 
 
 class _PlainEncoder(hpack.Encoder):
@@ -133,6 +134,8 @@ class Http2Connection(asyncio.Protocol):
         self._goaway = False
         self._settings_seen = False
         self._unacknowledged = 0
+        self._checking: asyncio.Task[None] | None = None
+        """The PING after a request timed out on a silent connection (:meth:`_suspect`)."""
         self.received_at = time.monotonic()
 
     @classmethod
@@ -167,14 +170,21 @@ class Http2Connection(asyncio.Protocol):
 
     @property
     def usable(self) -> bool:
-        """New requests may go here."""
+        """New requests may go here (once it is not :attr:`checked` any more)."""
         return self._error is None and not self._goaway
 
     @property
+    def checked(self) -> bool:
+        """Being checked for life (:meth:`_suspect`): a new request waits for the answer,
+        then goes here or, if it is dead, to a new connection."""
+        return self._checking is not None
+
+    @property
     def has_room(self) -> bool:
-        """Usable, and the server allows one more stream now."""
+        """Usable, not :attr:`checked`, and the server allows one more stream now."""
         return (
             self.usable
+            and self._checking is None
             and self._h2.open_outbound_streams < self._h2.remote_settings.max_concurrent_streams
         )
 
@@ -288,7 +298,7 @@ class Http2Connection(asyncio.Protocol):
                     await self._wait(stream, arrived, for_connection=until_window)
         except TimeoutError:
             if self.received_at < waited_from:  # nothing at all arrived meanwhile
-                await self._check_alive()
+                self._suspect()
             raise httpx.ReadTimeout(f"no answer within {timeout_s} s") from None
         if not stream.events:
             return None
@@ -317,6 +327,14 @@ class Http2Connection(asyncio.Protocol):
     async def _wait_for_connection(self, done: Callable[[], bool]) -> None:
         await self._wait(Stream(0), done, for_connection=True)
 
+    def _suspect(self) -> None:
+        """A request heard nothing for its whole timeout, and neither did the connection:
+        check in the background whether it is dead (:meth:`_check_alive`), taking no new
+        request until it is known. The request fails at its own timeout, not a PING
+        later."""
+        if self._checking is None and self._error is None:
+            self._checking = asyncio.get_running_loop().create_task(self._check_alive())
+
     async def _check_alive(self) -> None:
         """PING the server; the connection fails unless something arrives in time."""
         try:
@@ -325,6 +343,9 @@ class Http2Connection(asyncio.Protocol):
             self._fail(exc)
         except httpx.TransportError:
             return
+        finally:
+            self._checking = None
+            self._room_changed()
 
     async def ping(self, timeout_s: float) -> None:
         """PING the server: returns once anything arrives after it (the answer, or frames

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+
 from fleet.capacity import same_but_version, slim_node, slim_pod, summarize
 from fleet.connection import ApiError, ConnectionOptions, KubeConnection, tls_problem
 from fleet.health import Health, HealthPolicy
@@ -107,25 +109,34 @@ class MemberMonitor:
         if self.connection is None:
             result = ProbeResult(False, self.config_error)
         else:
-            try:
-                if not await self._answering(self.connection, timeout_s, started):
-                    await self.connection.readyz(timeout_s)
-                    self._readyz_at = started
-                if self.version is None or self._probes % _DISCOVERY_EVERY == 0:
-                    version = str((await self.connection.version()).get("gitVersion"))
-                    await self.connection.discovery.refresh()
-                    # Both at once: a status pass between the two awaits would write the
-                    # version with no kinds served, and the scheduler would read that.
-                    self.enablements = await self.connection.discovery.enablements()
-                    self.version = version
-                result = ProbeResult(True)
-            except ApiError as exc:
-                # /readyz failures carry every check; the first line says which failed.
-                result = ProbeResult(False, exc.message.splitlines()[0][:300])
+            # The timeout bounds the whole probe: each step's own (connecting, the TLS
+            # handshake, the answer) would add up past it. A step gets nine tenths of
+            # it, so a request that hears nothing times out itself first, and its
+            # connection is checked (and dropped if dead) as any other call's.
+            result = ProbeResult(False, f"no answer within {timeout_s:g} s")
+            with anyio.move_on_after(timeout_s):
+                result = await self._probe(self.connection, timeout_s * 0.9, started)
             self._probes += 1
         now = time.monotonic() if now is None else now
         self.health = self.health.observe(result.ok, now, self.policy, result.error)
         return result
+
+    async def _probe(self, conn: KubeConnection, timeout_s: float, started: float) -> ProbeResult:
+        try:
+            if not await self._answering(conn, timeout_s, started):
+                await conn.readyz(timeout_s)
+                self._readyz_at = started
+            if self.version is None or self._probes % _DISCOVERY_EVERY == 0:
+                version = str((await conn.version()).get("gitVersion"))
+                await conn.discovery.refresh()
+                # Both at once: a status pass between the two awaits would write the
+                # version with no kinds served, and the scheduler would read that.
+                self.enablements = await conn.discovery.enablements()
+                self.version = version
+        except ApiError as exc:
+            # /readyz failures carry every check; the first line says which failed.
+            return ProbeResult(False, exc.message.splitlines()[0][:300])
+        return ProbeResult(True)
 
     async def _answering(self, conn: KubeConnection, timeout_s: float, now: float) -> bool:
         """True when this probe passes without ``/readyz``: the member's health allows it

@@ -116,6 +116,23 @@ def test_a_server_that_stops_answering_gets_a_new_connection(
     assert _run(tmp_path, test).connections == 2
 
 
+def test_a_request_to_a_server_that_stops_answering_fails_at_its_own_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fleet.http2conn, "PING_TIMEOUT_S", 2.0)
+
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
+        # The connection's check for life (an unanswered PING, 2 s) goes on without it:
+        # waiting for the check too, it failed after 2.3 s.
+        with anyio.fail_after(1.5), pytest.raises(ApiError, match="timeout"):
+            await conn.request("GET", "/freeze", timeout_s=0.3)
+        # The next call waits for the check, not on the frozen connection: a new one.
+        assert await conn.request("GET", "/ok", timeout_s=5) == {"kind": "Status", "n": 1}
+
+    assert _run(tmp_path, test).connections == 2
+
+
 def test_a_ping_is_answered_on_the_open_connection_without_a_request(tmp_path: Path) -> None:
     async def test(conn: KubeConnection, server: H2Server) -> None:
         assert await conn.ping(5) is False  # no connection yet: nothing to ping, nothing sent

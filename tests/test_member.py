@@ -7,11 +7,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import anyio
+import pytest
 
 from fleet.capacity import slim_node, slim_pod
 from fleet.connection import ApiError, ConnectionOptions, KubeConnection
 from fleet.health import HealthPolicy
-from fleet.member import MemberMonitor
+from fleet.member import MemberMonitor, ProbeResult
 
 KUBECONFIG = """
 apiVersion: v1
@@ -165,6 +166,31 @@ def test_a_ready_member_is_pinged_between_readyz_probes_and_readyz_after_any_fai
         "readyz",  # the second good probe: Ready again
         "ping",
     ]
+
+
+def test_a_probe_ends_at_its_timeout_whatever_its_steps_wait() -> None:
+    conn = _Connection()
+    steps: list[float] = []
+
+    async def hangs(timeout_s: float) -> None:
+        # A connection whose steps each wait their own timeout, one after the other
+        # (connecting, then the TLS handshake, then the answer): more than the probe's.
+        steps.append(timeout_s)
+        await anyio.sleep(3 * timeout_s)
+
+    conn.readyz = hangs  # type: ignore[method-assign]
+    monitor = MemberMonitor("m", "1", HealthPolicy(), connection=cast(KubeConnection, conn))
+
+    async def run() -> ProbeResult:
+        with anyio.fail_after(30):  # a safety net: the probe takes 0.2 s
+            return await monitor.probe(0.2)
+
+    result = anyio.run(run)
+    assert result == ProbeResult(False, "no answer within 0.2 s")
+    assert monitor.health.failures == 1
+    # Each step gets less than the probe: a request times out itself, and its connection
+    # is checked for life, before the probe's own bound ends it.
+    assert steps == [pytest.approx(0.18)]
 
 
 def test_a_member_without_http2_or_with_readyz_every_probe_gets_readyz() -> None:

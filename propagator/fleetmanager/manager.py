@@ -241,12 +241,11 @@ class FleetManager:
         and not again while they hang), and its probes still end when the first would
         have, so an outage is noticed as soon."""
         timeout_s = self.settings.probe_timeout_s
-        handoff_s = min(HANDOFF_S, timeout_s / 2)
         async with monitors:
             async for monitor in monitors:
                 started = time.monotonic()
                 result: ProbeResult | None = None
-                with anyio.move_on_after(handoff_s):
+                with anyio.move_on_after(self._handoff_s):
                     result = await monitor.probe(timeout_s)
                 if result is None:
                     self._hanging.add(monitor.name)
@@ -262,9 +261,13 @@ class FleetManager:
         once it answers in time (or fails at once), the probers take it back."""
         began = time.monotonic()
         result = await monitor.probe(max(timeout_s, 0.1))
-        if result.ok or time.monotonic() - began < HANDOFF_S:
+        if result.ok or time.monotonic() - began < self._handoff_s:
             self._hanging.discard(monitor.name)
         self._probed(monitor, result, schedule, started)
+
+    @property
+    def _handoff_s(self) -> float:
+        return min(HANDOFF_S, self.settings.probe_timeout_s / 2)
 
     def _probed(
         self, monitor: MemberMonitor, result: ProbeResult, schedule: ProbeSchedule, started: float
