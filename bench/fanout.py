@@ -15,8 +15,9 @@ ceil(clusters / concurrency) x 3 x latency (a fresh cluster needs three round tr
 cannot overlap: its namespace, one round of every object at once, its caches filled), and
 the servers' limit, the time a bare loop takes to send the same writes (the very bodies
 the member syncs send) straight to the members at the same concurrency (on two cores the
-API servers may be the bottleneck). Each side starts once the members are quiet, and each
-run's far clusters have names of their own, so their caches list that run's objects only.
+API servers may be the bottleneck). Each side starts once the members are quiet, and what
+the side before wrote (its namespaces) is deleted and gone first, so every side starts on
+members holding the same; each run's far clusters have names of their own.
 It also prints the CPU each part of the machine used in the median pair.
 
     python -m bench.fanout [--quick] [--json] [--clusters N] [--latency-ms MS] [--repeat N]
@@ -211,6 +212,30 @@ async def _sync_all(
     return wall, table, metrics
 
 
+async def _delete_namespaces(direct: dict[str, KubeConnection], prefix: str) -> None:
+    """Delete the namespaces one side wrote (``prefix`` and the far cluster's name) and wait
+    until the members' namespace controllers have removed them and what they held: every
+    measure starts on members holding what the first did. The member syncs' watches list
+    their kind across the whole member, so the objects of every earlier run would weigh
+    on the later runs' syncs alone (the runs at concurrency 50 came last, on members
+    holding some 6,000 ConfigMaps of earlier runs each)."""
+    limiter = anyio.CapacityLimiter(50)
+
+    async def delete(cluster: str, conn: KubeConnection) -> None:
+        async with limiter:
+            await conn.delete("v1", "Namespace", f"{prefix}{cluster}")
+
+    async with anyio.create_task_group() as tg:
+        for cluster, conn in direct.items():
+            tg.start_soon(delete, cluster, conn)
+    for conn in list(direct.values())[:3]:  # the first three reach the three members
+        while True:
+            listing = await conn.request("GET", "/api/v1/namespaces")
+            if not any(n["metadata"]["name"].startswith(prefix) for n in listing["items"]):
+                break
+            await anyio.sleep(1)
+
+
 async def measure(
     state: local.FleetState,
     conns: dict[str, KubeConnection],
@@ -230,11 +255,14 @@ async def measure(
     bare_cpu = cpu_row(
         before, cpu_by_part(state, time.process_time), servers_s, concurrency=concurrency
     )
+    await _delete_namespaces(direct, f"bare-{run}-")
     await members_quiet(state)
     CountingConnection.requests = 0
     before = cpu_by_part(state, time.process_time)
     wall, table, metrics = await _sync_all(conns, concurrency, run)
     sync_cpu = cpu_row(before, cpu_by_part(state, time.process_time), wall, concurrency=concurrency)
+    requests = CountingConnection.requests
+    await _delete_namespaces(direct, f"sync-{run}-")
     failed = {
         (app, cluster): sync_state
         for app, states in table.states.items()
@@ -257,7 +285,7 @@ async def measure(
         "concurrency": concurrency,
         "clusters": len(conns),
         "wall_s": wall,
-        "requests_per_cluster": CountingConnection.requests / len(conns),
+        "requests_per_cluster": requests / len(conns),
         "latency_limit_s": latency_limit,
         "servers_s": servers_s,
         "ideal_s": ideal,
