@@ -212,14 +212,18 @@ async def _sync_all(
     return wall, table, metrics
 
 
-async def _delete_namespaces(direct: dict[str, KubeConnection], prefix: str) -> None:
-    """Delete the namespaces one side wrote (``prefix`` and the far cluster's name) and wait
-    until the members' namespace controllers have removed them and what they held: every
-    measure starts on members holding what the first did. The member syncs' watches list
-    their kind across the whole member, so the objects of every earlier run would weigh
-    on the later runs' syncs alone (the runs at concurrency 50 came last, on members
-    holding some 6,000 ConfigMaps of earlier runs each)."""
-    limiter = anyio.CapacityLimiter(50)
+async def delete_namespaces(
+    direct: dict[str, KubeConnection], prefix: str, concurrency: int = 50, limit_s: float = 1800
+) -> None:
+    """Delete the namespaces a bare loop or the member syncs wrote (``prefix`` and each far
+    cluster's name), ``concurrency`` at a time, and wait until the members' namespace
+    controllers have removed them and what they held (at most ``limit_s``): what those
+    controllers do with them must not load the measure that follows, and every measure
+    starts on members holding what the first did. The member syncs' watches list their
+    kind across the whole member, so the objects of every earlier run would weigh on the
+    later runs' syncs alone (the runs at concurrency 50 came last, on members holding
+    several thousand ConfigMaps of earlier runs each)."""
+    limiter = anyio.CapacityLimiter(concurrency)
 
     async def delete(cluster: str, conn: KubeConnection) -> None:
         async with limiter:
@@ -228,12 +232,15 @@ async def _delete_namespaces(direct: dict[str, KubeConnection], prefix: str) -> 
     async with anyio.create_task_group() as tg:
         for cluster, conn in direct.items():
             tg.start_soon(delete, cluster, conn)
-    for conn in list(direct.values())[:3]:  # the first three reach the three members
-        while True:
-            listing = await conn.request("GET", "/api/v1/namespaces")
-            if not any(n["metadata"]["name"].startswith(prefix) for n in listing["items"]):
-                break
-            await anyio.sleep(1)
+    with anyio.move_on_after(limit_s) as waited:
+        for conn in list(direct.values())[:3]:  # the first three reach the three members
+            while True:
+                listing = await conn.request("GET", "/api/v1/namespaces")
+                if not any(n["metadata"]["name"].startswith(prefix) for n in listing["items"]):
+                    break
+                await anyio.sleep(1)
+    if waited.cancelled_caught:
+        raise SystemExit(f"bench: namespaces {prefix}* still on a member after {limit_s:g} s")
 
 
 async def measure(
@@ -255,14 +262,14 @@ async def measure(
     bare_cpu = cpu_row(
         before, cpu_by_part(state, time.process_time), servers_s, concurrency=concurrency
     )
-    await _delete_namespaces(direct, f"bare-{run}-")
+    await delete_namespaces(direct, f"bare-{run}-")
     await members_quiet(state)
     CountingConnection.requests = 0
     before = cpu_by_part(state, time.process_time)
     wall, table, metrics = await _sync_all(conns, concurrency, run)
     sync_cpu = cpu_row(before, cpu_by_part(state, time.process_time), wall, concurrency=concurrency)
     requests = CountingConnection.requests
-    await _delete_namespaces(direct, f"sync-{run}-")
+    await delete_namespaces(direct, f"sync-{run}-")
     failed = {
         (app, cluster): sync_state
         for app, states in table.states.items()

@@ -41,7 +41,6 @@ from __future__ import annotations
 import argparse
 import base64
 import concurrent.futures
-import functools
 import math
 import re
 import resource
@@ -57,12 +56,11 @@ from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
 from bench.cpu import CPU_COLUMNS, cpu_by_part, cpu_row
-from bench.fanout import OBJECTS, _bare_loop, _connections
+from bench.fanout import OBJECTS, _bare_loop, _connections, delete_namespaces
 from bench.latency_proxy import LatencyProxy
 from bench.propagation import Controller, _condition, _setup_crds, _wait
 from bench.report import arguments, emit, percentile
 from fleet import local
-from fleet.connection import KubeConnection
 from fleet.local import cluster as local_cluster
 from tests.e2e.manifests import GROUP, PLURAL, VERSION, application, config_map
 from tests.e2e.tools import remote_ports
@@ -365,12 +363,6 @@ def _slow_member(hub: Any, proxies: list[LatencyProxy], count: int) -> dict[str,
     }
 
 
-def _bare_namespaces_gone(member: Any) -> bool:
-    with local_cluster.api_client(member) as api:
-        listing: Any = k8s.CoreV1Api(api).list_namespace()
-    return not any(n.metadata.name.startswith("bare-") for n in listing.items)
-
-
 def _servers_limit(state: local.FleetState, count: int, phase: str) -> dict[str, Any]:
     """Seconds the bare loop takes to write every far cluster's namespace and objects
     straight to the members, with the CPU each part used meanwhile (a row of
@@ -388,29 +380,13 @@ def _servers_limit(state: local.FleetState, count: int, phase: str) -> dict[str,
             row = cpu_row(
                 before, cpu_by_part(state, time.process_time), took, clusters=count, phase=phase
             )
-            limiter = anyio.CapacityLimiter(CONCURRENCY)
-
-            async def delete(cluster: str, conn: KubeConnection) -> None:
-                async with limiter:
-                    await conn.delete("v1", "Namespace", f"bare-bare-{cluster}")
-
-            async with anyio.create_task_group() as tg:
-                for cluster, conn in direct.items():
-                    tg.start_soon(delete, cluster, conn)
+            await delete_namespaces(direct, "bare-bare-", CONCURRENCY)
             return row
         finally:
             for conn in direct.values():
                 await conn.close()
 
-    row = anyio.run(measure)
-    for member in state.members:
-        _wait(
-            functools.partial(_bare_namespaces_gone, member),
-            f"the bare loop's namespaces gone from {member.name}",
-            limit_s=1800,
-            every_s=2,
-        )
-    return row
+    return anyio.run(measure)
 
 
 def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
