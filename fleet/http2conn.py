@@ -161,11 +161,17 @@ class Http2Connection(asyncio.Protocol):
             raise httpx.ConnectTimeout(f"no connection within {timeout_s} s") from None
         except OSError as exc:  # refused, unreachable, TLS failed (ssl.SSLError)
             raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
-        tls_object = transport.get_extra_info("ssl_object")
-        if tls_object is None or tls_object.selected_alpn_protocol() != "h2":
+        try:
+            tls_object = transport.get_extra_info("ssl_object")
+            if tls_object is None or tls_object.selected_alpn_protocol() != "h2":
+                transport.abort()
+                return None
+            await connection.start(timeout_s)
+        except BaseException:
+            # Cancelled too (a probe's bound, a caller's deadline): a connection nobody
+            # holds would stay open, with whatever the server sends on it, forever.
             transport.abort()
-            return None
-        await connection.start(timeout_s)
+            raise
         return connection
 
     @property

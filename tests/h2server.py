@@ -50,7 +50,9 @@ class _Request:
 
 
 class H2Server:
-    def __init__(self, directory: Path, max_streams: int = 100) -> None:
+    def __init__(
+        self, directory: Path, max_streams: int = 100, preface_delay_s: float = 0.0
+    ) -> None:
         ca = CertificateAuthority(directory, "test-ca")
         serving = ca.issue("server", "server", server_hosts=["127.0.0.1"])
         self.ca_pem = ca.pair.cert.read_bytes()
@@ -58,7 +60,11 @@ class H2Server:
         self._tls.load_cert_chain(serving.cert, serving.key)
         self._tls.set_alpn_protocols(["h2"])
         self.max_streams = max_streams
+        self.preface_delay_s = preface_delay_s
+        """Seconds each connection waits, after TLS, before its SETTINGS go out."""
         self.connections = 0
+        self.ended = 0
+        """Connections the client closed (or that broke), once served."""
         self.resets = 0
         self.pings = 0
         self.went_away = False
@@ -92,9 +98,14 @@ class H2Server:
             client=False,
             initial_values={h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: self.max_streams},
         )
+        await anyio.sleep(self.preface_delay_s)
         conn.initiate_connection()
         link = _Link(tls, conn)
-        await link.flush()
+        try:
+            await link.flush()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self.ended += 1
+            return
         requests: dict[int, _Request] = {}
         frozen = gone = False
         async with anyio.create_task_group() as tg:
@@ -102,6 +113,7 @@ class H2Server:
                 try:
                     data = await tls.receive()
                 except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    self.ended += 1
                     break
                 if frozen:
                     continue

@@ -133,6 +133,35 @@ def test_a_request_to_a_server_that_stops_answering_fails_at_its_own_timeout(
     assert _run(tmp_path, test).connections == 2
 
 
+def test_a_connection_given_up_while_it_is_made_is_closed(tmp_path: Path) -> None:
+    server = H2Server(tmp_path, preface_delay_s=0.5)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            await tg.start(server.serve)
+            creds = Credentials(
+                server=f"https://127.0.0.1:{server.port}", ca_data=server.ca_pem, token="t"
+            )
+            conn = KubeConnection("m1", creds, ConnectionOptions())
+            # Given up (a probe's bound) while the server's SETTINGS are awaited.
+            with anyio.move_on_after(0.2):
+                await conn.request("GET", "/ok", timeout_s=5)
+            assert server.connections == 1
+            # Left open, nobody would ever close it: the server would wait forever.
+            with anyio.fail_after(10):  # a safety net: it ends in about 0.3 s
+                while True:
+                    if server.ended:
+                        break
+                    await anyio.sleep(0.05)
+            # The next call makes a connection of its own, and it works.
+            assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
+            await conn.close()
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    assert server.connections == 2
+
+
 def test_a_ping_is_answered_on_the_open_connection_without_a_request(tmp_path: Path) -> None:
     async def test(conn: KubeConnection, server: H2Server) -> None:
         assert await conn.ping(5) is False  # no connection yet: nothing to ping, nothing sent
