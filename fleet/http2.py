@@ -182,7 +182,7 @@ class Http2Transport(httpx.AsyncBaseTransport):
                 for connection in self._connections:
                     if connection.has_room:
                         return connection
-                checked = any(c.checked for c in self._connections)
+                checked = any(c.being_checked for c in self._connections)
                 if len(self._connections) < MAX_CONNECTIONS and not checked:
                     # (a server that allows few or no streams gets no more than that; one
                     # checked for life is waited for: alive, it takes the request)

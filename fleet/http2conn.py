@@ -176,18 +176,18 @@ class Http2Connection(asyncio.Protocol):
 
     @property
     def usable(self) -> bool:
-        """New requests may go here (once it is not :attr:`checked` any more)."""
+        """New requests may go here (while :attr:`being_checked`, they wait for it)."""
         return self._error is None and not self._goaway
 
     @property
-    def checked(self) -> bool:
+    def being_checked(self) -> bool:
         """Being checked for life (:meth:`_suspect`): a new request waits for the answer,
         then goes here or, if it is dead, to a new connection."""
         return self._checking is not None
 
     @property
     def has_room(self) -> bool:
-        """Usable, not :attr:`checked`, and the server allows one more stream now."""
+        """Usable, not :attr:`being_checked`, and the server allows one more stream now."""
         return (
             self.usable
             and self._checking is None
