@@ -37,6 +37,9 @@ from fleet.redact import capped
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 MERGE_PATCH_CONTENT_TYPE = "application/merge-patch+json"
 FIELD_MANAGER = "propagator"
+NO_STORED_VERSION = "1"
+"""A resourceVersion no stored object has: etcd's store starts at revision 1 and its
+first write makes revision 2. As an apply's precondition it makes the apply a create."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,15 @@ class ApiError(Exception):
     @property
     def already_exists(self) -> bool:
         return self.status == 409 and self.reason == "AlreadyExists"
+
+    @property
+    def not_new(self) -> bool:
+        """An apply that had to create (``new``) was refused, nothing written: an object
+        of that name exists (409 Conflict), or the API server takes no precondition on a
+        create of this kind (Services on Kubernetes 1.22 and older answer 500)."""
+        if self.status == 409:
+            return self.reason == "Conflict"
+        return self.status == 500 and "resourceVersion should not be set" in self.message
 
 
 def _ssl_context(creds: Credentials, client: tuple[bytes, bytes] | None) -> ssl.SSLContext:
@@ -692,10 +704,15 @@ class KubeConnection:
         field_manager: str = FIELD_MANAGER,
         dry_run: bool = False,
         timeout_s: float | None = None,
+        new: bool = False,
     ) -> dict[str, Any]:
-        """Server-side apply ``obj`` (force: Propagator owns what it propagates)."""
+        """Server-side apply ``obj`` (force: Propagator owns what it propagates). With
+        ``new``, only as a create: if an object of that name exists, nothing is written
+        and ApiError (``not_new``) is raised."""
         info = await self.resource(obj["apiVersion"], obj["kind"])
         meta = obj.get("metadata") or {}
+        if new:  # a precondition no stored object meets: a create, or 409 Conflict
+            obj = {**obj, "metadata": {**meta, "resourceVersion": NO_STORED_VERSION}}
         path = info.path(meta.get("namespace") if info.namespaced else None, meta["name"])
         params = {
             "fieldManager": field_manager,

@@ -72,6 +72,8 @@ class FakeMember:
         self.delay_s = 0.0
         self.unseen: set[ObjectKey] = set()
         """Objects the caches do not show yet (their watch events still on the way)."""
+        self.no_create_precondition: set[str] = set()
+        """Kinds whose creates refuse a precondition, as Services on Kubernetes 1.22."""
         self._version = 0
         for namespace in namespaces:
             self.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
@@ -88,15 +90,30 @@ class FakeMember:
         if self.failures:
             raise self.failures.pop(0)
 
-    async def apply(self, obj: dict[str, Any], **_: Any) -> dict[str, Any]:
+    async def apply(self, obj: dict[str, Any], *, new: bool = False, **_: Any) -> dict[str, Any]:
         key = _key(obj)
-        self.requests.append(("apply", key))
+        self.requests.append(("apply new" if new else "apply", key))
         self._fail()
         self._resource(obj["apiVersion"], obj["kind"])
         namespace = key[2]
         if namespace and ("v1", "Namespace", "", namespace) not in self.objects:
             raise ApiError(
                 self.name, f'PATCH: 404 NotFound: namespaces "{namespace}" not found', status=404
+            )
+        if new and key in self.objects:  # the resourceVersion precondition fails
+            raise ApiError(
+                self.name,
+                f'PATCH: 409 Conflict: Operation cannot be fulfilled on "{key[3]}": '
+                "the object has been modified",
+                status=409,
+                reason="Conflict",
+            )
+        if new and obj["kind"] in self.no_create_precondition:
+            raise ApiError(
+                self.name,
+                "PATCH: 500: resourceVersion should not be set on objects to be created",
+                status=500,
+                retryable=True,
             )
         return self.put(obj)
 
@@ -154,7 +171,8 @@ class FakeMember:
         self.put(obj)
 
     def writes(self) -> list[tuple[str, ObjectKey]]:
-        return [r for r in self.requests if r[0] in ("apply", "create", "delete")]
+        """The requests that write (or would have: a create refused counts)."""
+        return [r for r in self.requests if r[0] in ("apply", "apply new", "create", "delete")]
 
     # -- what the member sync is given ----------------------------------------------------
 

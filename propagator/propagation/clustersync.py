@@ -98,16 +98,19 @@ def _revision(obj: dict[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
-async def apply_creating_namespace(conn: KubeConnection, obj: dict[str, Any]) -> dict[str, Any]:
-    """Apply ``obj``; if its namespace is missing, create the namespace and apply again."""
+async def apply_creating_namespace(
+    conn: KubeConnection, obj: dict[str, Any], *, new: bool = False
+) -> dict[str, Any]:
+    """Apply ``obj`` (``new``: only as a create); if its namespace is missing, create the
+    namespace and apply again."""
     try:
-        return await conn.apply(obj)
+        return await conn.apply(obj, new=new)
     except ApiError as exc:
         namespace = (obj.get("metadata") or {}).get("namespace")
         if not (exc.not_found and namespace and f'namespaces "{namespace}"' in exc.message):
             raise
     await conn.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    return await conn.apply(obj)
+    return await conn.apply(obj, new=new)
 
 
 def namespace_to_create(
@@ -211,6 +214,14 @@ async def _delete_all(member: Member, keys: set[ObjectKey]) -> int:
     return deleted
 
 
+_Call = tuple[Callable[[Any], Awaitable[None]], Any]
+"""A function and what to call it with."""
+
+
+async def _call(call: _Call) -> None:
+    await call[0](call[1])
+
+
 async def _each(items: Sequence[Any], fn: Callable[[Any], Awaitable[None]]) -> None:
     """``fn`` on every item, ``IN_FLIGHT`` at once; the first error is raised."""
     if len(items) == 1:  # no task to start (an anyio task costs ~40 us of CPU here)
@@ -258,8 +269,8 @@ async def sync_cluster(
     wanted = {key_of(o) for o in desired}
     written: set[ObjectKey] = set()
 
-    async def apply(obj: dict[str, Any]) -> None:
-        answer = await apply_creating_namespace(conn, obj)
+    async def apply(obj: dict[str, Any], new: bool = False) -> None:
+        answer = await apply_creating_namespace(conn, obj, new=new)
         generation = (answer.get("metadata") or {}).get("generation")
         member.applied.record(
             work.app,
@@ -299,11 +310,12 @@ async def sync_cluster(
     """Namespaces and CRDs to write, before everything else."""
     rest: list[dict[str, Any]] = []
     unknown: list[dict[str, Any]] = []
-    """Objects the caches lack that may exist all the same: looked at before writing."""
+    """Objects the caches lack that may exist all the same: written as creates, and read
+    before they are written if they exist."""
     waiting: dict[str, list[dict[str, Any]]] = {}
     """Objects the caches lack in a namespace not known to exist (by namespace, the
     namespace itself among them when the application brings it): the namespace is
-    created, and they are written at once if that made it, looked at if it existed."""
+    created, and they are written at once if that made it, as creates if it existed."""
     conflicts: list[str] = []
     drifted: set[ObjectKey] = set()
     """Objects that were in line after an earlier apply of this revision."""
@@ -340,10 +352,10 @@ async def sync_cluster(
         if await _create_namespace(member, name, work, brought):
             created.append(name)
 
-    async def look(obj: dict[str, Any]) -> None:
-        """Read an object the caches cannot see before writing it: one that exists
-        unstamped, stamped by another application or propagated through another
-        MemberCluster is not this sync's to write."""
+    async def may_write(obj: dict[str, Any]) -> bool:
+        """Read an object that exists though the caches cannot see it: one unstamped,
+        stamped by another application or propagated through another MemberCluster is
+        not this sync's to write (a conflict, or a shared namespace left as it is)."""
         meta = obj["metadata"]
         try:
             live = await conn.get(
@@ -352,27 +364,48 @@ async def sync_cluster(
         except ApiError as exc:
             if not exc.not_found:
                 raise
-            live = None
-        if live is not None and key_of(obj)[:2] == NAMESPACES and not owner.annotated(live):
-            return  # a namespace is shared: one that exists is left as it is
-        problem = None if live is None else _claimed(obj, live, work, member.name)
+            return True  # gone meanwhile
+        if key_of(obj)[:2] == NAMESPACES and not owner.annotated(live):
+            return False
+        problem = _claimed(obj, live, work, member.name)
         if problem is not None:
             conflicts.append(problem)
-        elif (obj["apiVersion"], obj["kind"]) in FIRST_KINDS:
-            await apply(obj)  # before what may be in it or of its kind
-        else:
-            rest.append(obj)
+        return problem is None
 
-    # Namespaces and CRDs first, while the objects the caches cannot see are looked up.
-    calls = [(create, n) for n in sorted(waiting)] + [(apply, o) for o in firsts]
-    await _each(calls + [(look, o) for o in unknown], lambda call: call[0](call[1]))
-    # Nothing can be in a namespace this sync made; in one that existed, look first.
-    await _each([o for n in sorted(waiting) if n not in created for o in waiting[n]], look)
-    for name in created:  # with, when the application brings it, the namespace's own apply
-        rest.extend(waiting[name])
-    if rest and guard is not None:
+    async def look(obj: dict[str, Any]) -> None:
+        """Write an object that exists though the caches cannot see it, if it may be."""
+        if await may_write(obj):
+            await apply(obj)
+
+    async def write_unseen(obj: dict[str, Any]) -> None:
+        """Write an object the caches cannot see as a create (one request, as most are
+        new); one that exists refuses it, untouched, and is read before it is written."""
+        try:
+            await apply(obj, new=True)
+        except ApiError as exc:
+            if not exc.not_new:
+                raise
+            await look(obj)
+
+    # Namespaces and CRDs first: what may be in them or of their kind waits for them. A
+    # Namespace the caches cannot see, known to exist, is someone else's or shared.
+    calls: list[_Call] = [(create, n) for n in sorted(waiting)]
+    calls += [(apply, o) for o in firsts]
+    unseen: list[dict[str, Any]] = []
+    for obj in unknown:
+        if key_of(obj)[:2] == NAMESPACES:
+            calls.append((look, obj))
+        elif (obj["apiVersion"], obj["kind"]) in FIRST_KINDS:
+            calls.append((write_unseen, obj))
+        else:
+            unseen.append(obj)
+    await _each(calls, _call)
+    for name in sorted(waiting):  # nothing can be in a namespace this sync made
+        (rest if name in created else unseen).extend(waiting[name])
+    if (rest or unseen) and guard is not None:
         await guard(member, work)
-    await _each(rest, apply)
+    calls = [(apply, o) for o in rest]
+    await _each(calls + [(write_unseen, o) for o in unseen], _call)
 
     deleted = await _delete_all(member, _unwanted(member, owner, kinds, cache, wanted))
     return SyncReport(len(written), deleted, len(written & drifted), tuple(sorted(conflicts)))

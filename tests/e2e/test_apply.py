@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import pytest
 
-from fleet.connection import ConnectionOptions, KubeConnection
+from fleet.connection import NO_STORED_VERSION, ApiError, ConnectionOptions, KubeConnection
 from fleet.health import HealthPolicy
 from fleet.kubeconfig import load_kubeconfig
 from fleet.member import MemberMonitor
@@ -137,5 +138,39 @@ def test_a_member_sync_creates_the_namespace_and_writes_only_what_changed(fleet:
             await conn.delete("v1", "Namespace", "theirs")
             tg.cancel_scope.cancel()
         await conn.close()
+
+    anyio.run(scenario)
+
+
+def test_an_apply_as_a_create_makes_a_new_object_and_leaves_one_that_exists(
+    fleet: Fleet,
+) -> None:
+    # What a member sync relies on to write an object its caches cannot see in one
+    # request: the real API server creates it, or refuses and writes nothing.
+    conn = _member(fleet, fleet.member_names[0])
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "only-new", "namespace": "default"},
+        "spec": {"ports": [{"port": 80}]},
+    }
+
+    async def scenario() -> None:
+        try:
+            for obj in (config_map("only-new", "default", mode="a"), service):
+                made = await conn.apply(obj, new=True)
+                assert made["metadata"]["resourceVersion"] != NO_STORED_VERSION
+                assert "resourceVersion" not in obj["metadata"]  # the caller's copy
+                changed = {**obj, "metadata": {**obj["metadata"], "labels": {"mode": "b"}}}
+                with pytest.raises(ApiError) as refused:
+                    await conn.apply(changed, new=True)
+                assert refused.value.not_new
+                live = await conn.get("v1", obj["kind"], "only-new", "default")
+                assert live["metadata"]["resourceVersion"] == made["metadata"]["resourceVersion"]
+                assert "labels" not in live["metadata"]
+        finally:
+            for kind in ("ConfigMap", "Service"):
+                await conn.delete("v1", kind, "only-new", "default")
+            await conn.close()
 
     anyio.run(scenario)
