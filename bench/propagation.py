@@ -7,6 +7,11 @@ members joined with ``propagator fleet join`` and ``propagator run`` as a child 
    gone from the hub, while the members' garbage collectors still delete its ReplicaSet
    and Pod on the same cores) and settled (once the members hold nothing of it either).
    A watch of the hub times each step (the moment its status write reaches the watch).
+   First, the same runs with ``bench.bareapplied`` in the controller's place: the fewest
+   requests any controller makes for it (a finalizer, one create per object on every
+   member at once, the ``Applied`` condition), sent by a loop that does nothing else. Its
+   create → ``Applied`` is the servers' limit on these cores, and the controller's is
+   printed as a ratio to it as well.
 2. Steady state with 1,000 applications (one ConfigMap each, on all three members): the
    time to propagate them all, then two waves of reconciles with nothing to change —
    every application re-queued by a TenantQuota change (what is applied is known), and a
@@ -169,8 +174,11 @@ def _setup(state: local.FleetState, hub: Any) -> None:
         if result.returncode:
             raise SystemExit(f"bench.propagation: join {member.name}: {result.stderr}")
     core = k8s.CoreV1Api(hub)
-    for namespace in ("latency", "steady", "draining"):
+    for namespace in ("latency", "bare", "steady", "draining"):
         core.create_namespace({"metadata": {"name": namespace}})  # type: ignore[arg-type]
+    for member in state.members:  # the bare loop writes into it before the controller
+        with local_cluster.api_client(member) as api:
+            k8s.CoreV1Api(api).create_namespace({"metadata": {"name": "latency"}})  # type: ignore[arg-type]
 
 
 def _members_quiet(members: list[Any]) -> bool:
@@ -244,23 +252,29 @@ class ApplicationWatch:
         self.watch.stop()  # type: ignore[no-untyped-call]
 
 
-def time_to_applied(hub: Any, members: list[Any], runs: int) -> list[dict[str, Any]]:
-    """Create → Applied and → Available, ``runs`` times each way: back to back (each
-    created once the previous one is gone from the hub, its members still collecting its
-    ReplicaSet and Pods) and settled (once the members hold nothing of it either)."""
+def time_to_applied(
+    hub: Any, members: list[Any], runs: int, namespace: str = "latency", who: str = "controller"
+) -> dict[str, dict[str, list[float]]]:
+    """Create → Applied and → Available (the controller's runs only), ``runs`` times each
+    way: back to back (each created once the previous one is gone from the hub, its members
+    still collecting its ReplicaSet and Pods) and settled (once the members hold nothing of
+    it either). The applications are in hub namespace ``namespace``, their objects in the
+    members' ``latency``; ``who`` propagates them. Returns the samples (seconds) by way and
+    by mark."""
     api = k8s.CustomObjectsApi(hub)
-    watch = ApplicationWatch(hub, "latency")
+    watch = ApplicationWatch(hub, namespace)
     time.sleep(1)  # its request on the way: a first create before would be timed late
-    rows = []
+    marks = ("Applied", "Available") if who == "controller" else ("Applied",)
+    samples: dict[str, dict[str, list[float]]] = {}
     for settled in (False, True):
-        applied, available = [], []
+        how = samples["members settled" if settled else "back to back"] = {m: [] for m in marks}
         for i in range(runs):
-            name = f"run-{i}" + ("-settled" if settled else "")
+            name = f"{who}-{i}" + ("-settled" if settled else "")
             if settled:
                 _wait(lambda: _members_quiet(members), "the members to settle", every_s=0.05)
             app = application(
                 name,
-                "latency",
+                namespace,
                 [
                     deployment(name, "latency", "bench:1", replicas=1),
                     config_map(name, "latency", owner=name),
@@ -268,22 +282,44 @@ def time_to_applied(hub: Any, members: list[Any], runs: int) -> list[dict[str, A
                 "bench",
             )
             start = time.perf_counter()
-            api.create_namespaced_custom_object(GROUP, VERSION, "latency", PLURAL, app)
-            applied.append(watch.wait(name, "Applied") - start)
-            available.append(watch.wait(name, "Available") - start)
-            api.delete_namespaced_custom_object(GROUP, VERSION, "latency", PLURAL, name)
+            api.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, app)
+            for mark in marks:
+                how[mark].append(watch.wait(name, mark) - start)
+            api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
             watch.wait(name, "gone")
-        how = "members settled" if settled else "back to back"
-        rows += [
-            {
-                "measure": f"create -> {what} on 3 members ({runs} runs, {how})",
-                "p50_ms": percentile(samples, 50) * 1000,
-                "p99_ms": percentile(samples, 99) * 1000,
-                "max_ms": max(samples) * 1000,
-            }
-            for what, samples in (("Applied", applied), ("Available 3/3", available))
-        ]
     watch.stop()
+    return samples
+
+
+def latency_rows(
+    controller: dict[str, dict[str, list[float]]], bare: dict[str, dict[str, list[float]]]
+) -> list[dict[str, Any]]:
+    """The controller's create → Applied / Available beside the bare loop's create →
+    Applied in the same run, and the ratio of their p50s and p99s."""
+    rows: list[dict[str, Any]] = []
+    for how, marks in controller.items():
+        runs = len(marks["Applied"])
+        for who, mark, samples in (
+            ("controller", "Applied", marks["Applied"]),
+            ("bare loop", "Applied", bare[how]["Applied"]),
+            ("controller", "Available 3/3", marks["Available"]),
+        ):
+            rows.append(
+                {
+                    "measure": f"create -> {mark} on 3 members, {who} ({runs} runs, {how})",
+                    "p50_ms": percentile(samples, 50) * 1000,
+                    "p99_ms": percentile(samples, 99) * 1000,
+                    "max_ms": max(samples) * 1000,
+                }
+            )
+        ours, limit = rows[-3], rows[-2]
+        rows.append(
+            {
+                "measure": f"  Applied: controller / bare loop ({how})",
+                "p50_ms": ours["p50_ms"] / limit["p50_ms"],
+                "p99_ms": ours["p99_ms"] / limit["p99_ms"],
+            }
+        )
     return rows
 
 
@@ -461,13 +497,27 @@ def main() -> None:
         hub = local_cluster.api_client(state.hub)
         members = [local_cluster.api_client(m) for m in state.members]
         controller = Controller(state.hub.kubeconfig, Path(tmp) / "controller.log")
+        bare: subprocess.Popen[bytes] | None = None
         try:
             _setup(state, hub)
+            bare = subprocess.Popen(
+                [sys.executable, "-m", "bench.bareapplied", str(state.hub.kubeconfig), "bare"]
+                + [str(m.kubeconfig) for m in state.members],
+                stdout=subprocess.PIPE,
+            )
+            assert bare.stdout is not None
+            if bare.stdout.readline() != b"watching\n":  # it failed: its error is printed
+                raise SystemExit("bench.propagation: the bare loop did not start")
+            limit = time_to_applied(hub, members, runs, "bare", "bare")
+            bare.terminate()
+            bare.wait(timeout=60)
             controller.start()
-            latency = time_to_applied(hub, members, runs)
+            latency = latency_rows(time_to_applied(hub, members, runs), limit)
             steady = steady_state(hub, members, controller, apps)
             draining = shutdown_under_load(hub, controller)
         finally:
+            if bare is not None and bare.poll() is None:
+                bare.kill()
             if controller.proc is not None:
                 controller.stop()
             for client in [hub, *members]:

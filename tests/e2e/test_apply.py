@@ -148,7 +148,7 @@ def test_an_apply_as_a_create_makes_a_new_object_and_leaves_one_that_exists(
     # What a member sync relies on to write an object its caches cannot see in one
     # request: the real API server creates it, or refuses and writes nothing.
     conn = _member(fleet, fleet.member_names[0])
-    service = {
+    service: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": "only-new", "namespace": "default"},
