@@ -155,6 +155,30 @@ async def test_in_an_existing_namespace_each_new_object_is_one_create() -> None:
     assert fake.requests == [("get", ("v1", "Namespace", "", "shop")), ("apply new", more)]
 
 
+async def test_a_namespace_the_application_brings_that_someone_made_is_read_once() -> None:
+    # The caches listed by an earlier sync: a namespace not known yet is created, which
+    # is refused as it exists; the application's Namespace is then read, not created
+    # again, and left as it is, and what goes in it is written as creates.
+    fake = FakeMember(namespaces=["shop"])
+    member = fake.unit()
+
+    def namespace(name: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+    first = [namespace("first"), config_map("a", "first", a="1")]
+    await _sync(fake, _work(first), member)
+    fake.requests.clear()
+    report = await _sync(fake, _work([*first, namespace("shop"), *_objects()[:2]]), member)
+    assert report.applied == 2
+    shop = ("v1", "Namespace", "", "shop")
+    assert [r for r in fake.requests if r[1] == shop] == [("create", shop), ("get", shop)]
+    assert "labels" not in fake.objects[shop]["metadata"]  # someone else's: left as it is
+    assert sorted(verb for verb, key in fake.requests if key[2] == "shop") == [
+        "apply new",
+        "apply new",
+    ]
+
+
 async def test_an_object_the_caches_cannot_see_is_read_when_its_create_is_refused() -> None:
     # Ours, its watch event still on the way: refused as a create, read, written.
     fake = FakeMember(namespaces=["shop"])

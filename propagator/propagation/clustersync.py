@@ -400,12 +400,20 @@ async def sync_cluster(
         else:
             unseen.append(obj)
     await _each(calls, _call)
+    calls = []
     for name in sorted(waiting):  # nothing can be in a namespace this sync made
-        (rest if name in created else unseen).extend(waiting[name])
+        if name in created:
+            rest.extend(waiting[name])
+            continue
+        for obj in waiting[name]:  # it existed: so does its Namespace
+            if key_of(obj)[:2] == NAMESPACES:
+                calls.append((look, obj))
+            else:
+                unseen.append(obj)
     if (rest or unseen) and guard is not None:
         await guard(member, work)
-    calls = [(apply, o) for o in rest]
-    await _each(calls + [(write_unseen, o) for o in unseen], _call)
+    calls += [(apply, o) for o in rest] + [(write_unseen, o) for o in unseen]
+    await _each(calls, _call)
 
     deleted = await _delete_all(member, _unwanted(member, owner, kinds, cache, wanted))
     return SyncReport(len(written), deleted, len(written & drifted), tuple(sorted(conflicts)))
