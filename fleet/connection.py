@@ -96,7 +96,7 @@ class ApiError(Exception):
     def not_new(self) -> bool:
         """An apply that had to create (``new``) was refused, nothing written: an object
         of that name exists (409 Conflict), or the API server takes no precondition on a
-        create of this kind (Services on Kubernetes 1.22 and older answer 500)."""
+        create of this kind (Kubernetes 1.22 answers 500 for a Service)."""
         if self.status == 409:
             return self.reason == "Conflict"
         return self.status == 500 and "resourceVersion should not be set" in self.message

@@ -195,7 +195,7 @@ async def test_an_object_the_caches_cannot_see_is_read_when_its_create_is_refuse
 
 
 async def test_a_member_that_takes_no_precondition_on_a_create_gets_a_read_first() -> None:
-    # Services on Kubernetes 1.22 and older: the create refused with a 500, read, written.
+    # As Kubernetes 1.22 does for a Service: the create refused with a 500, read, written.
     fake = FakeMember(namespaces=["shop"])
     fake.no_create_precondition.add("ConfigMap")
     objects = [config_map("web-config", "shop", mode="a")]
