@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +44,9 @@ class BareController:
 
     def __init__(self, hub: KubeConnection, namespace: str, members: list[KubeConnection]):
         self.hub, self.namespace, self.members = hub, namespace, members
-        self.busy: set[str] = set()
-        """Applications being propagated or removed (each event is acted on once)."""
+        self.acted_on: set[tuple[str, bool]] = set()
+        """(uid, deleting) of what was propagated or removed: each is done once, however
+        many events come for it."""
 
     def _stamped(self, app: dict[str, Any], member: str) -> list[dict[str, Any]]:
         meta = app["metadata"]
@@ -52,7 +54,11 @@ class BareController:
         manifests = app["spec"]["resources"]["manifests"]
         return [owner.stamp(m, revision_of([m]), member) for m in manifests]
 
-    async def _on_every_member(self, app: dict[str, Any], call: Any) -> None:
+    async def _on_every_member(
+        self,
+        app: dict[str, Any],
+        call: Callable[[KubeConnection, dict[str, Any]], Coroutine[Any, Any, None]],
+    ) -> None:
         async with anyio.create_task_group() as tg:
             for member in self.members:
                 for obj in self._stamped(app, member.name):
@@ -99,16 +105,14 @@ class BareController:
 
     async def _act(self, app: dict[str, Any]) -> None:
         meta = app["metadata"]
+        deleting = bool(meta.get("deletionTimestamp"))
         ours = FINALIZER in (meta.get("finalizers") or [])
-        if meta.get("deletionTimestamp"):
-            work = self.remove if ours else None
-        else:
-            work = None if ours else self.propagate
-        key = f"{meta['name']}/{meta['uid']}/{'remove' if meta.get('deletionTimestamp') else ''}"
-        if work is None or key in self.busy:
+        key = (str(meta["uid"]), deleting)
+        # A new one (not ours yet) is propagated, a deleted one of ours removed.
+        if ours != deleting or key in self.acted_on:
             return
-        self.busy.add(key)
-        await work(app)
+        self.acted_on.add(key)
+        await (self.remove if deleting else self.propagate)(app)
 
     async def run(self) -> None:
         """Act on the applications there are, then on each change; prints ``watching``
