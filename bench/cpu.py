@@ -36,19 +36,24 @@ def cpu_row(
     return {**keys, "wall_s": wall_s, **used, "total_cpu_s": total, "cores_busy": total / wall_s}
 
 
-async def members_quiet(
-    state: local.FleetState, below_cores: float = 0.3, limit_s: float = 20.0
-) -> float:
-    """Wait until the members' processes use less than ``below_cores`` over half a second
-    (what a run of writes left them to do, such as a namespace's service account and
-    root CA, is done), at most ``limit_s``; returns the seconds waited."""
+async def quiet(
+    cpu_seconds: Callable[[], float], below_cores: float = 0.3, limit_s: float = 20.0
+) -> bool:
+    """Wait until the processes ``cpu_seconds`` counts use less than ``below_cores`` over
+    half a second, at most ``limit_s``; returns whether they did."""
     start = time.perf_counter()
     while time.perf_counter() - start < limit_s:
-        before = sum(local_cluster.cpu_seconds(m) for m in state.members)
+        before = cpu_seconds()
         await anyio.sleep(0.5)
-        if sum(local_cluster.cpu_seconds(m) for m in state.members) - before < below_cores * 0.5:
-            break
-    return time.perf_counter() - start
+        if cpu_seconds() - before < below_cores * 0.5:
+            return True
+    return False
+
+
+async def members_quiet(state: local.FleetState) -> bool:
+    """Wait until the members' processes are at rest (:func:`quiet`): what a run of writes
+    left them to do, such as a namespace's service account and root CA, is done."""
+    return await quiet(lambda: sum(local_cluster.cpu_seconds(m) for m in state.members))
 
 
 CPU_COLUMNS = [
