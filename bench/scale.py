@@ -47,7 +47,7 @@ import resource
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +152,14 @@ def _at_rest(controller: Controller) -> dict[str, Any]:
     }
 
 
+def _not_ready(member: Mapping[str, Any]) -> bool:
+    """Whether a MemberCluster's ``Ready`` condition says it is not ready."""
+    return any(
+        c["type"] == "Ready" and c["status"] != "True"
+        for c in (member.get("status") or {}).get("conditions") or []
+    )
+
+
 def _outage(hub: Any, proxy: LatencyProxy, name: str) -> float:
     """Seconds from a member's proxy closing to its MemberCluster NotReady."""
     custom = k8s.CustomObjectsApi(hub)
@@ -160,10 +168,7 @@ def _outage(hub: Any, proxy: LatencyProxy, name: str) -> float:
 
     def not_ready() -> bool:
         member: Any = custom.get_cluster_custom_object(GROUP, VERSION, "memberclusters", name)
-        return any(
-            c["type"] == "Ready" and c["status"] != "True"
-            for c in (member.get("status") or {}).get("conditions") or []
-        )
+        return _not_ready(member)
 
     _wait(not_ready, f"{name} NotReady", limit_s=600, every_s=0.2)
     return time.perf_counter() - start
@@ -184,14 +189,7 @@ def _region_hangs(hub: Any, proxies: list[LatencyProxy], count: int) -> dict[str
 
     def not_ready() -> set[str]:
         listing: Any = custom.list_cluster_custom_object(GROUP, VERSION, "memberclusters")
-        return {
-            m["metadata"]["name"]
-            for m in listing["items"]
-            if any(
-                c["type"] == "Ready" and c["status"] != "True"
-                for c in (m.get("status") or {}).get("conditions") or []
-            )
-        }
+        return {m["metadata"]["name"] for m in listing["items"] if _not_ready(m)}
 
     seen: dict[str, float] = {}
 
