@@ -63,6 +63,8 @@ REST_CORES = 0.3
 """A settled run waits for the hub, the members and the process under test to use less
 than this together (an idle local fleet of a hub and three members uses about 0.12)."""
 REST_LIMIT_S = 10.0
+"""The longest a settled run waits for rest; past it the run starts all the same and is
+counted as begun on a busy machine."""
 
 
 def _wait(probe: Any, what: str, limit_s: float = 600, every_s: float = 0.01) -> Any:
@@ -77,9 +79,10 @@ def _wait(probe: Any, what: str, limit_s: float = 600, every_s: float = 0.01) ->
     raise SystemExit(f"bench.propagation: gave up waiting for {what}")
 
 
-def _at_rest(state: local.FleetState, own_cpu_s: Callable[[], float]) -> Callable[[], bool]:
-    """Waits until the machine is at rest (:data:`REST_CORES`), at most
-    :data:`REST_LIMIT_S`; says whether it came to rest."""
+def _rest_waiter(state: local.FleetState, own_cpu_s: Callable[[], float]) -> Callable[[], bool]:
+    """A function that waits until the machine is at rest (:data:`REST_CORES`; ``own_cpu_s``:
+    the process under test), at most :data:`REST_LIMIT_S`, and says whether it came to
+    rest."""
 
     def used() -> float:
         return own_cpu_s() + sum(local_cluster.cpu_seconds(c) for c in (state.hub, *state.members))
@@ -277,16 +280,17 @@ def time_to_applied(
     hub: Any,
     members: list[Any],
     runs: int,
-    at_rest: Callable[[], bool],
+    wait_for_rest: Callable[[], bool],
     namespace: str = "latency",
     who: str = "controller",
 ) -> dict[str, dict[str, list[float]]]:
     """Create → Applied and → Available (the controller's runs only), ``runs`` times each
     way: back to back (each created once the previous one is gone from the hub, its members
     still collecting its ReplicaSet and Pods) and settled (once the members hold nothing of
-    it either and ``at_rest`` says the machine has finished with it). The applications are
-    in hub namespace ``namespace``, their objects in the members' ``latency``; ``who``
-    propagates them. Returns the samples (seconds) by way and by mark."""
+    it either and ``wait_for_rest`` says the machine has finished with it). The
+    applications are in hub namespace ``namespace``, their objects in the members'
+    ``latency``; ``who`` propagates them. Returns the samples (seconds) by way and by
+    mark."""
     api = k8s.CustomObjectsApi(hub)
     watch = ApplicationWatch(hub, namespace)
     time.sleep(1)  # its request on the way: a first create before would be timed late
@@ -299,7 +303,7 @@ def time_to_applied(
             name = f"{who}-{i}" + ("-settled" if settled else "")
             if settled:
                 _wait(lambda: _nothing_left(members), "the members to settle", every_s=0.05)
-                restless += not at_rest()
+                restless += not wait_for_rest()
             app = application(
                 name,
                 namespace,
@@ -543,7 +547,7 @@ def main() -> None:
                 hub,
                 members,
                 runs,
-                _at_rest(state, lambda: process.cpu_seconds_of(bare_pid)),
+                _rest_waiter(state, lambda: process.cpu_seconds_of(bare_pid)),
                 "bare",
                 "bare",
             )
@@ -551,7 +555,7 @@ def main() -> None:
             bare.wait(timeout=60)
             controller.start()
             latency = latency_rows(
-                time_to_applied(hub, members, runs, _at_rest(state, controller.cpu_s)), limit
+                time_to_applied(hub, members, runs, _rest_waiter(state, controller.cpu_s)), limit
             )
             steady = steady_state(hub, members, controller, apps)
             draining = shutdown_under_load(hub, controller)
