@@ -13,7 +13,10 @@ in the same run:
   (httpcore's HTTP/2 cannot carry them: see docs/architecture.md);
 
 and ``direct POST``: the direct way with a body the size of an apply's (a stamped
-ConfigMap, ~0.5 KiB), as most of a rollout's calls are.
+ConfigMap, ~0.5 KiB), as most of a rollout's calls are; and ``watch event``: this
+process's CPU per event of a watch (``KubeConnection.stream``) whose server sends one
+every 10 ms, each in a frame of its own, as a member's caches mostly receive them (the
+event is tiny: what is measured is the transport's share, not JSON's).
 
     python -m bench.calls [--quick] [--json] [--calls N]
 """
@@ -73,6 +76,36 @@ def _serve(directory: Path) -> None:
     anyio.run(main)
 
 
+async def _watch_events(server: str, ca: bytes, events: int) -> dict[str, Any]:
+    """This process's CPU per event of ``/watch`` (one every 10 ms), six idle watches
+    beside it on the connection."""
+    creds = Credentials(server=server, ca_data=ca, token=TOKEN)
+    conn = KubeConnection("bench", creds, ConnectionOptions())
+    seen = 0
+    cpu0 = 0.0
+    async with anyio.create_task_group() as tg:
+        for _ in range(WATCHES):
+            tg.start_soon(_idle_watch, conn)
+        async for _ in conn.stream("/watch", {}, read_timeout_s=60):
+            seen += 1
+            if seen == 20:  # connected, caches warm
+                cpu0 = time.process_time()
+            elif seen == 20 + events:
+                break
+        cpu = time.process_time() - cpu0
+        tg.cancel_scope.cancel()
+    await conn.close()
+    return {"way": "watch event", "calls": events, "cpu_us_per_call": cpu / events * 1e6}
+
+
+async def _idle_watch(conn: KubeConnection) -> None:
+    try:
+        async for _ in conn.stream("/idle", {}, read_timeout_s=3600):
+            pass
+    except Exception:  # ended with the run
+        pass
+
+
 async def _measure(way: str, server: str, ca: bytes, calls: int) -> dict[str, Any]:
     creds = Credentials(server=server, ca_data=ca, token=TOKEN)
     conn = KubeConnection("bench", creds, ConnectionOptions())
@@ -82,13 +115,6 @@ async def _measure(way: str, server: str, ca: bytes, calls: int) -> dict[str, An
         verify=ssl.create_default_context(cadata=ca.decode()),
         headers={"Authorization": f"Bearer {TOKEN}"},
     )
-
-    async def watch() -> None:
-        try:
-            async for _ in conn.stream("/idle", {}, read_timeout_s=3600):
-                pass
-        except Exception:  # ended with the run
-            pass
 
     async def call() -> None:
         if way == "direct":
@@ -104,7 +130,7 @@ async def _measure(way: str, server: str, ca: bytes, calls: int) -> dict[str, An
     async with anyio.create_task_group() as tg:
         if way != "httpcore":
             for _ in range(WATCHES):
-                tg.start_soon(watch)
+                tg.start_soon(_idle_watch, conn)
         for _ in range(20):  # connected, caches warm
             await call()
         cpu0 = time.process_time()
@@ -147,6 +173,7 @@ def main() -> None:
                 anyio.run(_measure, way, address, ca, calls)
                 for way in ("httpcore", "httpx", "direct", "direct POST")
             ]
+            rows.append(anyio.run(_watch_events, address, ca, max(calls // 3, 100)))
         finally:
             server.terminate()
             server.wait()
