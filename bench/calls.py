@@ -24,6 +24,7 @@ event is tiny: what is measured is the transport's share, not JSON's).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ssl
 import subprocess
 import sys
@@ -86,12 +87,14 @@ async def _watch_events(server: str, ca: bytes, events: int) -> dict[str, Any]:
     async with anyio.create_task_group() as tg:
         for _ in range(WATCHES):
             tg.start_soon(_idle_watch, conn)
-        async for _ in conn.stream("/watch", {}, read_timeout_s=60):
-            seen += 1
-            if seen == 20:  # connected, caches warm
-                cpu0 = time.process_time()
-            elif seen == 20 + events:
-                break
+        # Closed on leaving: a stream left to the garbage collector keeps receiving.
+        async with contextlib.aclosing(conn.stream("/watch", {}, read_timeout_s=60)) as stream:
+            async for _ in stream:
+                seen += 1
+                if seen == 20:  # connected, caches warm
+                    cpu0 = time.process_time()
+                elif seen == 20 + events:
+                    break
         cpu = time.process_time() - cpu0
         tg.cancel_scope.cancel()
     await conn.close()
