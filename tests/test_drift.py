@@ -30,6 +30,16 @@ def test_defaults_status_and_server_metadata_are_not_drift() -> None:
     assert in_line(live, desired, recorded)
 
 
+def test_the_version_the_apply_left_is_in_line_by_its_resource_version() -> None:
+    desired = deployment("web", "shop", "nginx:1.27")
+    live = _served(desired)
+    assert in_line(live, desired, "not-its-fingerprint", version="7")
+    edited = copy.deepcopy(live)
+    edited["metadata"]["resourceVersion"] = "8"
+    edited["spec"]["template"]["spec"]["containers"][0]["image"] = "evil:1"
+    assert not in_line(edited, desired, fingerprint(live, desired), version="7")
+
+
 def test_an_edited_image_a_removed_label_and_edited_data_are_drift() -> None:
     desired = deployment("web", "shop", "nginx:1.27")
     desired["metadata"]["labels"] = {"team": "a"}

@@ -6,11 +6,15 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from fleet.snapshot import SnapshotStore, cluster_info
+from propagator.propagation import drift
 from propagator.propagation.drift import fingerprint
 from propagator.propagation.resources import Owner
 from propagator.propagation.routing import (
     FleetChange,
+    Route,
     fleet_change,
     route_member_event,
     to_plan_again,
@@ -37,14 +41,23 @@ def _setup(obj: dict[str, Any]) -> tuple[Any, WorkTable, dict[str, Any]]:
     live["metadata"]["resourceVersion"] = "5"
     key = ("apps/v1" if obj["kind"] == "Deployment" else "v1", obj["kind"], "shop")
     member.applied.record(
-        "shop/web", (*key, obj["metadata"]["name"]), Applied(desired, fingerprint(live, desired))
+        "shop/web",
+        (*key, obj["metadata"]["name"]),
+        Applied(desired, fingerprint(live, desired), resource_version="5"),
     )
     return member, table, live
 
 
+def _edited(live: dict[str, Any]) -> dict[str, Any]:
+    """A later version of ``live``, as the member serves it."""
+    edited = copy.deepcopy(live)
+    edited["metadata"]["resourceVersion"] = str(int(live["metadata"]["resourceVersion"]) + 1)
+    return edited
+
+
 def test_a_status_change_refreshes_the_status_without_a_sync() -> None:
     member, table, live = _setup(deployment("web", "shop", "nginx:1"))
-    newer = {**live, "status": {"readyReplicas": 2}}
+    newer = {**_edited(live), "status": {"readyReplicas": 2}}
     route = route_member_event(member, table, live, newer)
     assert route.sync is None
     assert route.refresh == APP
@@ -52,9 +65,25 @@ def test_a_status_change_refreshes_the_status_without_a_sync() -> None:
 
 def test_an_edited_object_is_synced_again() -> None:
     member, table, live = _setup(deployment("web", "shop", "nginx:1"))
-    edited = copy.deepcopy(live)
+    edited = _edited(live)
     edited["spec"]["template"]["spec"]["containers"][0]["image"] = "evil:1"
     assert route_member_event(member, table, live, edited).sync == APP
+
+
+def test_the_event_of_our_own_write_is_in_line_without_hashing_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The watch brings back every object a sync writes: at the resourceVersion the
+    write's answer gave, it is that write, with nothing to compare."""
+    member, table, live = _setup(config_map("settings", "shop", a="1"))
+
+    def hashed(*_: Any) -> str:
+        raise AssertionError("fingerprinted")
+
+    monkeypatch.setattr(drift, "fingerprint", hashed)
+    assert route_member_event(member, table, None, live) == Route()
+    with pytest.raises(AssertionError, match="fingerprinted"):
+        route_member_event(member, table, live, _edited(live))
 
 
 def test_a_deleted_object_is_synced_again_and_a_config_map_needs_no_refresh() -> None:

@@ -271,12 +271,16 @@ async def sync_cluster(
 
     async def apply(obj: dict[str, Any], new: bool = False) -> None:
         answer = await apply_creating_namespace(conn, obj, new=new)
-        generation = (answer.get("metadata") or {}).get("generation")
+        meta = answer.get("metadata") or {}
+        generation, version = meta.get("generation"), meta.get("resourceVersion")
         member.applied.record(
             work.app,
             key_of(obj),
             Applied(
-                obj, fingerprint(answer, obj), generation if isinstance(generation, int) else None
+                obj,
+                fingerprint(answer, obj),
+                generation if isinstance(generation, int) else None,
+                version if isinstance(version, str) else None,
             ),
         )
         written.add(key_of(obj))
@@ -330,7 +334,8 @@ async def sync_cluster(
                 continue
         before = member.applied.get(key)
         recorded = before if before and _revision(before.desired) == _revision(obj) else None
-        if in_line(live, obj, recorded.fingerprint if recorded else None):
+        last = (recorded.fingerprint, recorded.resource_version) if recorded else (None, None)
+        if in_line(live, obj, *last):
             continue
         if recorded is not None:
             drifted.add(key)

@@ -64,12 +64,19 @@ def matches(live: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
 
 
 def in_line(
-    live: Mapping[str, Any] | None, desired: Mapping[str, Any], recorded: str | None
+    live: Mapping[str, Any] | None,
+    desired: Mapping[str, Any],
+    recorded: str | None,
+    version: str | None = None,
 ) -> bool:
-    """Whether ``live`` needs no apply: it exists and either its projection has the
-    ``recorded`` fingerprint of the last apply, or (nothing recorded) it matches."""
+    """Whether ``live`` needs no apply: it exists and either is the version the last apply
+    left (its resourceVersion is ``version``, as Karmada's object watcher compares: no
+    projection to hash, as for the watch event of every write of ours), or its projection
+    has the ``recorded`` fingerprint of that apply, or (nothing recorded) it matches."""
     if live is None:
         return False
+    if version is not None and (live.get("metadata") or {}).get("resourceVersion") == version:
+        return True
     if recorded is not None:
         return fingerprint(live, desired) == recorded
     return matches(live, desired)

@@ -9,7 +9,7 @@ from typing import Any
 
 from fleet.informer import cache_key
 from fleet.snapshot import FleetSnapshot, capacity_only
-from propagator.propagation.drift import fingerprint
+from propagator.propagation.drift import in_line
 from propagator.propagation.health import WORKLOAD_KINDS
 from propagator.propagation.resources import APP_ANNOTATION, REVISION_ANNOTATION, key_of
 from propagator.propagation.work import WorkTable
@@ -44,7 +44,7 @@ def route_member_event(
         applied is not None
         # Another revision: our own apply of it, whose answer is not recorded yet.
         and _revision(new) == _revision(applied.desired)
-        and fingerprint(new, applied.desired) != applied.fingerprint
+        and not in_line(new, applied.desired, applied.fingerprint, applied.resource_version)
     )
     workload = (obj.get("apiVersion"), obj.get("kind")) in WORKLOAD_KINDS
     return Route(sync=app if drifted else None, refresh=app if workload else None)

@@ -72,6 +72,9 @@ class Applied:
     generation: int | None = None
     """The object's metadata.generation in the member's answer: a cache holding an older
     one has not seen this write yet."""
+    resource_version: str | None = None
+    """The object's metadata.resourceVersion in the member's answer: a cached version
+    with it is the one this write left, in line without a comparison."""
 
 
 class AppliedObjects:
