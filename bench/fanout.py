@@ -173,7 +173,9 @@ async def _sync_all(
         table,
         metrics,
         anyio.CapacityLimiter(concurrency),
-        lambda member, kinds, timeout_s: registry.caches_synced(member, kinds, timeout_s),
+        lambda member, kinds, timeout_s, written: registry.caches_synced(
+            member, kinds, timeout_s, written
+        ),
         reported,
     )
     registry = MemberRegistry(

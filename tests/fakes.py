@@ -8,7 +8,7 @@ as its watch caches (always current, like a watch that has caught up).
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 import anyio
@@ -185,7 +185,11 @@ class FakeMember:
         )
 
     async def caches(
-        self, member: Member, kinds: Iterable[KindKey], timeout_s: float
+        self,
+        member: Member,
+        kinds: Iterable[KindKey],
+        timeout_s: float,
+        written: Mapping[KindKey, str] | None = None,
     ) -> dict[KindKey, Informer]:
         """Caches of ``kinds`` holding what the member holds now: as the registry's, only
         objects stamped for this member."""

@@ -66,16 +66,25 @@ async def test_a_fresh_members_caches_list_once_its_objects_are_written() -> Non
     # The watch then brings them back in its first listing, not one event each.
     fake = FakeMember()
     listed_after: list[list[tuple[str, Any]]] = []
+    as_of: list[Any] = []
 
-    async def caches(member: Any, kinds: Any, timeout_s: float) -> Any:
+    async def caches(member: Any, kinds: Any, timeout_s: float, written: Any) -> Any:
         listed_after.append(list(fake.requests))
-        return await fake.caches(member, kinds, timeout_s)
+        as_of.append(dict(written))
+        return await fake.caches(member, kinds, timeout_s, written)
 
     member = fake.unit()
     report = await sync_cluster(member, _work(_objects()), caches, 5.0)
     assert report.applied == 3
     assert len(listed_after) == 1
     assert sorted(verb for verb, _ in listed_after[0]) == ["apply", "apply", "apply", "create"]
+    # ... as of its writes, not the latest (which the API server would read from etcd):
+    # by kind, the resourceVersion of one of them.
+    versions: dict[Any, set[str]] = {}
+    for key, obj in fake.objects.items():
+        versions.setdefault(key[:2], set()).add(obj["metadata"]["resourceVersion"])
+    assert as_of[0].keys() == versions.keys()
+    assert all(as_of[0][kind] in written for kind, written in versions.items())
     # Listed from then on: the next sync judges from them at once, and writes nothing.
     fake.requests.clear()
     assert (await sync_cluster(member, _work(_objects()), caches, 5.0)).applied == 0

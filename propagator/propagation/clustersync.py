@@ -21,7 +21,7 @@ once the caches have listed.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +54,12 @@ IN_FLIGHT = 16
 goes out in one round trip to a far member (on one HTTP/2 connection), while a member's
 API server (400 requests in flight by default) is not flooded by one application."""
 
-Caches = Callable[[Member, Iterable[KindKey], float], Awaitable[dict[KindKey, Informer]]]
+Caches = Callable[
+    [Member, Iterable[KindKey], float, Mapping[KindKey, str]], Awaitable[dict[KindKey, Informer]]
+]
+"""The member's caches of the kinds, listed, within the timeout; by kind, the
+resourceVersion of an object the sync wrote (a cache not started yet lists at least what
+the member held then: see ``MemberRegistry.caches_synced``)."""
 Guard = Callable[[Member, ClusterWork], Awaitable[None]]
 """Called before a sync writes anything but namespaces and CRDs (the tenant's quotas)."""
 
@@ -268,11 +273,15 @@ async def sync_cluster(
     )
     wanted = {key_of(o) for o in desired}
     written: set[ObjectKey] = set()
+    written_at: dict[KindKey, str] = {}
+    """By kind, the resourceVersion of the last answer to a write of it."""
 
     async def apply(obj: dict[str, Any], new: bool = False) -> None:
         answer = await apply_creating_namespace(conn, obj, new=new)
         meta = answer.get("metadata") or {}
         generation, version = meta.get("generation"), meta.get("resourceVersion")
+        if isinstance(version, str):
+            written_at[key_of(obj)[:2]] = version
         member.applied.record(
             work.app,
             key_of(obj),
@@ -298,11 +307,11 @@ async def sync_cluster(
             if guard is not None:
                 await guard(member, work)
             await _each(desired, apply)
-            cache = await caches(member, kinds, timeout_s)
+            cache = await caches(member, kinds, timeout_s, written_at)
             deleted = await _delete_all(member, _unwanted(member, owner, kinds, cache, wanted))
             return SyncReport(len(written), deleted, 0)
 
-    cache = await caches(member, kinds, timeout_s)
+    cache = await caches(member, kinds, timeout_s, {})
     ours = cache.get(NAMESPACES)  # when the application brings namespaces
 
     def known(namespace: str) -> bool:

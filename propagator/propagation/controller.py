@@ -282,8 +282,10 @@ class PropagationController:
         where = meta.get("namespace") or namespace
         return informer.get(f"{where}/{meta.get('name')}") if informer is not None else None
 
-    async def _caches(self, member: Member, kinds: Any, timeout_s: float) -> dict[Any, Informer]:
-        return await self.members.caches_synced(member, kinds, timeout_s)
+    async def _caches(
+        self, member: Member, kinds: Any, timeout_s: float, written: Any = None
+    ) -> dict[Any, Informer]:
+        return await self.members.caches_synced(member, kinds, timeout_s, written)
 
     def _refresh(self, app: str, settled: bool = False) -> None:
         """Refresh ``app``'s status (a member sync reported, a workload changed): at once,

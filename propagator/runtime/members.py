@@ -258,9 +258,12 @@ class MemberRegistry:
 
     # -- caches ---------------------------------------------------------------------------
 
-    def cache(self, member: Member, api_version: str, kind: str) -> Informer:
+    def cache(
+        self, member: Member, api_version: str, kind: str, fresh_as_of: str | None = None
+    ) -> Informer:
         """The member's watch cache of ``kind`` (our objects propagated through it; every
-        LimitRange), started on first use."""
+        LimitRange), started on first use (its first list not older than ``fresh_as_of``,
+        if given: see :attr:`Informer.fresh_as_of`)."""
         informer = member.cached(api_version, kind)
         if informer is None:
             assert self._task_group is not None
@@ -277,6 +280,7 @@ class MemberRegistry:
                 label_selector=None if whole else self._selector(member.name),
                 transform=lambda obj: cached_form(obj, api_version, kind),
                 index=None if whole else self._index,
+                fresh_as_of=fresh_as_of,
             )
             member.caches[api_version, kind] = informer
             self._task_group.start_soon(self._run_informer, member, informer)
@@ -286,11 +290,18 @@ class MemberRegistry:
         await self._scoped(member, informer.run)
 
     async def caches_synced(
-        self, member: Member, kinds: Iterable[KindKey], timeout_s: float
+        self,
+        member: Member,
+        kinds: Iterable[KindKey],
+        timeout_s: float,
+        written: Mapping[KindKey, str] | None = None,
     ) -> dict[KindKey, Informer]:
         """The caches of ``kinds``, each listed (or known not to be served); raises a
-        retryable ApiError naming the first kind still not listed after ``timeout_s``."""
-        caches = {k: self.cache(member, *k) for k in kinds}
+        retryable ApiError naming the first kind still not listed after ``timeout_s``.
+        ``written``: by kind, the resourceVersion of an object the caller wrote; a cache
+        started here lists what the member held at least then (not necessarily the latest)."""
+        written = written or {}
+        caches = {k: self.cache(member, *k, fresh_as_of=written.get(k)) for k in kinds}
         with anyio.move_on_after(timeout_s):
             for informer in caches.values():
                 await informer.wait_synced(or_not_served=True)
