@@ -25,8 +25,10 @@ _SERVER_OWNED_METADATA = ("resourceVersion", "uid", "generation", "creationTimes
 def project(live: Any, shape: Any) -> Any:
     """The part of ``live`` at the paths ``shape`` (the desired object) sets. Lists are
     taken element by element when their lengths agree, whole otherwise."""
-    if isinstance(shape, Mapping):
-        if not isinstance(live, Mapping):
+    # dict, not Mapping: objects are JSON here, and an ABC's check was a third of a
+    # Deployment's fingerprint.
+    if isinstance(shape, dict):
+        if not isinstance(live, dict):
             return live
         return {
             key: project(live[key], sub) if key in live else _ABSENT for key, sub in shape.items()
