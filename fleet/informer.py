@@ -154,10 +154,10 @@ class Informer:
     def _params(self) -> dict[str, Any]:
         return {"labelSelector": self.label_selector, "fieldSelector": self.field_selector}
 
-    def _recent(self) -> dict[str, Any]:
-        """How recent a list must be: the latest, or not older than :attr:`fresh_as_of`."""
+    def _as_of(self) -> dict[str, Any]:
+        """What makes a first list no older than :attr:`fresh_as_of`; nothing: the latest."""
         if self.fresh_as_of is None:
-            return {"resourceVersionMatch": "NotOlderThan"}
+            return {}
         return {"resourceVersion": self.fresh_as_of, "resourceVersionMatch": "NotOlderThan"}
 
     def _prepare(self, obj: Object) -> Object:
@@ -187,10 +187,8 @@ class Informer:
     async def _relist(self) -> str:
         """List everything, replace the cache, emit the differences; returns the version."""
         info = await self.connection.resource(self.api_version, self.kind)
-        # (The latest is a list without a resourceVersion, which takes no match.)
-        recent = self._recent() if self.fresh_as_of is not None else {}
         listing = await self.connection.request(
-            "GET", info.path(self.namespace), params=self._params() | recent
+            "GET", info.path(self.namespace), params=self._params() | self._as_of()
         )
         self._replace({cache_key(o): self._prepare(o) for o in listing.get("items") or []})
         return str((listing.get("metadata") or {}).get("resourceVersion", ""))
@@ -212,7 +210,8 @@ class Informer:
         initial: dict[str, Object] | None = None
         if version is None:
             # At least as recent as the request (or as fresh_as_of), like a list.
-            params |= {"sendInitialEvents": "true", **self._recent()}
+            params |= {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"}
+            params |= self._as_of()
             initial = {}
         else:
             params["resourceVersion"] = version

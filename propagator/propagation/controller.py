@@ -283,7 +283,11 @@ class PropagationController:
         return informer.get(f"{where}/{meta.get('name')}") if informer is not None else None
 
     async def _caches(
-        self, member: Member, kinds: Any, timeout_s: float, written: Any = None
+        self,
+        member: Member,
+        kinds: Any,
+        timeout_s: float,
+        written: Mapping[tuple[str, str], str] | None = None,
     ) -> dict[Any, Informer]:
         return await self.members.caches_synced(member, kinds, timeout_s, written)
 
