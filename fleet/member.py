@@ -23,6 +23,10 @@ from fleet.informer import Informer
 from fleet.kubeconfig import KubeconfigError, check_not_expired, load_kubeconfig
 
 _DISCOVERY_EVERY = 30  # probes between two discovery refreshes
+POD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed,spec.nodeName!="
+"""The pods capacity counts: bound to a node and not terminated. A pod enters the watch
+once bound, not while it waits for a node (each new pod: 2 events instead of 3, on a
+Kubernetes 1.37 member); one never bound is not heard of."""
 
 
 @dataclass
@@ -96,7 +100,7 @@ class MemberMonitor:
                 "Pod",
                 changed,
                 transform=slim_pod,
-                field_selector="status.phase!=Succeeded,status.phase!=Failed",
+                field_selector=POD_SELECTOR,
             ),
         ]
         return monitor

@@ -61,6 +61,17 @@ def _watching(pokes: list[bool]) -> MemberMonitor:
     )
 
 
+def test_the_pod_watch_asks_only_for_pods_bound_to_a_node_and_not_terminated() -> None:
+    # What capacity counts; a pod waiting for a node costs the watch no event.
+    _, pods = _watching([]).informers
+    assert pods.field_selector is not None
+    assert set(pods.field_selector.split(",")) == {
+        "status.phase!=Succeeded",
+        "status.phase!=Failed",
+        "spec.nodeName!=",
+    }
+
+
 def test_capacity_is_summed_again_only_after_a_node_or_pod_changed() -> None:
     pokes: list[bool] = []
     monitor = _watching(pokes)
