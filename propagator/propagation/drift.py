@@ -25,7 +25,7 @@ _SERVER_OWNED_METADATA = ("resourceVersion", "uid", "generation", "creationTimes
 def project(live: Any, shape: Any) -> Any:
     """The part of ``live`` at the paths ``shape`` (the desired object) sets. Lists are
     taken element by element when their lengths agree, whole otherwise."""
-    # dict, not Mapping: objects are JSON here, and an ABC's check was a third of a
+    # dict, not Mapping: objects are JSON here, and an ABC's check was a quarter of a
     # Deployment's fingerprint.
     if isinstance(shape, dict):
         if not isinstance(live, dict):
