@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import anyio
 from opentelemetry import trace
@@ -94,7 +95,7 @@ class MemberSync:
         report: SyncReport | None = None
         retryable, retry_after, answered, over_quota = False, None, False, False
         operation = "cleanup" if work.removal else "apply"
-        async with self._app_limiter(work), self.limiter:
+        async with _held(self._app_limiter(work)), _held(self.limiter):
             with (
                 self.metrics.timed(operation) as timing,
                 tracer.start_as_current_span(
@@ -192,6 +193,22 @@ class MemberSync:
     def _publish_circuit(self, member: Member) -> None:
         state = member.breaker.state()
         self.metrics.circuit_state.labels(member.name).set(CIRCUIT_VALUES[state])
+
+
+@asynccontextmanager
+async def _held(limiter: anyio.CapacityLimiter) -> AsyncIterator[None]:
+    """A token of ``limiter`` while the block runs. Taken at once when one is free:
+    ``acquire`` yields to the event loop even then, and on a loop busy with watch events
+    each yield waits a round of them, on the way from a new application to its first
+    write."""
+    try:
+        limiter.acquire_nowait()
+    except anyio.WouldBlock:
+        await limiter.acquire()
+    try:
+        yield
+    finally:
+        limiter.release()
 
 
 class _NotNow(Exception):
