@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import hpack
 import pytest
 
 import fleet.http2
@@ -420,6 +421,29 @@ def test_a_token_goes_out_whole_on_every_request_never_in_the_compression_table(
     # Calls take gzip (a list may be large); a watch asks for no compression: the API
     # server would flush a gzip member per event of a watch that begins with the objects.
     assert server.encodings == [("/ok", b"gzip")] * 3 + [("/watch", b"identity")]
+
+
+def test_request_headers_are_sent_as_literals_that_no_decoder_keeps() -> None:
+    """What the connection's HPACK encoder writes decodes to the headers as given, in
+    order, whatever their length; nothing enters the server's table (so nothing a
+    request sent is kept there), credentials are marked never to be indexed, and a change
+    of the server's table size is acknowledged first."""
+    encoder, decoder = fleet.http2conn._LiteralEncoder(), hpack.Decoder()
+    for i in range(3):
+        headers = [
+            (b":method", b"GET"),  # in the static table whole
+            (b":path", f"/api/v1/namespaces/n{i}/configmaps/".encode() + b"c" * 200 * i),
+            (b":scheme", b"https"),
+            (b"authorization", b"Bearer " + b"t" * 1000),
+            (b"x-not-in-the-table", b"v" * 126 + b"w" * i),  # lengths around 127
+        ]
+        decoded = decoder.decode(encoder.encode(headers), raw=True)
+        assert [(bytes(n), bytes(v)) for n, v in decoded] == headers
+        never = [bytes(h[0]) for h in decoded if isinstance(h, hpack.NeverIndexedHeaderTuple)]
+        assert never == [b"authorization"]
+        assert len(decoder.header_table.dynamic_entries) == 0
+    encoder.header_table_size = 0
+    assert encoder.encode([(b":method", b"GET")]) == bytes([0x20, 0x82])  # size 0, GET
 
 
 @pytest.mark.parametrize("seed", range(3))
