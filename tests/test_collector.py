@@ -1,5 +1,5 @@
-"""The garbage collector's tuning: what survives a full collection is left out of the next
-ones, and garbage cycles are still found."""
+"""The garbage collector's tuning: what survives a collection of the middle or oldest
+generation is left out of the next ones, and garbage cycles are still found."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import gc
 import weakref
 from collections.abc import Iterator
 
+import anyio
 import pytest
 
 from propagator.runtime import collector
@@ -26,52 +27,85 @@ def _cycle() -> tuple[Node, weakref.ref[Node]]:
 
 
 @pytest.fixture
-def installed() -> Iterator[collector.FreezeSurvivors]:
+def installed() -> Iterator[collector.Installed]:
     gc.collect()
-    callback = collector.install(thaw_every_s=3600)
+    done = collector.install()
     try:
-        yield callback
+        yield done
     finally:
-        collector.uninstall(callback)
+        collector.uninstall(done)
         gc.collect()
 
 
-def test_what_survives_a_full_collection_is_frozen(
-    installed: collector.FreezeSurvivors,
+@pytest.mark.parametrize("generation", [1, 2])
+def test_what_survives_a_middle_or_full_collection_is_frozen(
+    installed: collector.Installed, generation: int
 ) -> None:
     kept = [Node() for _ in range(1000)]
     before = gc.get_freeze_count()
-    gc.collect()
+    gc.collect(generation)
     assert gc.get_freeze_count() >= before + len(kept)
-    assert not gc.get_objects(generation=2)  # the next full collection starts empty
+    assert not gc.get_objects(generation=1)
+    assert not gc.get_objects(generation=2)
 
 
-def test_a_cycle_made_since_is_still_collected(installed: collector.FreezeSurvivors) -> None:
+def test_a_young_collection_freezes_nothing(installed: collector.Installed) -> None:
+    gc.collect(1)
+    before = gc.get_freeze_count()
+    kept = [Node() for _ in range(100)]
+    gc.collect(0)
+    assert gc.get_freeze_count() == before
+    assert any(o is kept[0] for o in gc.get_objects(generation=1))
+
+
+def test_the_young_generation_is_collected_less_often(installed: collector.Installed) -> None:
+    assert gc.get_threshold()[0] == collector.YOUNG_THRESHOLD
+
+
+def test_a_cycle_made_since_is_still_collected(installed: collector.Installed) -> None:
     gc.collect()  # everything alive now is frozen
     a, gone = _cycle()
     del a
-    gc.collect()
+    gc.collect(0)
     assert gone() is None
 
 
 def test_a_frozen_cycle_waits_for_the_thaw_then_is_collected(
-    installed: collector.FreezeSurvivors,
+    installed: collector.Installed,
 ) -> None:
     a, gone = _cycle()
-    gc.collect()  # alive: frozen
+    gc.collect(1)  # alive: frozen
     del a
     gc.collect()
     assert gone() is not None  # frozen garbage: not walked
-    installed.thaw_every_s = 0  # the period has passed
-    gc.collect()
+    assert collector.thaw() >= 2
     assert gone() is None
-    assert installed.thaws == 1
+    assert gc.get_freeze_count() > 0  # what survived the thaw is frozen again
 
 
-def test_uninstall_thaws_and_stops_freezing(installed: collector.FreezeSurvivors) -> None:
+def test_the_thaw_comes_periodically(installed: collector.Installed) -> None:
+    async def main() -> None:
+        freed = anyio.Event()
+        a, _ = _cycle()
+        weakref.finalize(a, freed.set)
+        gc.collect(1)  # alive: frozen
+        del a
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(collector.thaw_periodically, 0.01)
+            with anyio.fail_after(30):  # (a hang fails the test, not the run)
+                await freed.wait()
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+
+
+def test_uninstall_thaws_stops_freezing_and_restores_the_thresholds() -> None:
+    before = gc.get_threshold()
+    done = collector.install(young_threshold=5000)
     gc.collect()
     assert gc.get_freeze_count() > 0
-    collector.uninstall(installed)
+    collector.uninstall(done)
     assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
     gc.collect()
     assert gc.get_freeze_count() == 0
