@@ -18,7 +18,8 @@ the member syncs send) straight to the members at the same concurrency (on two c
 API servers may be the bottleneck). Each side starts once the members are quiet, and what
 the side before wrote (its namespaces) is deleted and gone first, so every side starts on
 members holding the same; each run's far clusters have names of their own.
-It also prints the CPU each part of the machine used in the median pair.
+It also prints the CPU each part of the machine used in the median pair. The process's
+garbage collector is tuned as ``propagator run`` tunes it (``propagator.runtime.collector``).
 
     python -m bench.fanout [--quick] [--json] [--clusters N] [--latency-ms MS] [--repeat N]
 """
@@ -50,6 +51,7 @@ from propagator.propagation.clustersync import namespace_to_create
 from propagator.propagation.membersync import MemberSync
 from propagator.propagation.resources import member_selector, owner_label_of, revision_of
 from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
+from propagator.runtime import collector
 from propagator.runtime.members import MemberRegistry
 from propagator.settings import Settings
 
@@ -331,6 +333,7 @@ def main() -> None:
         raise SystemExit(f"bench.fanout: --repeat {args.repeat}: at least 1")
     clusters = 20 if args.quick else args.clusters
     latency_s = args.latency_ms / 1000
+    collector.install()  # the garbage collector tuned as ``propagator run`` tunes it
     with tempfile.TemporaryDirectory(prefix="bench-fanout-") as tmp:
         state = anyio.run(
             local.up,
