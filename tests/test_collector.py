@@ -27,19 +27,19 @@ def _cycle() -> tuple[Node, weakref.ref[Node]]:
 
 
 @pytest.fixture
-def installed() -> Iterator[collector.Installed]:
+def installed() -> Iterator[None]:
     gc.collect()
-    done = collector.install()
+    before = collector.install()
     try:
-        yield done
+        yield
     finally:
-        collector.uninstall(done)
+        collector.uninstall(before)
         gc.collect()
 
 
 @pytest.mark.parametrize("generation", [1, 2])
 def test_what_survives_a_middle_or_full_collection_is_frozen(
-    installed: collector.Installed, generation: int
+    installed: None, generation: int
 ) -> None:
     kept = [Node() for _ in range(1000)]
     before = gc.get_freeze_count()
@@ -49,7 +49,7 @@ def test_what_survives_a_middle_or_full_collection_is_frozen(
     assert not gc.get_objects(generation=2)
 
 
-def test_a_young_collection_freezes_nothing(installed: collector.Installed) -> None:
+def test_a_young_collection_freezes_nothing(installed: None) -> None:
     gc.collect(1)
     before = gc.get_freeze_count()
     kept = [Node() for _ in range(100)]
@@ -58,11 +58,11 @@ def test_a_young_collection_freezes_nothing(installed: collector.Installed) -> N
     assert any(o is kept[0] for o in gc.get_objects(generation=1))
 
 
-def test_the_young_generation_is_collected_less_often(installed: collector.Installed) -> None:
+def test_the_young_generation_is_collected_less_often(installed: None) -> None:
     assert gc.get_threshold()[0] == collector.YOUNG_THRESHOLD
 
 
-def test_a_cycle_made_since_is_still_collected(installed: collector.Installed) -> None:
+def test_a_cycle_made_since_is_still_collected(installed: None) -> None:
     gc.collect()  # everything alive now is frozen
     a, gone = _cycle()
     del a
@@ -71,7 +71,7 @@ def test_a_cycle_made_since_is_still_collected(installed: collector.Installed) -
 
 
 def test_a_frozen_cycle_waits_for_the_thaw_then_is_collected(
-    installed: collector.Installed,
+    installed: None,
 ) -> None:
     a, gone = _cycle()
     gc.collect(1)  # alive: frozen
@@ -83,7 +83,7 @@ def test_a_frozen_cycle_waits_for_the_thaw_then_is_collected(
     assert gc.get_freeze_count() > 0  # what survived the thaw is frozen again
 
 
-def test_the_thaw_comes_periodically(installed: collector.Installed) -> None:
+def test_the_thaw_comes_periodically(installed: None) -> None:
     async def main() -> None:
         freed = anyio.Event()
         a, _ = _cycle()
@@ -101,10 +101,10 @@ def test_the_thaw_comes_periodically(installed: collector.Installed) -> None:
 
 def test_uninstall_thaws_stops_freezing_and_restores_the_thresholds() -> None:
     before = gc.get_threshold()
-    done = collector.install(young_threshold=5000)
+    thresholds = collector.install(young_threshold=5000)
     gc.collect()
     assert gc.get_freeze_count() > 0
-    collector.uninstall(done)
+    collector.uninstall(thresholds)
     assert gc.get_freeze_count() == 0
     assert gc.get_threshold() == before
     gc.collect()

@@ -35,45 +35,29 @@ THAW_EVERY_S = 120.0
 _MIDDLE = 1
 
 
-class FreezeSurvivors:
+def freeze_survivors(phase: str, info: dict[str, Any]) -> None:
     """A ``gc.callbacks`` entry: freezes what survives a collection of the middle or the
     oldest generation."""
-
-    def __init__(self) -> None:
-        self.frozen = 0
-        """How many collections ended in a freeze."""
-
-    def __call__(self, phase: str, info: dict[str, Any]) -> None:
-        if phase == "stop" and info.get("generation", 0) >= _MIDDLE:
-            gc.freeze()
-            self.frozen += 1
+    if phase == "stop" and info.get("generation", 0) >= _MIDDLE:
+        gc.freeze()
 
 
-class Installed:
-    """What :func:`install` changed, for :func:`uninstall`."""
-
-    def __init__(self, callback: FreezeSurvivors, thresholds: tuple[int, int, int]) -> None:
-        self.callback = callback
-        self.thresholds = thresholds
-
-
-def install(young_threshold: int = YOUNG_THRESHOLD) -> Installed:
+def install(young_threshold: int = YOUNG_THRESHOLD) -> tuple[int, int, int]:
     """From now on (in this process), freeze what survives a collection of the middle or
     oldest generation, and collect the young generation every ``young_threshold``
-    allocations."""
+    allocations; returns the thresholds before, for :func:`uninstall`."""
     before = gc.get_threshold()
     gc.set_threshold(young_threshold, before[1], before[2])
-    callback = FreezeSurvivors()
-    gc.callbacks.append(callback)
-    return Installed(callback, before)
+    gc.callbacks.append(freeze_survivors)
+    return before
 
 
-def uninstall(installed: Installed) -> None:
-    """Undo :func:`install`: stop freezing, thaw everything, restore the thresholds."""
-    if installed.callback in gc.callbacks:
-        gc.callbacks.remove(installed.callback)
+def uninstall(thresholds: tuple[int, int, int]) -> None:
+    """Undo :func:`install`: stop freezing, thaw everything, restore ``thresholds``."""
+    if freeze_survivors in gc.callbacks:
+        gc.callbacks.remove(freeze_survivors)
     gc.unfreeze()
-    gc.set_threshold(*installed.thresholds)
+    gc.set_threshold(*thresholds)
 
 
 def thaw() -> int:
