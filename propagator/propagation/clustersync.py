@@ -231,7 +231,7 @@ async def _each(items: Sequence[Any], fn: Callable[[Any], Awaitable[None]]) -> N
     """``fn`` on every item, ``IN_FLIGHT`` at once; the first error is raised."""
     if not items:  # an empty task group still yields to the loop: a round of other work
         return
-    if len(items) == 1:  # no task to start (an anyio task costs ~40 us of CPU here)
+    if len(items) == 1:  # no task group: leaving one yields to the loop
         await fn(items[0])
         return
     pending = iter(items)  # shared by the workers: each item is taken once
@@ -250,8 +250,11 @@ async def _each(items: Sequence[Any], fn: Callable[[Any], Awaitable[None]]) -> N
                 return
 
     async with anyio.create_task_group() as tg:
-        for _ in range(min(IN_FLIGHT, len(items))):
+        for _ in range(min(IN_FLIGHT, len(items)) - 1):
             tg.start_soon(worker)
+        # One worker is this task: its first request goes out now, not a round of the
+        # event loop later, and one task fewer is started (~40 us of CPU each).
+        await worker()
     if errors:
         raise errors[0]
 
