@@ -136,11 +136,19 @@ class Refused(httpx.RemoteProtocolError):
 class Stream:
     """One request on the connection: the events that arrived for it, not yet taken."""
 
-    def __init__(self, stream_id: int) -> None:
+    def __init__(self, stream_id: int, whole: bool = False) -> None:
         self.id = stream_id
         self.events: deque[h2.events.Event | httpx.TransportError] = deque()
         self.unacknowledged = 0
         self.ended = False
+        self.whole = whole
+        """Its reader wants the whole answer: it is woken once the answer ended (or
+        failed), or once half the stream's window arrived unread, not for each part. An
+        API server sends an answer's headers and body as separate writes, often read in
+        separate rounds of the event loop; each wake-up was a round of the loop's other
+        work on the request's way back."""
+        self.unread = 0
+        """Bytes of body that arrived and were not taken yet."""
         self.woken: asyncio.Event | None = None
         """Set to wake the task waiting for this stream (made when one starts to wait:
         most answers arrive without a wait, and an Event per request cost 3 % of a
@@ -151,6 +159,18 @@ class Stream:
         """Wake the task waiting for this stream, if one does."""
         if self.woken is not None:
             self.woken.set()
+
+    def arrived(self, event: h2.events.Event) -> None:
+        """``event`` arrived for this stream: keep it, and wake the reader if it waits for
+        it (see :attr:`whole`)."""
+        self.events.append(event)
+        if isinstance(event, h2.events.DataReceived):
+            self.unread += event.flow_controlled_length or 0
+            if self.whole and self.unread < STREAM_WINDOW // 2:
+                return
+        elif self.whole and isinstance(event, h2.events.ResponseReceived):
+            return
+        self.wake()
 
 
 class Http2Connection(asyncio.Protocol):
@@ -275,7 +295,7 @@ class Http2Connection(asyncio.Protocol):
     ) -> Answer:
         """One request, its answer read whole and decoded, at most ``limit`` bytes of it
         (else :class:`fleet.answerbody.UnreadableAnswer`, the stream reset)."""
-        stream, status, answer_headers = await self.open(headers, body, timeouts)
+        stream, status, answer_headers = await self.open(headers, body, timeouts, whole=True)
         found = dict(answer_headers)
         chunks: list[bytes] = []
         try:
@@ -287,13 +307,19 @@ class Http2Connection(asyncio.Protocol):
         return Answer(status, found, b"".join(chunks))
 
     async def open(
-        self, headers: list[tuple[bytes, bytes]], body: bytes, timeouts: dict[str, float | None]
+        self,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        timeouts: dict[str, float | None],
+        *,
+        whole: bool = False,
     ) -> Opened:
-        """Send a request; its stream once the answer's status and headers arrived."""
+        """Send a request; its stream once the answer's status and headers arrived (with
+        ``whole``, once the whole answer did, or half the stream's window of it)."""
         write_s, read_s = timeouts.get("write"), timeouts.get("read")
         if not self.has_room:  # (the transport waits for room before it comes here)
             raise Refused(f"not sent: {self._error or 'no free stream on the connection'}")
-        stream = Stream(self._h2.get_next_available_stream_id())
+        stream = Stream(self._h2.get_next_available_stream_id(), whole)
         self._streams[stream.id] = stream
         try:
             try:
@@ -515,8 +541,7 @@ class Http2Connection(asyncio.Protocol):
         ):
             stream = self._streams.get(stream_id or 0)
             if stream is not None:
-                stream.events.append(event)
-                stream.wake()
+                stream.arrived(event)
         elif isinstance(event, h2.events.ConnectionTerminated):
             self._goaway = True
             last = event.last_stream_id or 0
@@ -569,6 +594,7 @@ class Http2Connection(asyncio.Protocol):
 
     def consumed(self, stream: Stream, size: int) -> None:
         """``size`` bytes of ``stream`` were read: let the server send more."""
+        stream.unread -= size
         stream.unacknowledged += size
         if stream.unacknowledged >= STREAM_WINDOW // 2 and not stream.ended:
             with contextlib.suppress(h2.exceptions.ProtocolError):  # closed meanwhile

@@ -2,16 +2,17 @@
 connections it accepts and the streams the client resets, and can stop answering.
 
 Routes: ``/ok`` (a JSON answer), ``/echo`` (the size of the request body), ``/big?n=N`` (N
-bytes), ``/flood`` (a watch that sends as fast as the client lets it), ``/watch`` (a watch
-event every 10 ms), ``/idle`` (a watch that sends nothing), ``/slow`` (no answer until
-reset), ``/freeze`` (the connection stops answering anything, PINGs included), ``/drop``
-(the connection closes), ``/goaway`` (the first time: GOAWAY, refusing it), ``/gzip`` (the
-request's path, compressed), ``/bomb?n=N`` (N zero bytes, compressed), ``/gzip-watch`` (a
-watch, compressed as it goes), ``/endless-event`` (a watch event that never ends),
-``/bye`` (answered, then once idle the
-connection is closed, as an idle timeout does), ``/busy`` (429, Retry-After 7), ``/etag``
-(an ETag and 304s; ``?crlf``: a tag with a line break), ``/bad-status?v=V`` (``:status``
-V, or none without ``v``).
+bytes), ``/trickle?n=N&size=S`` (a JSON answer of N strings of S bytes, sent in N parts 10
+ms apart, then its end), ``/flood`` (a watch that sends as fast as the client lets it),
+``/watch`` (a watch event every 10 ms), ``/idle`` (a watch that sends nothing), ``/slow``
+(no answer until reset), ``/freeze`` (the connection stops answering anything, PINGs
+included), ``/drop`` (the connection closes), ``/goaway`` (the first time: GOAWAY,
+refusing it), ``/gzip`` (the request's path, compressed), ``/bomb?n=N`` (N zero bytes,
+compressed), ``/gzip-watch`` (a watch, compressed as it goes), ``/endless-event`` (a watch
+event that never ends), ``/bye`` (answered, then once idle the connection is closed, as an
+idle timeout does), ``/busy`` (429, Retry-After 7), ``/etag`` (an ETag and 304s;
+``?crlf``: a tag with a line break), ``/bad-status?v=V`` (``:status`` V, or none without
+``v``).
 Also a benchmark's server (bench/calls.py).
 """
 
@@ -198,6 +199,15 @@ class H2Server:
             await link.answer(sid, 200, json.dumps({"bytes": len(request.body)}).encode())
         elif path == "/big":
             await link.answer(sid, 200, b"x" * int(query.removeprefix("n=")))
+        elif path == "/trickle":
+            parts, size = (int(v) for v in query.removeprefix("n=").split("&size="))
+            body = json.dumps({"parts": ["x" * size] * parts}).encode()
+            await link.headers(sid, 200)
+            step = -(-len(body) // parts)
+            for at in range(0, len(body), step):
+                await anyio.sleep(0.01)
+                await link.data(sid, body[at : at + step], end=False)
+            await link.data(sid, b"", end=True)
         elif path in ("/flood", "/watch"):
             await link.headers(sid, 200)
             n = 0
