@@ -60,7 +60,9 @@ already; the connection takes no new one meanwhile)."""
 
 _STATIC_FIELDS = {field: i for i, field in reversed(list(enumerate(HeaderTable.STATIC_TABLE, 1)))}
 """HPACK's static table, by (name, value): the index of each (the first, if twice)."""
-_STATIC_NAMES = {name: i for (name, _), i in reversed(list(_STATIC_FIELDS.items()))}
+_STATIC_NAMES = {name: i for (name, _), i in _STATIC_FIELDS.items()}
+"""By name, the index of its first entry in HPACK's static table (``_STATIC_FIELDS`` is
+built last entry first, so the first one is written last)."""
 _SENSITIVE = frozenset({b"authorization", b"proxy-authorization", b"cookie"})
 """Header names whose values are sent as never to be indexed (by any hop)."""
 
