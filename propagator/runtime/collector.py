@@ -62,7 +62,8 @@ def uninstall(thresholds: tuple[int, int, int]) -> None:
 
 def thaw() -> int:
     """Walk everything once: thaw all that is frozen and collect every generation (what
-    survives is frozen again); returns how many unreachable objects were found."""
+    survives is frozen again where :func:`install` ran); returns how many unreachable
+    objects were found."""
     gc.unfreeze()
     return gc.collect()
 
