@@ -18,7 +18,7 @@ import ssl
 import subprocess
 import tempfile
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ import httpx
 
 from fleet.answerbody import BodyDecoder, LineSplitter, UnreadableAnswer
 from fleet.discovery import Discovery, ResourceInfo
-from fleet.http2 import Http2Transport, Origin
+from fleet.http2 import Http2Transport, Origin, Sent
 from fleet.kubeconfig import Credentials, ExecConfig, token_problem
 from fleet.redact import capped
 
@@ -317,6 +317,65 @@ class _ServiceAccountFiles(httpx.Auth):
         yield request
 
 
+class Call:
+    """A call under way (:meth:`KubeConnection.send_now`): its result, or dropped."""
+
+    def __init__(
+        self,
+        result: Callable[[], Awaitable[dict[str, Any]]],
+        drop: Callable[[], None] | None = None,
+    ) -> None:
+        """``result``: reads (or makes) the call; ``drop``: given up on a call that went out
+        already (None: it did not)."""
+        self._result: Callable[[], Awaitable[dict[str, Any]]] | None = result
+        self._drop = drop
+
+    @property
+    def sent(self) -> bool:
+        """It went out already (else it is sent when :meth:`result` is awaited)."""
+        return self._drop is not None
+
+    async def result(self) -> dict[str, Any]:
+        """The decoded answer, or :class:`ApiError`, as :meth:`KubeConnection.request`
+        gives; once."""
+        result, self._result = self._result, None
+        if result is None:
+            raise RuntimeError("a call's result is read once")
+        return await result()
+
+    def drop(self) -> None:
+        """Give up on the call (a sent one's stream is reset) unless its result was read."""
+        if self._result is not None and self._drop is not None:
+            self._drop()
+        self._result = None
+
+
+def _prepared(
+    body: Any, content_type: str, accept: str | None
+) -> tuple[dict[str, str], bytes | None]:
+    """A call's own headers and its body, encoded."""
+    headers = {}
+    content = None
+    if body is not None:
+        content = json.dumps(body).encode()
+        headers["Content-Type"] = content_type
+    if accept:
+        headers["Accept"] = accept
+    return headers, content
+
+
+def _apply_call(
+    info: ResourceInfo, obj: dict[str, Any], field_manager: str, dry_run: bool, new: bool
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """A server-side apply's path, query and body (see :meth:`KubeConnection.apply`)."""
+    meta = obj.get("metadata") or {}
+    if new:  # a precondition no stored object meets: a create, or 409 Conflict
+        obj = {**obj, "metadata": {**meta, "resourceVersion": NO_STORED_VERSION}}
+    path = info.path(meta.get("namespace") if info.namespaced else None, meta["name"])
+    params = {"fieldManager": field_manager, "force": "true", "dryRun": "All" if dry_run else None}
+    return path, params, obj
+
+
 class KubeConnection:
     """Calls to one API server. One instance per cluster, used from one event loop."""
 
@@ -496,15 +555,44 @@ class KubeConnection:
     ) -> dict[str, Any]:
         """One call; returns the decoded JSON body ({} if ``decode`` is false) or raises
         :class:`ApiError`."""
-        headers = {}
-        content = None
-        if body is not None:
-            content = json.dumps(body).encode()
-            headers["Content-Type"] = content_type
-        if accept:
-            headers["Accept"] = accept
+        headers, content = _prepared(body, content_type, accept)
         _, _, data = await self._call(method, path, params, headers, content, timeout_s)
         return json.loads(data) if decode and data else {}
+
+    def send_now(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Call:
+        """A call as :meth:`request` makes it, sent at once (no round of the event loop)
+        when the connection to the server is open and has room, else once its result is
+        asked for. Calls sent so one after the other go out together. Every Call is
+        either awaited (:meth:`Call.result`) or dropped (:meth:`Call.drop`)."""
+        headers, content = _prepared(body, content_type, None)
+
+        async def later() -> dict[str, Any]:
+            return await self.request(
+                method, path, params=params, body=body, content_type=content_type
+            )
+
+        direct, origin = self._direct, self._origin
+        if direct is None or origin is None or self._client is None or self._exec_expired():
+            return Call(later)
+        sent = direct.send_now(
+            origin, method, path + _query(params), self._direct_headers(headers), content or b""
+        )
+        if sent is None:
+            return Call(later)
+
+        async def answer() -> dict[str, Any]:
+            _, _, data = await self._call(method, path, params, headers, content, None, sent)
+            return json.loads(data) if data else {}
+
+        return Call(answer, sent.drop)
 
     async def get_if_changed(
         self, path: str, accept: str, etag: str | None
@@ -532,15 +620,21 @@ class KubeConnection:
         headers: dict[str, str],
         content: bytes | None,
         timeout_s: float | None,
+        sent: Sent | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
         """One call: its status (raises :class:`ApiError` from 400 on), the headers read
-        of it (``_READ_HEADERS``) and its body, decoded."""
+        of it (``_READ_HEADERS``) and its body, decoded. ``sent``: the call, sent already
+        (:meth:`send_now`), whose answer is read."""
         what = f"{method} {path}"
         client = await self._http()
         direct, origin = self._direct, self._origin
         try:
             answer = None
-            if direct is not None and origin is not None:
+            if sent is not None and direct is not None and origin is not None:
+                answer = await direct.answer(
+                    origin, sent, self._timeouts(timeout_s), self._options.max_answer_bytes
+                )
+            elif direct is not None and origin is not None:
                 answer = await direct.exchange(
                     origin,
                     method,
@@ -710,22 +804,39 @@ class KubeConnection:
         ``new``, only as a create: if an object of that name exists, nothing is written
         and ApiError (``not_new``) is raised."""
         info = await self.resource(obj["apiVersion"], obj["kind"])
-        meta = obj.get("metadata") or {}
-        if new:  # a precondition no stored object meets: a create, or 409 Conflict
-            obj = {**obj, "metadata": {**meta, "resourceVersion": NO_STORED_VERSION}}
-        path = info.path(meta.get("namespace") if info.namespaced else None, meta["name"])
-        params = {
-            "fieldManager": field_manager,
-            "force": "true",
-            "dryRun": "All" if dry_run else None,
-        }
+        path, params, body = _apply_call(info, obj, field_manager, dry_run, new)
         return await self.request(
             "PATCH",
             path,
             params=params,
-            body=obj,
+            body=body,
             content_type=APPLY_CONTENT_TYPE,
             timeout_s=timeout_s,
+        )
+
+    @contextlib.contextmanager
+    def together(self) -> Iterator[None]:
+        """Calls :meth:`send_now` sends within the block (which must not wait) go out to
+        the server in one write."""
+        if self._direct is None:
+            yield
+            return
+        with self._direct.together():
+            yield
+
+    def send_apply(self, obj: dict[str, Any], *, new: bool = False) -> Call:
+        """:meth:`apply` as a :class:`Call` sent at once (see :meth:`send_now`) when the
+        kind's discovery is known already; else applied when its result is asked for."""
+        info = self.discovery.known(obj["apiVersion"], obj["kind"])
+        if info is None:
+
+            async def later() -> dict[str, Any]:
+                return await self.apply(obj, new=new)
+
+            return Call(later)
+        path, params, body = _apply_call(info, obj, FIELD_MANAGER, False, new)
+        return self.send_now(
+            "PATCH", path, params=params, body=body, content_type=APPLY_CONTENT_TYPE
         )
 
     async def create(

@@ -73,6 +73,10 @@ class Discovery:
         """Every served (apiVersion, kind), fetched on first use."""
         return self._kinds if self._kinds is not None else await self.refresh()
 
+    def known(self, api_version: str, kind: str) -> ResourceInfo | None:
+        """``kind`` as last fetched, without a request (None if not fetched or not served)."""
+        return (self._kinds or {}).get((api_version, kind))
+
     async def resource(self, api_version: str, kind: str) -> ResourceInfo:
         """Look ``kind`` up; a miss refreshes once (a CRD may just have been installed)."""
         key = (api_version, kind)

@@ -11,9 +11,10 @@ offer HTTP/2 (or a plain-HTTP address) gets the HTTP/1.1 transport it is given.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import quote
@@ -21,7 +22,7 @@ from urllib.parse import quote
 import anyio
 import httpx
 
-from fleet.http2conn import Answer, Http2Connection, Opened, Refused, ResponseBody
+from fleet.http2conn import Answer, Http2Connection, Opened, Refused, ResponseBody, Stream
 
 T = TypeVar("T")
 
@@ -108,6 +109,54 @@ class Http2Transport(httpx.AsyncBaseTransport):
             _connect_to(origin, timeouts),
             lambda connection: connection.exchange(request_headers, body, timeouts, limit),
         )
+
+    def send_now(
+        self,
+        origin: Origin,
+        method: str,
+        target: str,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+    ) -> Sent | None:
+        """Send a request as :meth:`exchange` would, at once, without a round of the event
+        loop: on the connection already open to ``origin`` when it has a free stream and
+        room for the whole request; None (nothing sent) otherwise. Several requests sent
+        so go out together, where tasks would each wait for a round of the loop's other
+        work before sending theirs. Its answer: :meth:`answer`; or :meth:`Sent.drop`."""
+        if self._http1 or len(self._connections) != 1:
+            return None
+        connection = self._connections[0]
+        request_headers = _request_headers(origin, method, target, headers)
+        stream = connection.send_now(request_headers, body, whole=True)
+        if stream is None:
+            return None
+        return Sent(connection, stream, request_headers, body)
+
+    @contextlib.contextmanager
+    def together(self) -> Iterator[None]:
+        """Requests :meth:`send_now` sends within the block (which must not wait) go out
+        in one write (see :meth:`Http2Connection.together`)."""
+        with contextlib.ExitStack() as held:
+            for connection in self._connections:
+                held.enter_context(connection.together())
+            yield
+
+    async def answer(
+        self,
+        origin: Origin,
+        sent: Sent,
+        timeouts: dict[str, float | None],
+        limit: int | None,
+    ) -> Answer | None:
+        """The answer to a request :meth:`send_now` sent, as :meth:`exchange` returns it;
+        sent again (as :meth:`exchange` sends) if the server refused it unseen."""
+        try:
+            return await sent.connection.answer(sent.stream, timeouts, limit)
+        except Refused:
+            return await self._send(
+                _connect_to(origin, timeouts),
+                lambda c: c.exchange(sent.headers, sent.body, timeouts, limit),
+            )
 
     async def open(
         self,
@@ -215,6 +264,20 @@ class Http2Transport(httpx.AsyncBaseTransport):
                 connection.retire()
             self._connections = []
         await self._fallback.aclose()
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A request :meth:`Http2Transport.send_now` sent, its answer not read yet."""
+
+    connection: Http2Connection
+    stream: Stream
+    headers: list[tuple[bytes, bytes]]
+    body: bytes
+
+    def drop(self) -> None:
+        """Give up on the answer: the stream is closed (reset if the server still sends)."""
+        self.connection.close_stream(self.stream)
 
 
 @dataclass(frozen=True)

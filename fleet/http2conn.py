@@ -25,7 +25,7 @@ import os
 import ssl
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -211,6 +211,8 @@ class Http2Connection(asyncio.Protocol):
         self._goaway = False
         self._settings_seen = False
         self._unacknowledged = 0
+        self._held = 0
+        """Nesting of :meth:`together`: while above 0, writes wait for its end."""
         self._checking: asyncio.Task[None] | None = None
         """The PING after a request timed out on a silent connection (:meth:`_suspect`)."""
         self.received_at = time.monotonic()
@@ -297,7 +299,21 @@ class Http2Connection(asyncio.Protocol):
     ) -> Answer:
         """One request, its answer read whole and decoded, at most ``limit`` bytes of it
         (else :class:`fleet.answerbody.UnreadableAnswer`, the stream reset)."""
-        stream, status, answer_headers = await self.open(headers, body, timeouts, whole=True)
+        stream = self.send_now(headers, body, whole=True)
+        if stream is None:
+            stream = await self._send(headers, body, timeouts, whole=True)
+        return await self.answer(stream, timeouts, limit)
+
+    async def answer(
+        self, stream: Stream, timeouts: dict[str, float | None], limit: int | None
+    ) -> Answer:
+        """The whole answer to a request sent with ``whole`` (see :meth:`exchange`); the
+        stream is closed once it is read, or once reading it failed."""
+        try:
+            status, answer_headers = await self._headers_of(stream, timeouts.get("read"))
+        except BaseException:
+            self.close_stream(stream)
+            raise
         found = dict(answer_headers)
         chunks: list[bytes] = []
         try:
@@ -307,6 +323,33 @@ class Http2Connection(asyncio.Protocol):
         finally:
             self.close_stream(stream)
         return Answer(status, found, b"".join(chunks))
+
+    def send_now(
+        self, headers: list[tuple[bytes, bytes]], body: bytes, *, whole: bool = False
+    ) -> Stream | None:
+        """Send a request at once, without a round of the event loop: its stream (read it
+        with :meth:`answer`, or close it); None when it cannot go out whole right now (no
+        free stream, the transport's buffer full, or a body past the send window), and
+        nothing was sent."""
+        if not (self.has_room and self._writable.is_set()):
+            return None
+        if body and len(body) > min(
+            self._h2.outbound_flow_control_window, self._h2.remote_settings.initial_window_size
+        ):
+            return None
+        stream = Stream(self._h2.get_next_available_stream_id(), whole)
+        self._streams[stream.id] = stream
+        try:
+            try:
+                self._h2.send_headers(stream.id, headers, end_stream=not body)
+            except h2.exceptions.ProtocolError as exc:
+                raise httpx.LocalProtocolError(f"HTTP/2: {exc}") from exc
+            self._queue_body(stream, memoryview(body))  # (whole: a new stream's window)
+        except BaseException:
+            self.close_stream(stream)
+            raise
+        self._write()
+        return stream
 
     async def open(
         self,
@@ -318,7 +361,24 @@ class Http2Connection(asyncio.Protocol):
     ) -> Opened:
         """Send a request; its stream once the answer's status and headers arrived (with
         ``whole``, once the whole answer did, or half the stream's window of it)."""
-        write_s, read_s = timeouts.get("write"), timeouts.get("read")
+        stream = await self._send(headers, body, timeouts, whole=whole)
+        try:
+            status, answer_headers = await self._headers_of(stream, timeouts.get("read"))
+        except BaseException:
+            self.close_stream(stream)
+            raise
+        return stream, status, answer_headers
+
+    async def _send(
+        self,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        timeouts: dict[str, float | None],
+        *,
+        whole: bool,
+    ) -> Stream:
+        """Send a request, waiting for the server to take its body if it must."""
+        write_s = timeouts.get("write")
         if not self.has_room:  # (the transport waits for room before it comes here)
             raise Refused(f"not sent: {self._error or 'no free stream on the connection'}")
         stream = Stream(self._h2.get_next_available_stream_id(), whole)
@@ -332,41 +392,54 @@ class Http2Connection(asyncio.Protocol):
                 await self._send_body(stream, body, write_s)
             else:
                 await self._flush(write_s)
-            while True:
-                event = await self._next_event(stream, read_s)
-                if isinstance(event, h2.events.ResponseReceived):
-                    status, answer_headers = _status(event)
-                    if status >= 200:
-                        return stream, status, answer_headers
-                elif isinstance(event, h2.events.StreamEnded):
-                    stream.ended = True
-                    raise httpx.RemoteProtocolError("the server ended the stream without an answer")
         except BaseException:
             self.close_stream(stream)
             raise
+        return stream
+
+    async def _headers_of(
+        self, stream: Stream, read_s: float | None
+    ) -> tuple[int, list[tuple[bytes, bytes]]]:
+        """The answer's status and headers, once they arrived (informational ones skipped)."""
+        while True:
+            event = await self._next_event(stream, read_s)
+            if isinstance(event, h2.events.ResponseReceived):
+                status, answer_headers = _status(event)
+                if status >= 200:
+                    return status, answer_headers
+            elif isinstance(event, h2.events.StreamEnded):
+                stream.ended = True
+                raise httpx.RemoteProtocolError("the server ended the stream without an answer")
 
     async def _send_body(self, stream: Stream, body: bytes, timeout_s: float | None) -> None:
         """Send ``body`` (and what is queued before it: the request's headers), its last
         frame ending the stream: in one write when it fits the send window (a write per
         frame cost two more TLS records and socket writes per request)."""
-        view = memoryview(body)
+        view = self._queue_body(stream, memoryview(body))
+        while view:  # the server has not read enough yet: wait for its WINDOW_UPDATE
+            await self._flush(timeout_s)
+            event = await self._next_event(stream, timeout_s, until_window=True)
+            if event is not None:  # it answered before taking the whole body
+                stream.events.appendleft(event)
+                return
+            view = self._queue_body(stream, view)
+        await self._flush(timeout_s)
+
+    def _queue_body(self, stream: Stream, view: memoryview) -> memoryview:
+        """Queue as much of ``view`` as the send window takes, in frames, the last one
+        ending the stream; returns the rest."""
         while view:
             room = min(
                 self._h2.local_flow_control_window(stream.id), self._h2.max_outbound_frame_size
             )
-            if room <= 0:  # the server has not read enough yet: wait for its WINDOW_UPDATE
-                await self._flush(timeout_s)
-                event = await self._next_event(stream, timeout_s, until_window=True)
-                if event is not None:  # it answered before taking the whole body
-                    stream.events.appendleft(event)
-                    return
-                continue
+            if room <= 0:
+                return view
             chunk, view = view[:room], view[room:]
             try:
                 self._h2.send_data(stream.id, bytes(chunk), end_stream=not view)
             except h2.exceptions.ProtocolError as exc:  # reset by the server meanwhile
                 raise httpx.RemoteProtocolError(f"HTTP/2: {exc}") from exc
-        await self._flush(timeout_s)
+        return view
 
     async def _next_event(
         self, stream: Stream, timeout_s: float | None, until_window: bool = False
@@ -561,8 +634,24 @@ class Http2Connection(asyncio.Protocol):
         if self._on_room is not None:
             self._on_room()
 
+    @contextlib.contextmanager
+    def together(self) -> Iterator[None]:
+        """What is sent within the block (which must not wait: nothing else may be held
+        back) goes to the transport in one write at its end: requests sent one after the
+        other reach the server together, though the first to arrive wakes the server, and
+        on a busy machine the processor may go to it before the rest are written."""
+        self._held += 1
+        try:
+            yield
+        finally:
+            self._held -= 1
+            if not self._held:
+                self._write()
+
     def _write(self) -> None:
         """Hand what h2 has queued to the transport (which sends it in that order)."""
+        if self._held:
+            return  # at the end of together()
         data = self._h2.data_to_send()
         if data and self._error is None and self._transport is not None:
             self._transport.write(data)

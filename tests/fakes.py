@@ -7,14 +7,15 @@ as its watch caches (always current, like a watch that has caught up).
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, cast
 
 import anyio
 
 from fleet.circuit import CircuitBreaker
-from fleet.connection import ApiError, KubeConnection
+from fleet.connection import ApiError, Call, KubeConnection
 from fleet.discovery import ResourceInfo, UnknownKind
 from fleet.informer import Informer, cache_key
 from propagator.propagation.resources import (
@@ -73,6 +74,11 @@ class FakeMember:
         self.unseen: set[ObjectKey] = set()
         """Objects the caches do not show yet (their watch events still on the way)."""
         self.no_create_precondition: set[str] = set()
+        self.reads: list[tuple[ObjectKey, int]] = []
+        """Answers to applies sent ahead (send_apply) read: each with how many requests
+        had been made by then."""
+        self.dropped: list[ObjectKey] = []
+        """Applies sent ahead whose answers were given up on."""
         """Kinds whose creates refuse a precondition, as Services on Kubernetes 1.22."""
         self._version = 0
         for namespace in namespaces:
@@ -91,6 +97,31 @@ class FakeMember:
             raise self.failures.pop(0)
 
     async def apply(self, obj: dict[str, Any], *, new: bool = False, **_: Any) -> dict[str, Any]:
+        return self._apply(obj, new)
+
+    @contextlib.contextmanager
+    def together(self) -> Iterator[None]:
+        yield
+
+    def send_apply(self, obj: dict[str, Any], *, new: bool = False) -> Call:
+        """The apply made at once (a call sent now reaches the server before any answer is
+        read); its answer, or its error, once the result is asked for (``reads``), unless
+        the call is dropped (``dropped``)."""
+        key = _key(obj)
+        try:
+            answer, error = self._apply(obj, new), None
+        except ApiError as exc:
+            answer, error = {}, exc
+
+        async def result() -> dict[str, Any]:
+            self.reads.append((key, len(self.requests)))
+            if error is not None:
+                raise error
+            return answer
+
+        return Call(result, lambda: self.dropped.append(key))
+
+    def _apply(self, obj: dict[str, Any], new: bool) -> dict[str, Any]:
         key = _key(obj)
         self.requests.append(("apply new" if new else "apply", key))
         self._fail()

@@ -464,3 +464,37 @@ async def test_prune_deletes_only_objects_with_this_applications_uid() -> None:
     report = await _sync(fake, _work([], kinds), member)
     assert report.deleted == 2
     assert ("v1", "ConfigMap", "shop", "older") in fake.objects
+
+
+async def test_a_syncs_writes_go_out_together_before_any_answer_is_read() -> None:
+    # Each of _each's workers after the first would send only after a round of the event
+    # loop's other work: the writes of one round go out first, then the answers are read.
+    fake = FakeMember()
+    member = fake.unit()
+    first = [config_map("web-config", "shop", mode="a")]
+    await _sync(fake, _work(first), member)
+    assert len(fake.reads) == 1  # the fresh namespace's round: one object
+    fake.requests.clear()
+    fake.reads.clear()
+    objects = [*first, *(config_map(f"c{i}", "shop", mode="a") for i in range(3))]
+    report = await _sync(fake, _work(objects), member)
+    assert report.applied == 3
+    assert [verb for verb, _ in fake.requests] == ["apply new"] * 3  # creates, as unseen
+    assert sorted(key[3] for key, _ in fake.reads) == ["c0", "c1", "c2"]
+    assert [made for _, made in fake.reads] == [3, 3, 3]  # every answer read after all 3
+    assert fake.dropped == []
+
+
+async def test_a_sync_that_fails_gives_up_the_writes_it_sent_ahead() -> None:
+    fake = FakeMember()
+    member = fake.unit()
+    first = [config_map("web-config", "shop", mode="a")]
+    await _sync(fake, _work(first), member)
+    fake.failures.append(ApiError("m1", "PATCH: 403 Forbidden", status=403))
+    objects = [*first, *(config_map(f"c{i}", "shop", mode="a") for i in range(3))]
+    with pytest.raises(ApiError, match="Forbidden"):
+        await _sync(fake, _work(objects), member)
+    # The first answer failed the sync: the other two were never read, and are dropped
+    # (their streams reset) rather than left open on the connection.
+    assert sorted(key[3] for key in fake.dropped) == ["c1", "c2"]
+    assert len(fake.reads) == 2  # the fresh sync's, then the refused one

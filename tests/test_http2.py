@@ -4,6 +4,7 @@ and watches share one connection, and nothing one request does stalls the others
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -552,3 +553,77 @@ def test_requests_waiting_for_a_stream_on_full_connections_are_all_served(
         assert await _calls_beside_watches(conn, fleet.http2.MAX_CONNECTIONS - 1, 6) == 6
 
     assert _run(tmp_path, test, max_streams=1).connections == fleet.http2.MAX_CONNECTIONS
+
+
+def test_calls_sent_now_go_out_at_once_and_each_reads_its_own_answer(tmp_path: Path) -> None:
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        first = conn.send_now("GET", "/ok")  # no connection yet: sent once awaited
+        assert not first.sent
+        assert await first.result() == {"kind": "Status", "n": 1}
+        bodies = [{"pad": "x" * n} for n in (1, 100, 10_000)]
+        calls = [conn.send_now("POST", "/echo", body=b) for b in bodies]
+        busy, slow = conn.send_now("GET", "/busy"), conn.send_now("GET", "/slow")
+        assert all(c.sent for c in [*calls, busy, slow])
+        # Read in any order: each call has its own answer, and its own error.
+        for call, body in reversed(list(zip(calls, bodies, strict=True))):
+            assert await call.result() == {"bytes": len(json.dumps(body))}
+        with pytest.raises(ApiError) as caught:
+            await busy.result()
+        assert (caught.value.status, caught.value.retry_after_s) == (429, 7.0)
+        with pytest.raises(RuntimeError, match="read once"):
+            await busy.result()
+        slow.drop()  # given up: its stream is reset, the connection serves on
+        assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
+        assert server.resets == 1
+
+    assert _run(tmp_path, test).connections == 1
+
+
+def test_a_call_sent_now_that_the_server_refused_unseen_is_sent_again(tmp_path: Path) -> None:
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
+        call = conn.send_now("GET", "/goaway")
+        assert call.sent
+        assert await call.result() == {"after": "goaway"}
+        assert server.went_away
+
+    assert _run(tmp_path, test).connections == 2
+
+
+def test_a_body_past_the_send_window_is_not_sent_now_but_once_awaited(tmp_path: Path) -> None:
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
+        body = {"pad": "x" * 300_000}  # past the server's window: written as it is read
+        call = conn.send_now("POST", "/echo", body=body)
+        assert not call.sent
+        assert await call.result() == {"bytes": len(json.dumps(body))}
+
+    _run(tmp_path, test)
+
+
+def test_calls_sent_together_go_out_in_one_write(tmp_path: Path) -> None:
+    # The first write wakes the server: on a busy machine the processor may go to it
+    # before the rest are written, so the calls of one round go in one write.
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
+        assert conn._direct is not None
+        transport = conn._direct._connections[0]._transport
+        assert transport is not None
+        writes: list[int] = []
+        write = transport.write
+
+        def counted(data: Any) -> None:
+            writes.append(len(data))
+            write(data)
+
+        transport.write = counted  # type: ignore[method-assign]
+        with conn.together():
+            calls = [conn.send_now("POST", "/echo", body={"n": n}) for n in range(3)]
+            assert writes == []
+        assert len(writes) == 1
+        assert [await c.result() for c in calls] == [{"bytes": 8}] * 3
+        apart = [conn.send_now("POST", "/echo", body={"n": n}) for n in range(3)]
+        assert len(writes) == 4  # one each
+        assert [await c.result() for c in apart] == [{"bytes": 8}] * 3
+
+    _run(tmp_path, test)

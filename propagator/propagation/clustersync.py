@@ -27,7 +27,7 @@ from typing import Any
 
 import anyio
 
-from fleet.connection import ApiError, KubeConnection
+from fleet.connection import ApiError, Call, KubeConnection
 from fleet.discovery import UnknownKind
 from fleet.informer import Informer, cache_key
 from propagator.propagation.drift import fingerprint, in_line
@@ -104,12 +104,12 @@ def _revision(obj: dict[str, Any]) -> str | None:
 
 
 async def apply_creating_namespace(
-    conn: KubeConnection, obj: dict[str, Any], *, new: bool = False
+    conn: KubeConnection, obj: dict[str, Any], *, new: bool = False, sent: Call | None = None
 ) -> dict[str, Any]:
-    """Apply ``obj`` (``new``: only as a create); if its namespace is missing, create the
-    namespace and apply again."""
+    """Apply ``obj`` (``new``: only as a create; ``sent``: that apply, sent already); if
+    its namespace is missing, create the namespace and apply again."""
     try:
-        return await conn.apply(obj, new=new)
+        return await (sent.result() if sent is not None else conn.apply(obj, new=new))
     except ApiError as exc:
         namespace = (obj.get("metadata") or {}).get("namespace")
         if not (exc.not_found and namespace and f'namespaces "{namespace}"' in exc.message):
@@ -269,6 +269,24 @@ async def sync_cluster(
     """Bring ``member`` in line with ``work``; raises ApiError (or UnknownKind). Objects
     the application does not own are left as they are and named in the report's
     conflicts."""
+    ahead: dict[int, Call] = {}
+    try:
+        return await _sync(member, work, caches, timeout_s, guard, ahead)
+    finally:
+        for call in ahead.values():  # its turn never came: the sync failed first
+            call.drop()
+
+
+async def _sync(
+    member: Member,
+    work: ClusterWork,
+    caches: Caches,
+    timeout_s: float,
+    guard: Guard | None,
+    ahead: dict[int, Call],
+) -> SyncReport:
+    """:func:`sync_cluster`; ``ahead``: the applies sent before their turn, by id() of
+    the object (see ``send_ahead``)."""
     conn, owner = member.connection, work.owner
     objects = await in_default_namespace(conn, work.objects, work.namespace)
     desired = [owner.stamp(o, revision_of([o]), member.name) for o in objects]
@@ -281,8 +299,20 @@ async def sync_cluster(
     written_at: dict[KindKey, str] = {}
     """By kind, the resourceVersion of the last answer to a write of it."""
 
+    def send_ahead(calls: Sequence[_Call], creates: Callable[..., Any] | None = None) -> None:
+        """Send now the applies (``creates``: the function that applies as a create) among
+        the first ``IN_FLIGHT`` of ``calls``, those :func:`_each` starts at once: they go
+        out together, where each of its workers after the first would wait for a round of
+        the event loop's other work, and on a busy machine for the processor, before
+        sending its own; in one write."""
+        with conn.together():
+            for fn, obj in calls[:IN_FLIGHT]:
+                if fn is apply or fn is creates:
+                    ahead[id(obj)] = conn.send_apply(obj, new=fn is creates)
+
     async def apply(obj: dict[str, Any], new: bool = False) -> None:
-        answer = await apply_creating_namespace(conn, obj, new=new)
+        sent = ahead.pop(id(obj), None)
+        answer = await apply_creating_namespace(conn, obj, new=new, sent=sent)
         meta = answer.get("metadata") or {}
         generation, version = meta.get("generation"), meta.get("resourceVersion")
         if isinstance(version, str):
@@ -311,7 +341,9 @@ async def sync_cluster(
         if len(made) == len(fresh):  # nothing can be in them: no cache to look at first
             if guard is not None:
                 await guard(member, work)
-            await _each(desired, apply)
+            writes: list[_Call] = [(apply, o) for o in desired]
+            send_ahead(writes)
+            await _each(writes, _call)
             cache = await caches(member, kinds, timeout_s, written_at)
             deleted = await _delete_all(member, _unwanted(member, owner, kinds, cache, wanted))
             return SyncReport(len(written), deleted, 0)
@@ -418,6 +450,7 @@ async def sync_cluster(
             calls.append((write_unseen, obj))
         else:
             unseen.append(obj)
+    send_ahead(calls, write_unseen)
     await _each(calls, _call)
     calls = []
     for name in sorted(waiting):  # nothing can be in a namespace this sync made
@@ -432,6 +465,7 @@ async def sync_cluster(
     if (rest or unseen) and guard is not None:
         await guard(member, work)
     calls += [(apply, o) for o in rest] + [(write_unseen, o) for o in unseen]
+    send_ahead(calls, write_unseen)
     await _each(calls, _call)
 
     deleted = await _delete_all(member, _unwanted(member, owner, kinds, cache, wanted))
