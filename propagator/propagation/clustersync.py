@@ -286,7 +286,7 @@ async def _sync(
     ahead: dict[int, Call],
 ) -> SyncReport:
     """:func:`sync_cluster`; ``ahead``: the applies sent before their turn, by id() of
-    the object (see ``send_ahead``)."""
+    the object (see ``write_all``)."""
     conn, owner = member.connection, work.owner
     objects = await in_default_namespace(conn, work.objects, work.namespace)
     desired = [owner.stamp(o, revision_of([o]), member.name) for o in objects]
@@ -299,16 +299,24 @@ async def _sync(
     written_at: dict[KindKey, str] = {}
     """By kind, the resourceVersion of the last answer to a write of it."""
 
-    def send_ahead(calls: Sequence[_Call], creates: Callable[..., Any] | None = None) -> None:
-        """Send now the applies (``creates``: the function that applies as a create) among
-        the first ``IN_FLIGHT`` of ``calls``, those :func:`_each` starts at once: they go
-        out together, where each of its workers after the first would wait for a round of
-        the event loop's other work, and on a busy machine for the processor, before
-        sending its own; in one write."""
+    async def write_all(calls: Sequence[_Call], creates: Callable[..., Any] | None = None) -> None:
+        """Run one round of ``calls``, the applies among the first ``IN_FLIGHT`` sent at
+        once, in one write (``creates``: the function that applies as a create): each of
+        :func:`_each`'s workers after the first would send its own after a round of the
+        event loop's other work, and on a busy machine after the woken server took the
+        processor. When every call of the round went out so, their answers are read here
+        in turn (they arrive meanwhile), without a task each to wake and wait for."""
         with conn.together():
             for fn, obj in calls[:IN_FLIGHT]:
                 if fn is apply or fn is creates:
                     ahead[id(obj)] = conn.send_apply(obj, new=fn is creates)
+        if len(calls) <= IN_FLIGHT and all(
+            id(obj) in ahead and ahead[id(obj)].sent for _, obj in calls
+        ):
+            for call in calls:
+                await _call(call)
+        else:
+            await _each(calls, _call)
 
     async def apply(obj: dict[str, Any], new: bool = False) -> None:
         sent = ahead.pop(id(obj), None)
@@ -341,9 +349,7 @@ async def _sync(
         if len(made) == len(fresh):  # nothing can be in them: no cache to look at first
             if guard is not None:
                 await guard(member, work)
-            writes: list[_Call] = [(apply, o) for o in desired]
-            send_ahead(writes)
-            await _each(writes, _call)
+            await write_all([(apply, o) for o in desired])
             cache = await caches(member, kinds, timeout_s, written_at)
             deleted = await _delete_all(member, _unwanted(member, owner, kinds, cache, wanted))
             return SyncReport(len(written), deleted, 0)
@@ -450,8 +456,7 @@ async def _sync(
             calls.append((write_unseen, obj))
         else:
             unseen.append(obj)
-    send_ahead(calls, write_unseen)
-    await _each(calls, _call)
+    await write_all(calls, write_unseen)
     calls = []
     for name in sorted(waiting):  # nothing can be in a namespace this sync made
         if name in created:
@@ -465,8 +470,7 @@ async def _sync(
     if (rest or unseen) and guard is not None:
         await guard(member, work)
     calls += [(apply, o) for o in rest] + [(write_unseen, o) for o in unseen]
-    send_ahead(calls, write_unseen)
-    await _each(calls, _call)
+    await write_all(calls, write_unseen)
 
     deleted = await _delete_all(member, _unwanted(member, owner, kinds, cache, wanted))
     return SyncReport(len(written), deleted, len(written & drifted), tuple(sorted(conflicts)))
