@@ -337,18 +337,24 @@ class Http2Connection(asyncio.Protocol):
             self._h2.outbound_flow_control_window, self._h2.remote_settings.initial_window_size
         ):
             return None
-        stream = Stream(self._h2.get_next_available_stream_id(), whole)
-        self._streams[stream.id] = stream
+        stream = self._new_stream(headers, body, whole)
         try:
-            try:
-                self._h2.send_headers(stream.id, headers, end_stream=not body)
-            except h2.exceptions.ProtocolError as exc:
-                raise httpx.LocalProtocolError(f"HTTP/2: {exc}") from exc
             self._queue_body(stream, memoryview(body))  # (whole: a new stream's window)
         except BaseException:
             self.close_stream(stream)
             raise
         self._write()
+        return stream
+
+    def _new_stream(self, headers: list[tuple[bytes, bytes]], body: bytes, whole: bool) -> Stream:
+        """A stream for a request, its headers queued (ending it when there is no body)."""
+        stream = Stream(self._h2.get_next_available_stream_id(), whole)
+        self._streams[stream.id] = stream
+        try:
+            self._h2.send_headers(stream.id, headers, end_stream=not body)
+        except h2.exceptions.ProtocolError as exc:
+            self.close_stream(stream)
+            raise httpx.LocalProtocolError(f"HTTP/2: {exc}") from exc
         return stream
 
     async def open(
@@ -381,13 +387,8 @@ class Http2Connection(asyncio.Protocol):
         write_s = timeouts.get("write")
         if not self.has_room:  # (the transport waits for room before it comes here)
             raise Refused(f"not sent: {self._error or 'no free stream on the connection'}")
-        stream = Stream(self._h2.get_next_available_stream_id(), whole)
-        self._streams[stream.id] = stream
+        stream = self._new_stream(headers, body, whole)
         try:
-            try:
-                self._h2.send_headers(stream.id, headers, end_stream=not body)
-            except h2.exceptions.ProtocolError as exc:
-                raise httpx.LocalProtocolError(f"HTTP/2: {exc}") from exc
             if body:  # the headers go out with it
                 await self._send_body(stream, body, write_s)
             else:
