@@ -309,11 +309,7 @@ class Http2Connection(asyncio.Protocol):
     ) -> Answer:
         """The whole answer to a request sent with ``whole`` (see :meth:`exchange`); the
         stream is closed once it is read, or once reading it failed."""
-        try:
-            status, answer_headers = await self._headers_of(stream, timeouts.get("read"))
-        except BaseException:
-            self.close_stream(stream)
-            raise
+        status, answer_headers = await self._headers_of(stream, timeouts.get("read"))
         found = dict(answer_headers)
         chunks: list[bytes] = []
         try:
@@ -358,21 +354,11 @@ class Http2Connection(asyncio.Protocol):
         return stream
 
     async def open(
-        self,
-        headers: list[tuple[bytes, bytes]],
-        body: bytes,
-        timeouts: dict[str, float | None],
-        *,
-        whole: bool = False,
+        self, headers: list[tuple[bytes, bytes]], body: bytes, timeouts: dict[str, float | None]
     ) -> Opened:
-        """Send a request; its stream once the answer's status and headers arrived (with
-        ``whole``, once the whole answer did, or half the stream's window of it)."""
-        stream = await self._send(headers, body, timeouts, whole=whole)
-        try:
-            status, answer_headers = await self._headers_of(stream, timeouts.get("read"))
-        except BaseException:
-            self.close_stream(stream)
-            raise
+        """Send a request; its stream once the answer's status and headers arrived."""
+        stream = await self._send(headers, body, timeouts, whole=False)
+        status, answer_headers = await self._headers_of(stream, timeouts.get("read"))
         return stream, status, answer_headers
 
     async def _send(
@@ -401,16 +387,21 @@ class Http2Connection(asyncio.Protocol):
     async def _headers_of(
         self, stream: Stream, read_s: float | None
     ) -> tuple[int, list[tuple[bytes, bytes]]]:
-        """The answer's status and headers, once they arrived (informational ones skipped)."""
-        while True:
-            event = await self._next_event(stream, read_s)
-            if isinstance(event, h2.events.ResponseReceived):
-                status, answer_headers = _status(event)
-                if status >= 200:
-                    return status, answer_headers
-            elif isinstance(event, h2.events.StreamEnded):
-                stream.ended = True
-                raise httpx.RemoteProtocolError("the server ended the stream without an answer")
+        """The answer's status and headers, once they arrived (informational ones skipped);
+        the stream is closed if they do not come."""
+        try:
+            while True:
+                event = await self._next_event(stream, read_s)
+                if isinstance(event, h2.events.ResponseReceived):
+                    status, answer_headers = _status(event)
+                    if status >= 200:
+                        return status, answer_headers
+                elif isinstance(event, h2.events.StreamEnded):
+                    stream.ended = True
+                    raise httpx.RemoteProtocolError("the server ended the stream without an answer")
+        except BaseException:
+            self.close_stream(stream)
+            raise
 
     async def _send_body(self, stream: Stream, body: bytes, timeout_s: float | None) -> None:
         """Send ``body`` (and what is queued before it: the request's headers), its last
