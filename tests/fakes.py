@@ -74,12 +74,12 @@ class FakeMember:
         self.unseen: set[ObjectKey] = set()
         """Objects the caches do not show yet (their watch events still on the way)."""
         self.no_create_precondition: set[str] = set()
+        """Kinds whose creates refuse a precondition, as Services on Kubernetes 1.22."""
         self.reads: list[tuple[ObjectKey, int]] = []
         """Answers to applies sent ahead (send_apply) read: each with how many requests
         had been made by then."""
         self.dropped: list[ObjectKey] = []
         """Applies sent ahead whose answers were given up on."""
-        """Kinds whose creates refuse a precondition, as Services on Kubernetes 1.22."""
         self._version = 0
         for namespace in namespaces:
             self.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
