@@ -99,6 +99,44 @@ def test_the_thaw_comes_periodically(installed: None) -> None:
     anyio.run(main)
 
 
+def test_a_due_thaw_waits_while_the_controller_has_work_at_hand(installed: None) -> None:
+    """A thaw holds the event loop: in a rollout it would hold every sync in flight."""
+
+    async def main() -> None:
+        busy = True
+        freed = anyio.Event()
+        a, _ = _cycle()
+        weakref.finalize(a, freed.set)
+        gc.collect(1)  # alive: frozen
+        del a
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(collector.thaw_periodically, 0.01, lambda: busy, 30)
+            await anyio.sleep(0.3)  # due 30 times over, still busy
+            assert not freed.is_set()
+            busy = False
+            with anyio.fail_after(30):
+                await freed.wait()
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+
+
+def test_a_thaw_comes_under_a_steady_load_after_its_wait(installed: None) -> None:
+    async def main() -> None:
+        freed = anyio.Event()
+        a, _ = _cycle()
+        weakref.finalize(a, freed.set)
+        gc.collect(1)
+        del a
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(collector.thaw_periodically, 0.01, lambda: True, 0.05)
+            with anyio.fail_after(30):
+                await freed.wait()
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+
+
 def test_uninstall_thaws_stops_freezing_and_restores_the_thresholds() -> None:
     before = gc.get_threshold()
     thresholds = collector.install(young_threshold=5000)

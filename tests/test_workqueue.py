@@ -38,6 +38,21 @@ async def test_a_key_being_processed_is_not_handed_out_twice() -> None:
     assert await q.get() == "k"  # comes back once, after the first worker is done
 
 
+async def test_busy_means_work_now_not_work_due_later() -> None:
+    q = WorkQueue()
+    assert not q.busy()
+    q.add_after("resync", 60)
+    assert not q.busy()  # only later
+    q.add("k")
+    assert q.busy()
+    assert await q.get() == "k"
+    assert q.busy()  # being processed
+    q.done("k")
+    assert not q.busy()
+    q.add_after("retry", 0)
+    assert q.busy()  # due, though no worker took it yet
+
+
 async def test_failures_back_off_per_key_and_success_resets() -> None:
     q = WorkQueue(base_delay_s=1, max_delay_s=5)
     assert [q.retry("k") for _ in range(5)] == [1, 2, 4, 5, 5]

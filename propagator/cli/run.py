@@ -94,7 +94,8 @@ async def run_controller(settings: Settings, profile: Profile) -> None:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_stop_on_signal, signals, tg.cancel_scope, controller)
                 tg.start_soon(liveness.run)
-                tg.start_soon(collector.thaw_periodically)  # frozen garbage cycles freed
+                # Frozen garbage cycles freed, between rollouts rather than in one.
+                tg.start_soon(collector.thaw_periodically, collector.THAW_EVERY_S, controller.busy)
                 if elector is not None:
                     log.info("waiting to lead (lease %s/%s)", settings.namespace, LEASE_NAME)
                     await elector.acquire()

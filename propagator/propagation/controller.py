@@ -242,6 +242,10 @@ class PropagationController:
             return "the render workers are starting"
         return None
 
+    def busy(self) -> bool:
+        """Whether an application or a member sync is waiting to run now or running."""
+        return self.queue.busy() or any(m.queue.busy() for m in self.members.members.values())
+
     # -- what the reconcile and the member syncs use --------------------------------------
 
     def _enqueue_sync(self, cluster: str, app: str) -> str | None:

@@ -37,6 +37,12 @@ class WorkQueue:
         """Depth: keys waiting now or later (not those being processed)."""
         return len(self._queued) + len({k for _, k in self._delayed} - self._queued)
 
+    def busy(self) -> bool:
+        """Whether there is work now: a key ready (or due) or being processed; keys due
+        later do not count."""
+        due = bool(self._delayed) and self._delayed[0][0] <= time.monotonic()
+        return bool(self._ready or self._processing) or due
+
     def _notify(self) -> None:
         if self._wake is not None:
             self._wake.set()
