@@ -83,15 +83,26 @@ def test_a_frozen_cycle_waits_for_the_thaw_then_is_collected(
     assert gc.get_freeze_count() > 0  # what survived the thaw is frozen again
 
 
-def test_the_thaw_comes_periodically(installed: None) -> None:
+def _frozen_garbage_cycle() -> anyio.Event:
+    """A reference cycle frozen, then dropped: garbage only a thaw finds. The event is set
+    once it is collected (call inside the event loop)."""
+    freed = anyio.Event()
+    a, _ = _cycle()
+    weakref.finalize(a, freed.set)
+    gc.collect(1)  # alive: frozen
+    return freed
+
+
+@pytest.mark.parametrize(
+    ("busy", "wait_s"), [(False, 30.0), (True, 0.05)], ids=["idle", "busy-past-its-wait"]
+)
+def test_the_thaw_comes_periodically(installed: None, busy: bool, wait_s: float) -> None:
+    """Idle, or under a steady load once the thaw has waited ``wait_s`` for it to pass."""
+
     async def main() -> None:
-        freed = anyio.Event()
-        a, _ = _cycle()
-        weakref.finalize(a, freed.set)
-        gc.collect(1)  # alive: frozen
-        del a
+        freed = _frozen_garbage_cycle()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(collector.thaw_periodically, 0.01)
+            tg.start_soon(collector.thaw_periodically, 0.01, lambda: busy, wait_s)
             with anyio.fail_after(30):  # (a hang fails the test, not the run)
                 await freed.wait()
             tg.cancel_scope.cancel()
@@ -104,32 +115,12 @@ def test_a_due_thaw_waits_while_the_controller_has_work_at_hand(installed: None)
 
     async def main() -> None:
         busy = True
-        freed = anyio.Event()
-        a, _ = _cycle()
-        weakref.finalize(a, freed.set)
-        gc.collect(1)  # alive: frozen
-        del a
+        freed = _frozen_garbage_cycle()
         async with anyio.create_task_group() as tg:
             tg.start_soon(collector.thaw_periodically, 0.01, lambda: busy, 30)
             await anyio.sleep(0.3)  # due 30 times over, still busy
             assert not freed.is_set()
             busy = False
-            with anyio.fail_after(30):
-                await freed.wait()
-            tg.cancel_scope.cancel()
-
-    anyio.run(main)
-
-
-def test_a_thaw_comes_under_a_steady_load_after_its_wait(installed: None) -> None:
-    async def main() -> None:
-        freed = anyio.Event()
-        a, _ = _cycle()
-        weakref.finalize(a, freed.set)
-        gc.collect(1)
-        del a
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(collector.thaw_periodically, 0.01, lambda: True, 0.05)
             with anyio.fail_after(30):
                 await freed.wait()
             tg.cancel_scope.cancel()
