@@ -9,11 +9,13 @@ members joined with ``propagator fleet join`` and ``propagator run`` as a child 
    and the machine is at rest: the hub, the members and the process under test together
    under 0.3 cores for half a second; an idle local fleet uses about 0.12).
    A watch of the hub times each step (the moment its status write reaches the watch).
-   First, the same runs with ``bench.bareapplied`` in the controller's place: the fewest
-   requests any controller makes for it (a finalizer, one create per object on every
+   Beside them, the same runs with ``bench.bareapplied`` in the controller's place: the
+   fewest requests any controller makes for it (a finalizer, one create per object on every
    member at once, the ``Applied`` condition), sent by a loop that does nothing else. Its
    create → ``Applied`` is the servers' limit on these cores, and the controller's is
-   printed as a ratio to it as well.
+   printed as a ratio to it as well. Half the bare loop's runs come before the
+   controller's and half after: a fleet slows over a run, and whichever side went second
+   was the slower (by 12-28 ms at the median in four scratch runs, two in each order).
 2. Steady state with 1,000 applications (one ConfigMap each, on all three members): the
    time to propagate them all, then two waves of reconciles with nothing to change —
    every application re-queued by a TenantQuota change (what is applied is known), and a
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import functools
 import os
 import signal
 import subprocess
@@ -325,6 +328,38 @@ def time_to_applied(
     return samples
 
 
+def _bare_runs(
+    state: local.FleetState, hub: Any, members: list[Any], runs: int
+) -> dict[str, dict[str, list[float]]]:
+    """:func:`time_to_applied` with ``bench.bareapplied`` in the controller's place."""
+    bare = subprocess.Popen(
+        [sys.executable, "-m", "bench.bareapplied", str(state.hub.kubeconfig), "bare"]
+        + [str(m.kubeconfig) for m in state.members],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert bare.stdout is not None
+        if bare.stdout.readline() != b"watching\n":  # it failed: its error is printed
+            raise SystemExit("bench.propagation: the bare loop did not start")
+        own_cpu_s = functools.partial(process.cpu_seconds_of, bare.pid)
+        return time_to_applied(hub, members, runs, _rest_waiter(state, own_cpu_s), "bare", "bare")
+    finally:
+        bare.terminate()
+        bare.wait(timeout=60)
+
+
+def _joined(
+    *samples: dict[str, dict[str, list[float]]],
+) -> dict[str, dict[str, list[float]]]:
+    """Samples of several calls of :func:`time_to_applied`, by way and by mark."""
+    joined: dict[str, dict[str, list[float]]] = {}
+    for by_way in samples:
+        for way, by_mark in by_way.items():
+            for mark, values in by_mark.items():
+                joined.setdefault(way, {}).setdefault(mark, []).extend(values)
+    return joined
+
+
 def latency_rows(
     controller: dict[str, dict[str, list[float]]], bare: dict[str, dict[str, list[float]]]
 ) -> list[dict[str, Any]]:
@@ -531,37 +566,18 @@ def main() -> None:
         hub = local_cluster.api_client(state.hub)
         members = [local_cluster.api_client(m) for m in state.members]
         controller = Controller(state.hub.kubeconfig, Path(tmp) / "controller.log")
-        bare: subprocess.Popen[bytes] | None = None
         try:
             _setup(state, hub)
-            bare = subprocess.Popen(
-                [sys.executable, "-m", "bench.bareapplied", str(state.hub.kubeconfig), "bare"]
-                + [str(m.kubeconfig) for m in state.members],
-                stdout=subprocess.PIPE,
-            )
-            assert bare.stdout is not None
-            if bare.stdout.readline() != b"watching\n":  # it failed: its error is printed
-                raise SystemExit("bench.propagation: the bare loop did not start")
-            bare_pid = bare.pid
-            limit = time_to_applied(
-                hub,
-                members,
-                runs,
-                _rest_waiter(state, lambda: process.cpu_seconds_of(bare_pid)),
-                "bare",
-                "bare",
-            )
-            bare.terminate()
-            bare.wait(timeout=60)
+            before = _bare_runs(state, hub, members, runs // 2)
             controller.start()
-            latency = latency_rows(
-                time_to_applied(hub, members, runs, _rest_waiter(state, controller.cpu_s)), limit
-            )
+            ours = time_to_applied(hub, members, runs, _rest_waiter(state, controller.cpu_s))
+            controller.stop()  # it would propagate the bare loop's applications too
+            after = _bare_runs(state, hub, members, runs - runs // 2)
+            latency = latency_rows(ours, _joined(before, after))
+            controller.start()
             steady = steady_state(hub, members, controller, apps)
             draining = shutdown_under_load(hub, controller)
         finally:
-            if bare is not None and bare.poll() is None:
-                bare.kill()
             if controller.proc is not None:
                 controller.stop()
             for client in [hub, *members]:
