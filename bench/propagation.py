@@ -14,8 +14,9 @@ members joined with ``propagator fleet join`` and ``propagator run`` as a child 
    member at once, the ``Applied`` condition), sent by a loop that does nothing else. Its
    create → ``Applied`` is the servers' limit on these cores, and the controller's is
    printed as a ratio to it as well. Half the bare loop's runs come before the
-   controller's and half after: a fleet slows over a run, and whichever side went second
-   was the slower (by 12-28 ms at the median in four scratch runs, two in each order).
+   controller's and half after, so neither side alone has a fresh fleet: in scratch runs
+   of both orders the controller's median was 11-16 ms higher after the bare loop's runs
+   than before them (the bare loop's moved by less, either way).
 2. Steady state with 1,000 applications (one ConfigMap each, on all three members): the
    time to propagate them all, then two waves of reconciles with nothing to change —
    every application re-queued by a TenantQuota change (what is applied is known), and a
