@@ -93,6 +93,34 @@ def test_a_deleted_object_is_synced_again_and_a_config_map_needs_no_refresh() ->
     assert route.refresh is None
 
 
+@pytest.mark.parametrize(
+    "objects", [(), (config_map("other", "shop", a="1"),)], ids=["removal", "pruned"]
+)
+def test_a_deleted_object_the_work_no_longer_wants_is_not_synced_again(
+    objects: tuple[dict[str, Any], ...],
+) -> None:
+    """The watch brings back every delete of a sync's own (a removal, a prune): only an
+    object the work still puts there is restored."""
+    member, table, live = _setup(config_map("settings", "shop", a="1"))
+    table.set_work(
+        APP,
+        {"m1": ClusterWork(APP, "m1", objects, "r2", frozenset(), SyncPolicy())},
+        now=0,
+        recheck_after_s=60,
+    )
+    assert route_member_event(member, table, live, None).sync is None
+
+
+def test_a_deleted_object_without_a_namespace_in_the_work_is_synced_again() -> None:
+    """Objects without a namespace go into the application's."""
+    member, table, live = _setup(config_map("settings", "", a="1"))
+    work = table.get(APP, "m1")
+    assert work is not None
+    del work.objects[0]["metadata"]["namespace"]
+    live["metadata"]["namespace"] = "shop"
+    assert route_member_event(member, table, live, None).sync == APP
+
+
 def test_objects_of_applications_without_work_here_are_ignored() -> None:
     member, table, live = _setup(config_map("settings", "shop", a="1"))
     other = Owner("shop", "other", "").stamp(config_map("x", "shop", a="1"), "r1", "m1")

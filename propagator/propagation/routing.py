@@ -12,7 +12,7 @@ from fleet.snapshot import FleetSnapshot, capacity_only
 from propagator.propagation.drift import in_line
 from propagator.propagation.health import WORKLOAD_KINDS
 from propagator.propagation.resources import APP_ANNOTATION, REVISION_ANNOTATION, key_of
-from propagator.propagation.work import WorkTable
+from propagator.propagation.work import ClusterWork, WorkTable
 from propagator.runtime.members import Member
 
 
@@ -30,18 +30,21 @@ def route_member_event(
     """Route one cache event (``new`` None: deleted) of an object carrying our label.
 
     Only objects of an application that has work on this member count. A deleted object is
-    synced again; a changed one when, at the revision last applied, the fields applied no
-    longer have the values the member gave back then (status updates and fields of other
-    managers do not count).
+    synced again if the work still puts it there (not one a sync pruned or removed); a
+    changed one when, at the revision last applied, the fields applied no longer have the
+    values the member gave back then (status updates and fields of other managers do not
+    count).
     """
     obj = new or old or {}
     app = ((obj.get("metadata") or {}).get("annotations") or {}).get(APP_ANNOTATION)
-    if not app or table.get(str(app), member.name) is None:
+    work = table.get(str(app), member.name) if app else None
+    if work is None:
         return Route()
     app = str(app)
     applied = member.applied.get(key_of(obj))
-    drifted = new is None or (
-        applied is not None
+    drifted = (new is None and _wanted(work, obj)) or (
+        new is not None
+        and applied is not None
         # Another revision: our own apply of it, whose answer is not recorded yet.
         and _revision(new) == _revision(applied.desired)
         and not in_line(new, applied.desired, applied.fingerprint, applied.resource_version)
@@ -95,6 +98,22 @@ def to_plan_again(
         if fleet in change.replan or capacity_bound(key):
             keys.append(key)
     return keys
+
+
+def _wanted(work: ClusterWork, obj: dict[str, Any]) -> bool:
+    """Whether ``work`` puts ``obj`` on its member (an object of the work without a
+    namespace goes into the application's, or is cluster-scoped)."""
+    meta = obj.get("metadata") or {}
+    for desired in work.objects:
+        wanted = desired.get("metadata") or {}
+        if (
+            wanted.get("name") == meta.get("name")
+            and desired.get("kind") == obj.get("kind")
+            and desired.get("apiVersion") == obj.get("apiVersion")
+            and wanted.get("namespace") in (None, meta.get("namespace"))
+        ):
+            return True
+    return False
 
 
 def _revision(obj: dict[str, Any]) -> Any:
