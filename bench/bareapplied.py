@@ -1,8 +1,9 @@
 """The servers' limit for ``bench.propagation``'s create → ``Applied``: the fewest requests
 any controller makes for a new application, sent by a loop that does nothing else.
 
-It watches the ApplicationPropagations of one hub namespace. For each new one it writes a
-finalizer (before anything reaches a member, as any controller that cleans up must), applies
+It watches the ApplicationPropagations of one hub namespace. For each new one it writes
+Propagator's cleanup finalizer unless the hub's admission policy put it there at creation
+(before anything reaches a member, as any controller that cleans up must), applies
 the application's manifests, stamped as Propagator stamps them, on every member at once (one
 create each, as Propagator's first apply), and writes the ``Applied`` condition. No
 scheduling, rendering, validation, caches or status beyond that condition. For one being
@@ -23,12 +24,12 @@ from typing import Any
 
 import anyio
 
+from api.admission import FINALIZER
 from fleet.connection import ApiError, ConnectionOptions, KubeConnection
 from fleet.kubeconfig import load_kubeconfig
 from propagator.propagation.resources import Owner, revision_of
 from tests.e2e.manifests import GROUP, PLURAL, VERSION
 
-FINALIZER = "bench.propagator.io/bare"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "ApplicationPropagation"
 
@@ -66,10 +67,11 @@ class BareController:
 
     async def propagate(self, app: dict[str, Any]) -> None:
         meta = app["metadata"]
-        guarded = {"finalizers": [FINALIZER], "resourceVersion": meta["resourceVersion"]}
-        await self.hub.merge_patch(
-            API_VERSION, KIND, meta["name"], {"metadata": guarded}, namespace=self.namespace
-        )
+        if FINALIZER not in (meta.get("finalizers") or []):  # no admission policy added it
+            guarded = {"finalizers": [FINALIZER], "resourceVersion": meta["resourceVersion"]}
+            await self.hub.merge_patch(
+                API_VERSION, KIND, meta["name"], {"metadata": guarded}, namespace=self.namespace
+            )
 
         async def create(member: KubeConnection, obj: dict[str, Any]) -> None:
             await member.apply(obj, new=True)
@@ -106,10 +108,9 @@ class BareController:
     async def _act(self, app: dict[str, Any]) -> None:
         meta = app["metadata"]
         deleting = bool(meta.get("deletionTimestamp"))
-        ours = FINALIZER in (meta.get("finalizers") or [])
         key = (str(meta["uid"]), deleting)
-        # A new one (not ours yet) is propagated, a deleted one of ours removed.
-        if ours != deleting or key in self.acted_on:
+        # A new one is propagated, a deleted one still held by the finalizer removed.
+        if key in self.acted_on or (deleting and FINALIZER not in (meta.get("finalizers") or [])):
             return
         self.acted_on.add(key)
         await (self.remove if deleting else self.propagate)(app)

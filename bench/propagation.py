@@ -10,8 +10,9 @@ members joined with ``propagator fleet join`` and ``propagator run`` as a child 
    under 0.3 cores for half a second; an idle local fleet uses about 0.12).
    A watch of the hub times each step (the moment its status write reaches the watch).
    Beside them, the same runs with ``bench.bareapplied`` in the controller's place: the
-   fewest requests any controller makes for it (a finalizer, one create per object on every
-   member at once, the ``Applied`` condition), sent by a loop that does nothing else. Its
+   fewest requests any controller makes for it (one create per object on every member at
+   once, the ``Applied`` condition; the hub's admission policy, installed as the chart
+   installs it, adds the finalizer for both), sent by a loop that does nothing else. Its
    create → ``Applied`` is the servers' limit on these cores, and the controller's is
    printed as a ratio to it as well. Half the bare loop's runs come before the
    controller's and half after, so neither side alone has a fresh fleet: in scratch runs
@@ -53,6 +54,7 @@ import anyio
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
+from api.admission import PLURALS, cleanup_finalizer_policy
 from api.crd import crds
 from bench.cpu import quiet
 from bench.report import arguments, emit, percentile
@@ -158,8 +160,14 @@ class Controller:
 
 
 def _setup_crds(hub: Any) -> None:
-    """Install Propagator's CRDs on the hub and wait until they are established."""
+    """Install Propagator's CRDs and the cleanup finalizer's admission policy on the hub
+    (as the chart does) and wait until the CRDs are established."""
     ext = k8s.ApiextensionsV1Api(hub)
+    for obj in cleanup_finalizer_policy():
+        group, version = obj["apiVersion"].split("/")
+        k8s.CustomObjectsApi(hub).create_cluster_custom_object(
+            group, version, PLURALS[obj["kind"]], obj
+        )
     for crd in crds():
         ext.create_custom_resource_definition(crd)  # type: ignore[arg-type]
     for crd in crds():

@@ -49,7 +49,7 @@ up() {
   fi
   "$PROPAGATOR" local up --state-dir "$STATE_DIR"
   trap 'echo; echo "demo: stopping"; down' EXIT
-  $KUBECTL apply --server-side -f <("$PROPAGATOR" crds) >/dev/null
+  $KUBECTL apply --server-side -f <("$PROPAGATOR" crds --admission-policy) >/dev/null
   wait_for "the CRDs" $KUBECTL wait --for condition=Established crd --all --timeout 60s
   local regions=(eu-west us-east ap-south) layers=(high-performance high-performance edge)
   for m in 1 2 3; do

@@ -12,13 +12,14 @@ from typing import Any, cast
 import anyio
 import pytest
 
+from api.admission import FINALIZER
 from fleet.connection import KubeConnection
 from fleet.discovery import ResourceInfo
 from fleet.snapshot import SnapshotStore
 from propagator.observability.metrics import Metrics
 from propagator.propagation.health import WorkloadHealth
 from propagator.propagation.plan import MemberAccess, Plan
-from propagator.propagation.reconcile import FINALIZER, Reconciler, _not_applied
+from propagator.propagation.reconcile import Reconciler, _not_applied
 from propagator.propagation.work import WorkTable
 from propagator.scheduler import Scheduler
 from propagator.settings import Settings

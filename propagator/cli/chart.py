@@ -88,6 +88,7 @@ def values_schema() -> dict[str, Any]:
                         "annotations": _ANNOTATIONS,
                     }
                 ),
+                "admissionPolicy": _strict({"create": {"type": "boolean"}}),
                 "rbac": _strict(
                     {
                         "create": {"type": "boolean"},

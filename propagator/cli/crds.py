@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from api.admission import cleanup_finalizer_policy
 from api.crd import RESOURCES, crd_filename, crd_of, crds, to_yaml
 
 
@@ -15,7 +16,14 @@ def register(commands: Any) -> None:
         help="print the CustomResourceDefinitions (pipe into `kubectl apply -f -`)",
         description="Print Propagator's CRDs, generated from the API models.",
     )
-    parser.add_argument(
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument(
+        "--admission-policy",
+        action="store_true",
+        help="print the admission policy that adds the cleanup finalizer to each new "
+        "ApplicationPropagation too (a Kubernetes 1.36+ hub; the chart installs it there)",
+    )
+    what.add_argument(
         "--output-dir",
         type=Path,
         help="write one file per CRD into this directory instead of printing "
@@ -26,7 +34,8 @@ def register(commands: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     if args.output_dir is None:
-        print(to_yaml(crds()), end="")
+        policy = cleanup_finalizer_policy() if args.admission_policy else []
+        print(to_yaml([*crds(), *policy]), end="")
         return 0
     args.output_dir.mkdir(parents=True, exist_ok=True)
     for resource in RESOURCES:

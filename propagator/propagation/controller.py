@@ -25,6 +25,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from api.admission import FINALIZER
 from api.common import API_VERSION
 from api.selectors import selects, stored_selector
 from fleet.connection import ApiError, KubeConnection
@@ -35,7 +36,7 @@ from propagator.observability.metrics import Metrics
 from propagator.propagation.health import WorkloadHealth, cluster_health, quota_refusals
 from propagator.propagation.membersync import MemberSync
 from propagator.propagation.plan import MemberAccess
-from propagator.propagation.reconcile import FINALIZER, Reconciler
+from propagator.propagation.reconcile import Reconciler
 from propagator.propagation.renderworker import warm_up
 from propagator.propagation.resources import member_selector, owner_label_of
 from propagator.propagation.routing import fleet_change, route_member_event, to_plan_again

@@ -19,6 +19,7 @@ from typing import Any
 from opentelemetry import trace
 from pydantic import ValidationError
 
+from api.admission import FINALIZER
 from api.application import ORPHAN_ANNOTATION, ApplicationPropagation, Override
 from api.common import API_VERSION, duration_seconds
 from fleet.connection import ApiError, KubeConnection
@@ -57,8 +58,6 @@ tracer = trace.get_tracer("propagator")
 LOGGED_CLUSTERS = 5
 """Clusters a log line names before it says how many more."""
 
-FINALIZER = "propagator.io/cleanup"
-"""Holds a deleted application until what it propagated is removed from the members."""
 REMOVAL = "removal"
 """The revision of the work that removes an application from a cluster."""
 STATUS_CATCH_UP_S = 1.0
@@ -181,7 +180,7 @@ class Reconciler:
             )
             plan.conditions.append(("Scheduled", False, "InvalidSpec", problems))
             return await self._planned(obj, key, plan, Outcome(False, ValueError(problems)))
-        if FINALIZER not in (meta.get("finalizers") or []):
+        if FINALIZER not in (meta.get("finalizers") or []):  # no admission policy added it
             await self._set_finalizers(obj, [*(meta.get("finalizers") or []), FINALIZER])
         namespace = meta.get("namespace", "default")
         tenant = self.admission.tenant_of(namespace)

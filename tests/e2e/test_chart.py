@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from api.admission import PLURALS, cleanup_finalizer_policy
 from propagator.observability.dashboards import DASHBOARDS, queries
 from tests.e2e.tools import ROOT, built
 
@@ -133,6 +134,33 @@ def test_a_wrong_value_fails_naming_it(helm: Path, value: str, says: str) -> Non
     assert result.returncode != 0
     assert "values don't meet the specifications of the schema" in result.stderr
     assert says in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("api_versions", "values", "installed"),
+    [
+        (["admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"], [], True),
+        ([], [], False),  # a hub older than 1.36
+        (
+            ["admissionregistration.k8s.io/v1/MutatingAdmissionPolicy"],
+            ["--set", "admissionPolicy.create=false"],
+            False,
+        ),
+    ],
+    ids=["1.36+", "older hub", "turned off"],
+)
+def test_the_admission_policy_is_the_controllers_where_the_hub_serves_it(
+    helm: Path, api_versions: list[str], values: list[str], installed: bool
+) -> None:
+    flags = [a for v in api_versions for a in ("--api-versions", v)]
+    result = run(
+        str(helm), "template", "prop", str(CHART), "-n", "propagator-system", *flags, *values
+    )
+    assert result.returncode == 0, result.stderr
+    rendered = [d for d in yaml.safe_load_all(result.stdout) if d and d["kind"] in PLURALS]
+    for obj in rendered:
+        assert obj["metadata"].pop("labels")["app.kubernetes.io/name"] == "propagator"
+    assert rendered == (cleanup_finalizer_policy() if installed else [])
 
 
 def test_the_alerts_pass_promtool() -> None:

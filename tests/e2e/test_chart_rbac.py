@@ -48,6 +48,7 @@ def installed(fleet: Fleet, joined: list[str]) -> Iterator[None]:
             helm, "install", RELEASE, str(ROOT / "charts" / "propagator"),
             "--namespace", NAMESPACE, "--kubeconfig", kubeconfig, "--set", "replicas=1",
             "--skip-crds",  # the session's hub has them already
+            "--set", "admissionPolicy.create=false",  # and the admission policy
         ],
         capture_output=True, text=True, check=False, timeout=300,
     )  # fmt: skip

@@ -19,9 +19,9 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
+from api.admission import FINALIZER, PLURALS, cleanup_finalizer_policy
 from fleet.local import HUB
 from fleet.local import cluster as local_cluster
-from propagator.propagation.reconcile import FINALIZER
 from propagator.propagation.resources import APP_LABEL, MEMBER_LABEL, app_label_value
 from tests.e2e import manifests as manifests_module
 from tests.e2e.conftest import FLEET_NAME, Fleet
@@ -65,11 +65,13 @@ def application(
     return manifests_module.application(name, namespace, manifests, FLEET_NAME, **spec)
 
 
-def create(fleet: Fleet, app: dict[str, Any]) -> None:
+def create(fleet: Fleet, app: dict[str, Any]) -> dict[str, Any]:
+    """Create ``app``; returns it as the hub stored it."""
     fleet.ensure_namespace(app["metadata"]["namespace"])
-    custom(fleet).create_namespaced_custom_object(
+    created: dict[str, Any] = custom(fleet).create_namespaced_custom_object(
         GROUP, VERSION, app["metadata"]["namespace"], PLURAL, app
     )
+    return created
 
 
 def get_ap(fleet: Fleet, namespace: str, name: str) -> dict[str, Any]:
@@ -270,6 +272,70 @@ def test_propagates_updates_prunes_and_deselects(fleet: Fleet, controller: Contr
     for cluster in MEMBERS:
         assert member_object(fleet, cluster, "Deployment", ns, name) is None
         assert member_object(fleet, cluster, "Service", ns, name) is None
+
+
+def _finalizer_owners(app: dict[str, Any]) -> set[str]:
+    """The field managers that set ``metadata.finalizers``."""
+    return {
+        entry["manager"]
+        for entry in app["metadata"].get("managedFields") or []
+        if "f:finalizers" in (entry.get("fieldsV1") or {}).get("f:metadata", {})
+    }
+
+
+def _added_at_creation(fleet: Fleet) -> bool:
+    """Whether the hub adds the cleanup finalizer to an application created now (a dry run)."""
+    fleet.ensure_namespace("shop")
+    probe = application("probe", "shop", [config_map("probe", "shop", a="1")])
+    tried = custom(fleet).create_namespaced_custom_object(
+        GROUP, VERSION, "shop", PLURAL, probe, dry_run="All"
+    )
+    return FINALIZER in (tried["metadata"].get("finalizers") or [])
+
+
+@pytest.fixture
+def admission_policy(fleet: Fleet) -> Iterator[None]:
+    """The cleanup finalizer's admission policy, as the chart installs it, in effect; gone
+    after (other tests create applications with no controller running, which the finalizer
+    would keep from being deleted)."""
+    api = custom(fleet)
+    policy = cleanup_finalizer_policy()
+    for obj in policy:
+        group, version = obj["apiVersion"].split("/")
+        api.create_cluster_custom_object(group, version, PLURALS[obj["kind"]], obj)
+    try:
+        eventually(lambda: _added_at_creation(fleet), "the admission policy in effect")
+        yield
+    finally:
+        for obj in reversed(policy):
+            group, version = obj["apiVersion"].split("/")
+            api.delete_cluster_custom_object(
+                group, version, PLURALS[obj["kind"]], obj["metadata"]["name"]
+            )
+        eventually(lambda: not _added_at_creation(fleet), "the admission policy gone")
+
+
+def test_the_hub_adds_the_cleanup_finalizer_as_an_application_is_created(
+    fleet: Fleet, controller: Controller, admission_policy: None
+) -> None:
+    """With the admission policy the finalizer is there from the create on, after any the
+    request carries, and the controller writes none before it reaches the members."""
+    ns, name = "shop", "finalized"
+    app = application(name, ns, [config_map(name, ns, a="1")])
+    app["metadata"]["finalizers"] = ["example.com/keep"]
+    created = create(fleet, app)
+    assert created["metadata"]["finalizers"] == ["example.com/keep", FINALIZER]
+    creator = _finalizer_owners(created)
+    applied = wait_ap(
+        fleet, ns, name, "Applied", lambda a: condition(a, "Applied").get("status") == "True"
+    )
+    assert _finalizer_owners(applied) == creator
+    custom(fleet).patch_namespaced_custom_object(
+        GROUP, VERSION, ns, PLURAL, name, {"metadata": {"finalizers": [FINALIZER]}}
+    )
+    delete_ap(fleet, ns, name)
+    eventually(lambda: ap_gone(fleet, ns, name), f"{ns}/{name} gone")
+    assert all(not owned_config_maps(fleet, c, ns, name) for c in MEMBERS)
 
 
 def test_a_stopped_member_fails_alone_then_converges(fleet: Fleet, controller: Controller) -> None:
