@@ -149,7 +149,7 @@ def test_a_wrong_value_fails_naming_it(helm: Path, value: str, says: str) -> Non
     ],
     ids=["1.36+", "older hub", "turned off"],
 )
-def test_the_admission_policy_is_the_controllers_where_the_hub_serves_it(
+def test_the_admission_policy_is_installed_where_the_hub_serves_it(
     helm: Path, api_versions: list[str], values: list[str], installed: bool
 ) -> None:
     flags = [a for v in api_versions for a in ("--api-versions", v)]
