@@ -1,0 +1,297 @@
+"""fleet.http2state: the client side of HTTP/2 without I/O, against h2's server side as an
+independent peer, and against frames a broken or hostile server could send."""
+
+from __future__ import annotations
+
+import struct
+
+import h2.config
+import h2.connection
+import h2.events
+import hpack
+import pytest
+
+from fleet.http2conn import _LiteralEncoder
+from fleet.http2state import (
+    CONTINUATION,
+    DATA,
+    END_HEADERS,
+    END_STREAM,
+    HEADERS,
+    PADDED,
+    PING,
+    PUSH_PROMISE,
+    SETTINGS,
+    WINDOW_UPDATE,
+    ClientState,
+    ConnectionTerminated,
+    DataReceived,
+    Event,
+    ProtocolViolation,
+    RemoteSettingsChanged,
+    ResponseReceived,
+    StreamEnded,
+    StreamReset,
+    StreamUnavailable,
+    WindowUpdated,
+)
+
+STREAM_WINDOW = 1 << 20
+CONNECTION_WINDOW = 1 << 24
+REQUEST = [
+    (b":method", b"GET"),
+    (b":path", b"/api/v1/namespaces"),
+    (b":scheme", b"https"),
+    (b":authority", b"member"),
+    (b"authorization", b"Bearer token"),
+]
+
+
+def _client() -> ClientState:
+    client = ClientState(
+        _LiteralEncoder(),
+        stream_window=STREAM_WINDOW,
+        connection_window=CONNECTION_WINDOW,
+        max_concurrent_streams=100,
+        max_header_list_size=1 << 16,
+    )
+    client.initiate()
+    return client
+
+
+class _Pair:
+    """Our client and h2's server, each fed what the other sent."""
+
+    def __init__(self) -> None:
+        self.client = _client()
+        self.server = h2.connection.H2Connection(
+            h2.config.H2Configuration(client_side=False, header_encoding=None)
+        )
+        self.server.initiate_connection()
+        self.server_events = self.server.receive_data(self.client.data_to_send())
+        self.client_events = self.client.receive(self.server.data_to_send())
+        self.server_events += self.server.receive_data(self.client.data_to_send())
+
+    def to_server(self) -> list[h2.events.Event]:
+        events = self.server.receive_data(self.client.data_to_send())
+        self.client_events += self.client.receive(self.server.data_to_send())
+        return events
+
+    def to_client(self, data: bytes | None = None) -> list[Event]:
+        events = self.client.receive(self.server.data_to_send() if data is None else data)
+        self.server.receive_data(self.client.data_to_send())
+        return events
+
+
+def _frame(kind: int, flags: int, stream_id: int, payload: bytes) -> bytes:
+    return (
+        struct.pack(">HBBBL", len(payload) >> 8, len(payload) & 0xFF, kind, flags, stream_id)
+        + payload
+    )
+
+
+def _headers_block(headers: list[tuple[bytes, bytes]]) -> bytes:
+    return hpack.Encoder().encode(headers)
+
+
+def _opened() -> tuple[ClientState, int]:
+    """A client past the server's preface with one stream open (a GET)."""
+    client = _client()
+    client.receive(_frame(SETTINGS, 0, 0, b""))
+    stream_id = client.send_headers(REQUEST, end_stream=True)
+    client.data_to_send()
+    return client, stream_id
+
+
+def test_a_request_and_its_answer_go_through_an_independent_server() -> None:
+    pair = _Pair()
+    assert any(isinstance(e, RemoteSettingsChanged) for e in pair.client_events)
+    stream_id = pair.client.send_headers(REQUEST, end_stream=True)
+    [received, ended] = pair.to_server()
+    assert isinstance(received, h2.events.RequestReceived)
+    assert isinstance(ended, h2.events.StreamEnded)
+    assert received.headers == REQUEST
+    pair.server.send_headers(
+        stream_id, [(b":status", b"200"), (b"content-type", b"application/json")]
+    )
+    pair.server.send_data(stream_id, b'{"kind":')
+    pair.server.send_data(stream_id, b'"List"}', end_stream=True)
+    events = pair.to_client()
+    assert [type(e) for e in events] == [ResponseReceived, DataReceived, DataReceived, StreamEnded]
+    assert events[0].headers == [(b":status", b"200"), (b"content-type", b"application/json")]  # type: ignore[union-attr]
+    assert b"".join(e.data for e in events if isinstance(e, DataReceived)) == b'{"kind":"List"}'
+    assert not pair.client.is_open(stream_id)  # both ends ended
+    assert pair.client.open_streams == 0
+
+
+def test_bytes_split_anywhere_give_the_same_events() -> None:
+    pair = _Pair()
+    stream_id = pair.client.send_headers(REQUEST, end_stream=True)
+    pair.to_server()
+    pair.server.send_headers(stream_id, [(b":status", b"200")])
+    for _ in range(3):
+        pair.server.send_data(stream_id, b"x" * 10_000)
+    pair.server.send_data(stream_id, b"x" * 10_000, end_stream=True)
+    data = pair.server.data_to_send()
+    events: list[Event] = []
+    for i in range(0, len(data), 7):
+        events += pair.client.receive(data[i : i + 7])
+    assert isinstance(events[0], ResponseReceived)
+    assert b"".join(e.data for e in events if isinstance(e, DataReceived)) == b"x" * 40_000
+    assert isinstance(events[-1], StreamEnded)
+
+
+def test_a_body_is_sent_within_the_windows_and_more_once_the_server_reads() -> None:
+    pair = _Pair()
+    stream_id = pair.client.send_headers([(b":method", b"POST"), *REQUEST[1:]], end_stream=False)
+    # The server's default stream window: 65,535 bytes.
+    assert pair.client.window(stream_id) == 65_535
+    sent = 0
+    while pair.client.window(stream_id):
+        chunk = min(pair.client.window(stream_id), pair.client.max_frame_size)
+        pair.client.send_data(stream_id, b"y" * chunk, end_stream=False)
+        sent += chunk
+    assert sent == 65_535
+    with pytest.raises(StreamUnavailable):
+        pair.client.send_data(stream_id, b"y", end_stream=True)
+    events = pair.to_server()
+    received = sum(len(e.data) for e in events if isinstance(e, h2.events.DataReceived))
+    pair.server.acknowledge_received_data(received, stream_id)
+    updates = pair.to_client()
+    assert any(isinstance(e, WindowUpdated) and e.stream_id == stream_id for e in updates)
+    assert pair.client.window(stream_id) > 0
+    pair.client.send_data(stream_id, b"end", end_stream=True)
+    assert pair.client.window(stream_id) == 0  # ended: nothing more may go
+    assert any(isinstance(e, h2.events.StreamEnded) for e in pair.to_server())
+
+
+def test_the_servers_settings_bound_streams_and_windows_and_are_acknowledged() -> None:
+    client, stream_id = _opened()
+    settings = struct.pack(">HLHL", 3, 1, 4, 1000)  # MAX_CONCURRENT_STREAMS 1, INITIAL_WINDOW 1000
+    [changed] = client.receive(_frame(SETTINGS, 0, 0, settings))
+    assert isinstance(changed, RemoteSettingsChanged)
+    assert changed.changed == {3: 1, 4: 1000}
+    assert client.data_to_send() == _frame(SETTINGS, 0x1, 0, b"")
+    assert client.window(stream_id) == 0  # a GET: ended on our side
+    with pytest.raises(StreamUnavailable, match="allows 1 open streams"):
+        client.send_headers(REQUEST, end_stream=False)
+    client.receive(_frame(SETTINGS, 0, 0, struct.pack(">HL", 3, 2)))
+    post = client.send_headers(REQUEST, end_stream=False)
+    assert client.window(post) == 1000
+
+
+def test_informational_answers_and_trailers_give_one_answer_and_its_end() -> None:
+    client, stream_id = _opened()
+    events = client.receive(
+        _frame(HEADERS, END_HEADERS, stream_id, _headers_block([(b":status", b"103")]))
+        + _frame(HEADERS, END_HEADERS, stream_id, _headers_block([(b":status", b"200")]))
+        + _frame(DATA, 0, stream_id, b"body")
+        + _frame(
+            HEADERS, END_HEADERS | END_STREAM, stream_id, _headers_block([(b"grpc-status", b"0")])
+        )
+    )
+    assert [type(e) for e in events] == [ResponseReceived, DataReceived, StreamEnded]
+    assert events[0].headers == [(b":status", b"200")]  # type: ignore[union-attr]
+
+
+def test_what_arrives_for_a_stream_we_reset_is_dropped_and_its_window_given_back() -> None:
+    client, stream_id = _opened()
+    client.reset_stream(stream_id)
+    assert client.data_to_send() == _frame(3, 0, stream_id, struct.pack(">L", 8))  # CANCEL
+    assert not client.is_open(stream_id)
+    late = _frame(HEADERS, END_HEADERS, stream_id, _headers_block([(b":status", b"200")]))
+    late += b"".join(_frame(DATA, 0, stream_id, b"z" * 16_384) for _ in range(600))
+    assert client.receive(late) == []
+    # 600 frames of 16 KiB: past half the connection's window, which is given back.
+    assert client.data_to_send() == _frame(WINDOW_UPDATE, 0, 0, struct.pack(">L", 512 * 16_384))
+    client.reset_stream(stream_id)  # again: nothing more to say
+    assert client.data_to_send() == b""
+
+
+def test_a_ping_is_answered_with_its_payload_and_goaway_names_the_last_stream() -> None:
+    client, stream_id = _opened()
+    assert client.receive(_frame(PING, 0, 0, b"12345678")) == []
+    assert client.data_to_send() == _frame(PING, 0x1, 0, b"12345678")
+    [reset] = client.receive(_frame(3, 0, stream_id, struct.pack(">L", 7)))
+    assert isinstance(reset, StreamReset)
+    assert reset.error_code == 7
+    [bye] = client.receive(_frame(7, 0, 0, struct.pack(">LL", 1, 0) + b"idle"))
+    assert isinstance(bye, ConnectionTerminated)
+    assert (bye.last_stream_id, bye.error_code, bye.additional_data) == (1, 0, b"idle")
+
+
+def test_a_header_block_past_a_frame_goes_in_continuations() -> None:
+    pair = _Pair()
+    big = [*REQUEST, (b"x-large", b"v" * 40_000)]
+    stream_id = pair.client.send_headers(big, end_stream=True)
+    data = pair.client.data_to_send()
+    kinds = []
+    position = 0
+    while position < len(data):
+        high, low, kind = struct.unpack_from(">HBB", data, position)
+        kinds.append(kind)
+        position += 9 + (high << 8 | low)
+    assert kinds == [HEADERS, CONTINUATION, CONTINUATION]
+    [received, _] = pair.server.receive_data(data)
+    assert isinstance(received, h2.events.RequestReceived)
+    assert received.stream_id == stream_id
+    assert received.headers == big
+
+
+def test_a_header_value_with_a_line_break_is_never_sent() -> None:
+    client = _client()
+    client.data_to_send()
+    with pytest.raises(ValueError, match="x-tag"):
+        client.send_headers([*REQUEST, (b"x-tag", b"a\r\nInjected: yes")], end_stream=True)
+    assert client.data_to_send() == b""
+    assert client.open_streams == 0
+
+
+@pytest.mark.parametrize(
+    ("frames", "message"),
+    [
+        (lambda s: _frame(DATA, 0, s, b"x" * 16_385), "a frame of 16385 bytes"),
+        (lambda s: _frame(DATA, 0, s + 2, b"x"), "DATA on stream 3, not ours"),
+        (lambda s: _frame(DATA, 0, 2, b"x"), "DATA on stream 2, not ours"),
+        (lambda s: _frame(DATA, 0, s, b"x"), "DATA on stream 1 out of turn"),
+        (lambda s: _frame(PUSH_PROMISE, END_HEADERS, s, b"\0\0\0\2"), "PUSH_PROMISE"),
+        (lambda s: _frame(HEADERS, 0, s, b"") + _frame(PING, 0, 0, b"8" * 8), "cut by another"),
+        (lambda s: _frame(CONTINUATION, END_HEADERS, s, b""), "CONTINUATION without"),
+        (
+            lambda s: (
+                _frame(HEADERS, 0, s, b"") + _frame(CONTINUATION, 0, s, b"\x00" * 16_384) * 17
+            ),
+            "header block past 262144 bytes",
+        ),
+        (lambda s: _frame(HEADERS, END_HEADERS, s, b"\xff\xff\xff\xff"), "COMPRESSION_ERROR"),
+        (lambda s: _frame(HEADERS, END_HEADERS | PADDED, s, b"\x09abc"), "padding longer"),
+        (lambda s: _frame(WINDOW_UPDATE, 0, s, b"\0\0\0\0"), "WINDOW_UPDATE of 0"),
+        (lambda s: _frame(WINDOW_UPDATE, 0, 0, b"\x7f\xff\xff\xff"), "FLOW_CONTROL_ERROR"),
+        (lambda s: _frame(SETTINGS, 0, 0, struct.pack(">HL", 5, 100)), "MAX_FRAME_SIZE 100"),
+        (lambda s: _frame(SETTINGS, 0, 0, b"\0\4\0"), "6-byte entries"),
+        (lambda s: _frame(PING, 0, 0, b"short"), "PING not of 8 bytes"),
+    ],
+)
+def test_a_server_that_breaks_the_protocol_is_a_connection_error_that_names_it(
+    frames: object, message: str
+) -> None:
+    client, stream_id = _opened()
+    with pytest.raises(ProtocolViolation, match=message):
+        client.receive(frames(stream_id))  # type: ignore[operator]
+
+
+def test_more_data_than_a_streams_window_is_a_flow_control_error() -> None:
+    client, stream_id = _opened()
+    client.receive(_frame(HEADERS, END_HEADERS, stream_id, _headers_block([(b":status", b"200")])))
+    frames = _frame(DATA, 0, stream_id, b"d" * 16_384) * (STREAM_WINDOW // 16_384)
+    assert len(client.receive(frames)) == STREAM_WINDOW // 16_384  # the window, exactly
+    with pytest.raises(ProtocolViolation, match="stream 1's window"):
+        client.receive(_frame(DATA, 0, stream_id, b"d"))
+    client2, stream2 = _opened()
+    client2.receive(_frame(HEADERS, END_HEADERS, stream2, _headers_block([(b":status", b"200")])))
+    client2.receive(frames)
+    client2.acknowledge(stream2, STREAM_WINDOW)  # read: the server may send that much again
+    assert client2.data_to_send() == _frame(
+        WINDOW_UPDATE, 0, stream2, struct.pack(">L", STREAM_WINDOW)
+    )
+    assert len(client2.receive(frames)) == STREAM_WINDOW // 16_384
