@@ -1,11 +1,11 @@
-"""One HTTP/2 connection to an API server over TLS: the h2 state machine, its streams,
-flow control and liveness, used by :class:`fleet.http2.Http2Transport`.
+"""One HTTP/2 connection to an API server over TLS: its state (:mod:`fleet.http2state`),
+streams, flow control and liveness, used by :class:`fleet.http2.Http2Transport`.
 
-The connection is the socket's asyncio protocol: what arrives is handed to h2 as it
-arrives (in the event loop's callback, no task reads) and each event to its stream,
-waking the task that waits for it; what h2 has to send is written at once (the transport
-buffers it, so writes keep their order and a cancelled task never cuts a TLS record). A
-stream closed early is reset (h2 then acknowledges what still arrives for it); the
+The connection is the socket's asyncio protocol: what arrives is handed to the state as
+it arrives (in the event loop's callback, no task reads) and each event to its stream,
+waking the task that waits for it; what the state has to send is written at once (the
+transport buffers it, so writes keep their order and a cancelled task never cuts a TLS
+record). A stream closed early is reset (what still arrives for it is dropped); the
 connection's window is given back on receipt and a stream's once read, so a slow reader
 holds back only its own stream; a timeout fails only its own request and, if the
 connection was silent too, a PING decides whether the connection is dead.
@@ -30,18 +30,26 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import anyio
-import h2.config
-import h2.connection
-import h2.errors
-import h2.events
-import h2.exceptions
-import h2.settings
 import hpack
 import httpx
 from hpack.hpack import encode_integer
 from hpack.table import HeaderTable
 
 from fleet.answerbody import BodyDecoder
+from fleet.http2state import (
+    ClientState,
+    ConnectionTerminated,
+    DataReceived,
+    Event,
+    ProtocolViolation,
+    RemoteSettingsChanged,
+    ResponseReceived,
+    StreamEnded,
+    StreamReset,
+    StreamUnavailable,
+    WindowUpdated,
+    error_name,
+)
 
 STREAM_WINDOW = 1 << 20
 """How much of one response may arrive before its reader takes it (the server's send
@@ -140,7 +148,7 @@ class Stream:
 
     def __init__(self, stream_id: int, whole: bool = False) -> None:
         self.id = stream_id
-        self.events: deque[h2.events.Event | httpx.TransportError] = deque()
+        self.events: deque[Event | httpx.TransportError] = deque()
         self.unacknowledged = 0
         self.ended = False
         self.whole = whole
@@ -162,45 +170,37 @@ class Stream:
         if self.woken is not None:
             self.woken.set()
 
-    def arrived(self, event: h2.events.Event) -> None:
+    def arrived(self, event: Event) -> None:
         """``event`` arrived for this stream: keep it, and wake the reader if it waits for
         it (see :attr:`whole`)."""
         self.events.append(event)
-        if isinstance(event, h2.events.DataReceived):
-            self.unread += event.flow_controlled_length or 0
+        if isinstance(event, DataReceived):
+            self.unread += event.flow_controlled_length
             if self.whole and self.unread < STREAM_WINDOW // 2:
                 return
-        elif self.whole and isinstance(event, h2.events.ResponseReceived):
+        elif self.whole and isinstance(event, ResponseReceived):
             return
         self.wake()
 
 
 class Http2Connection(asyncio.Protocol):
-    """The h2 state machine over one TLS connection (see the module's docstring)."""
+    """HTTP/2 over one TLS connection (see the module's docstring)."""
 
     def __init__(self, on_room: Callable[[], None] | None = None) -> None:
         self._on_room = on_room
         self._transport: asyncio.Transport | None = None
-        self._h2 = h2.connection.H2Connection(
-            h2.config.H2Configuration(
-                client_side=True,
-                header_encoding=None,
-                # An answer's headers are checked where they are read (_status, and the
-                # few the connection reads): h2's checks of every byte of every header,
-                # in Python, were 7 % of a /readyz call against a real API server.
-                validate_inbound_headers=False,
-                normalize_inbound_headers=False,
-                # What we send is built here (method, path, authority, token, accept) and
-                # never holds the TE or connection headers it looks for: 3 % of a call.
-                validate_outbound_headers=False,
-                # Nor is there anything to normalize: names in lower case, values without
-                # surrounding space (a token is stripped as it is read), no hop-by-hop
-                # headers (left out where they are built), the credentials marked by
-                # _LiteralEncoder. h2's generators over every header were ~20 us a call.
-                normalize_outbound_headers=False,
-            )
+        # An answer's headers are checked where they are read (_status, and the few the
+        # connection reads). What we send is built here (method, path, authority, token,
+        # accept): names in lower case, values without surrounding space (a token is
+        # stripped as it is read), no hop-by-hop headers (left out where they are built),
+        # the credentials marked by _LiteralEncoder.
+        self._state = ClientState(
+            _LiteralEncoder(),
+            stream_window=STREAM_WINDOW,
+            connection_window=CONNECTION_WINDOW,
+            max_concurrent_streams=100,
+            max_header_list_size=1 << 16,
         )
-        self._h2.encoder = _LiteralEncoder()
         self._streams: dict[int, Stream] = {}
         self._connection_waiters: set[Stream] = set()
         """Tasks waiting for the connection rather than for an event of their own: the
@@ -210,7 +210,6 @@ class Http2Connection(asyncio.Protocol):
         self._error: httpx.TransportError | None = None
         self._goaway = False
         self._settings_seen = False
-        self._unacknowledged = 0
         self._held = 0
         """Nesting of :meth:`together`: while above 0, writes wait for its end."""
         self._checking: asyncio.Task[None] | None = None
@@ -270,7 +269,7 @@ class Http2Connection(asyncio.Protocol):
         return (
             self.usable
             and self._checking is None
-            and self._h2.open_outbound_streams < self._h2.remote_settings.max_concurrent_streams
+            and self._state.open_streams < self._state.max_concurrent_streams
         )
 
     @property
@@ -329,9 +328,7 @@ class Http2Connection(asyncio.Protocol):
         nothing was sent."""
         if not (self.has_room and self._writable.is_set()):
             return None
-        if body and len(body) > min(
-            self._h2.outbound_flow_control_window, self._h2.remote_settings.initial_window_size
-        ):
+        if body and len(body) > min(self._state.send_window, self._state.remote_initial_window):
             return None
         stream = self._new_stream(headers, body, whole)
         try:
@@ -344,13 +341,12 @@ class Http2Connection(asyncio.Protocol):
 
     def _new_stream(self, headers: list[tuple[bytes, bytes]], body: bytes, whole: bool) -> Stream:
         """A stream for a request, its headers queued (ending it when there is no body)."""
-        stream = Stream(self._h2.get_next_available_stream_id(), whole)
-        self._streams[stream.id] = stream
         try:
-            self._h2.send_headers(stream.id, headers, end_stream=not body)
-        except h2.exceptions.ProtocolError as exc:
-            self.close_stream(stream)
+            stream_id = self._state.send_headers(headers, end_stream=not body)
+        except (StreamUnavailable, ValueError) as exc:
             raise httpx.LocalProtocolError(f"HTTP/2: {exc}") from exc
+        stream = Stream(stream_id, whole)
+        self._streams[stream_id] = stream
         return stream
 
     async def open(
@@ -392,11 +388,11 @@ class Http2Connection(asyncio.Protocol):
         try:
             while True:
                 event = await self._next_event(stream, read_s)
-                if isinstance(event, h2.events.ResponseReceived):
+                if isinstance(event, ResponseReceived):
                     status, answer_headers = _status(event)
                     if status >= 200:
                         return status, answer_headers
-                elif isinstance(event, h2.events.StreamEnded):
+                elif isinstance(event, StreamEnded):
                     stream.ended = True
                     raise httpx.RemoteProtocolError("the server ended the stream without an answer")
         except BaseException:
@@ -421,29 +417,24 @@ class Http2Connection(asyncio.Protocol):
         """Queue as much of ``view`` as the send window takes, in frames, the last one
         ending the stream; returns the rest."""
         while view:
-            room = min(
-                self._h2.local_flow_control_window(stream.id), self._h2.max_outbound_frame_size
-            )
+            room = min(self._state.window(stream.id), self._state.max_frame_size)
             if room <= 0:
+                if not self._state.is_open(stream.id):  # reset by the server meanwhile
+                    raise httpx.RemoteProtocolError(f"HTTP/2: stream {stream.id} is closed")
                 return view
             chunk, view = view[:room], view[room:]
-            try:
-                self._h2.send_data(stream.id, bytes(chunk), end_stream=not view)
-            except h2.exceptions.ProtocolError as exc:  # reset by the server meanwhile
-                raise httpx.RemoteProtocolError(f"HTTP/2: {exc}") from exc
+            self._state.send_data(stream.id, chunk, end_stream=not view)
         return view
 
     async def _next_event(
         self, stream: Stream, timeout_s: float | None, until_window: bool = False
-    ) -> h2.events.Event | None:
+    ) -> Event | None:
         """The stream's next event (None once the send window grew, if ``until_window``);
         httpx.ReadTimeout after ``timeout_s`` without one."""
-        window = self._h2.local_flow_control_window(stream.id) if until_window else 0
+        window = self._state.window(stream.id) if until_window else 0
 
         def arrived() -> bool:
-            return bool(stream.events) or (
-                until_window and self._h2.local_flow_control_window(stream.id) > window
-            )
+            return bool(stream.events) or (until_window and self._state.window(stream.id) > window)
 
         waited_from = time.monotonic()
         try:
@@ -458,7 +449,7 @@ class Http2Connection(asyncio.Protocol):
         event = stream.events.popleft()
         if isinstance(event, httpx.TransportError):
             raise event
-        if isinstance(event, h2.events.StreamReset):
+        if isinstance(event, StreamReset):
             stream.ended = True
             raise _reset_error(event)
         return event
@@ -527,7 +518,7 @@ class Http2Connection(asyncio.Protocol):
         link is not a dead one (a call that times out on a silent connection fails it)."""
         sent = time.monotonic()
         self._raise_if_broken()
-        self._h2.ping(os.urandom(8))
+        self._state.ping(os.urandom(8))
         await self._flush(timeout_s)
         with anyio.move_on_after(timeout_s):
             await self._wait_for_connection(lambda: self.received_at > sent)
@@ -545,18 +536,7 @@ class Http2Connection(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)
         # Our preface goes out before anything the server sent is taken (it may arrive
         # in the same loop iteration).
-        codes = h2.settings.SettingCodes
-        self._h2.local_settings = h2.settings.Settings(
-            client=True,
-            initial_values={
-                codes.ENABLE_PUSH: 0,
-                codes.MAX_CONCURRENT_STREAMS: 100,
-                codes.MAX_HEADER_LIST_SIZE: 1 << 16,
-                codes.INITIAL_WINDOW_SIZE: STREAM_WINDOW,
-            },
-        )
-        self._h2.initiate_connection()
-        self._h2.increment_flow_control_window(CONNECTION_WINDOW - 65535)
+        self._state.initiate()
         self._write()
 
     def data_received(self, data: bytes) -> None:
@@ -565,14 +545,15 @@ class Http2Connection(asyncio.Protocol):
         if self._error is not None:
             return
         try:
-            events = self._h2.receive_data(data)
-        except h2.exceptions.ProtocolError as exc:
+            events = self._state.receive(data)
+        except ProtocolViolation as exc:
             self._fail(httpx.RemoteProtocolError(f"HTTP/2 protocol error: {exc}"))
             return
         for event in events:
             self._dispatch(event)
         if self._goaway:
-            # h2 takes no frame after a GOAWAY: the streams it let finish fail too
+            # The streams the server would still finish fail too: a connection that is
+            # going away is not worth waiting on (each request is sent again or retried)
             self._fail(httpx.RemoteProtocolError("the server closed the connection (GOAWAY)"))
             return
         for waiter in self._connection_waiters:
@@ -589,35 +570,22 @@ class Http2Connection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._writable.set()
 
-    def _dispatch(self, event: h2.events.Event) -> None:
-        stream_id = getattr(event, "stream_id", None)
-        if isinstance(event, h2.events.DataReceived):
-            # The connection window is given back on receipt; the stream's once read.
-            self._unacknowledged += event.flow_controlled_length or 0
-            if self._unacknowledged >= CONNECTION_WINDOW // 2:
-                self._h2.increment_flow_control_window(self._unacknowledged)
-                self._unacknowledged = 0
-        if isinstance(
-            event,
-            (
-                h2.events.ResponseReceived,
-                h2.events.DataReceived,
-                h2.events.StreamEnded,
-                h2.events.StreamReset,
-            ),
-        ):
-            stream = self._streams.get(stream_id or 0)
+    def _dispatch(self, event: Event) -> None:
+        # (The connection's window is given back on receipt by the state; a stream's once
+        # it is read: consumed().)
+        if isinstance(event, (DataReceived, ResponseReceived, StreamEnded, StreamReset)):
+            stream = self._streams.get(event.stream_id)
             if stream is not None:
                 stream.arrived(event)
-        elif isinstance(event, h2.events.ConnectionTerminated):
+        elif isinstance(event, ConnectionTerminated):
             self._goaway = True
-            last = event.last_stream_id or 0
+            last = event.last_stream_id
             for stream in self._streams.values():
                 if stream.id > last:  # never processed by the server: safe to send again
                     stream.events.append(Refused("the server refused the stream (GOAWAY)"))
                     stream.wake()
-        elif isinstance(event, (h2.events.WindowUpdated, h2.events.RemoteSettingsChanged)):
-            self._settings_seen |= isinstance(event, h2.events.RemoteSettingsChanged)
+        elif isinstance(event, (WindowUpdated, RemoteSettingsChanged)):
+            self._settings_seen |= isinstance(event, RemoteSettingsChanged)
             self._room_changed()
 
     def _room_changed(self) -> None:
@@ -641,15 +609,15 @@ class Http2Connection(asyncio.Protocol):
                 self._write()
 
     def _write(self) -> None:
-        """Hand what h2 has queued to the transport (which sends it in that order)."""
+        """Hand what the state has queued to the transport (which sends it in that order)."""
         if self._held:
             return  # at the end of together()
-        data = self._h2.data_to_send()
+        data = self._state.data_to_send()
         if data and self._error is None and self._transport is not None:
             self._transport.write(data)
 
     async def _flush(self, timeout_s: float | None) -> None:
-        """Send what h2 has queued, and wait while the transport holds more than it
+        """Send what the state has queued, and wait while the transport holds more than it
         should (the server takes no data): past ``timeout_s`` the connection fails."""
         self._write()
         if not self._writable.is_set():
@@ -680,8 +648,7 @@ class Http2Connection(asyncio.Protocol):
         stream.unread -= size
         stream.unacknowledged += size
         if stream.unacknowledged >= STREAM_WINDOW // 2 and not stream.ended:
-            with contextlib.suppress(h2.exceptions.ProtocolError):  # closed meanwhile
-                self._h2.increment_flow_control_window(stream.unacknowledged, stream_id=stream.id)
+            self._state.acknowledge(stream.id, stream.unacknowledged)  # (none if closed meanwhile)
             stream.unacknowledged = 0
             self._write()
 
@@ -689,19 +656,16 @@ class Http2Connection(asyncio.Protocol):
         """Forget ``stream``, resetting it if the server may still send on it."""
         if self._streams.pop(stream.id, None) is None:
             return
-        open_there = self._h2.streams.get(stream.id)
-        if open_there is not None and not open_there.closed and self._error is None:
-            with contextlib.suppress(h2.exceptions.ProtocolError):  # closed meanwhile
-                self._h2.reset_stream(stream.id, h2.errors.ErrorCodes.CANCEL)
+        if self._state.is_open(stream.id) and self._error is None:
+            self._state.reset_stream(stream.id)
             self._write()
         self._room_changed()
 
     def retire(self) -> None:
         """Close now (streams still open on it fail)."""
         if self._error is None:
-            with contextlib.suppress(h2.exceptions.ProtocolError):
-                self._h2.close_connection()
-                self._write()
+            self._state.close()
+            self._write()
             # (its GOAWAY goes out before the connection closes)
             self._fail(httpx.ReadError("the connection was closed"), drop_unsent=False)
 
@@ -718,23 +682,23 @@ class ResponseBody(httpx.AsyncByteStream):
         stream = self._stream
         while not stream.ended:
             event = await self._connection._next_event(stream, self._read_s)
-            if isinstance(event, h2.events.DataReceived):
-                self._connection.consumed(stream, event.flow_controlled_length or 0)
+            if isinstance(event, DataReceived):
+                self._connection.consumed(stream, event.flow_controlled_length)
                 if event.data:
                     yield event.data
-            elif isinstance(event, h2.events.StreamEnded):
+            elif isinstance(event, StreamEnded):
                 stream.ended = True
 
     async def aclose(self) -> None:
         self._connection.close_stream(self._stream)
 
 
-def _status(event: h2.events.ResponseReceived) -> tuple[int, list[tuple[bytes, bytes]]]:
+def _status(event: ResponseReceived) -> tuple[int, list[tuple[bytes, bytes]]]:
     """The answer's status and its other headers; raises RemoteProtocolError when it has no
     status, or more than one, or one that is not three digits."""
     status: int | None = None
     headers = []
-    for name, value in event.headers or []:
+    for name, value in event.headers:
         if name == b":status":
             if status is not None or len(value) != 3 or not value.isdigit():
                 raise httpx.RemoteProtocolError(
@@ -748,7 +712,7 @@ def _status(event: h2.events.ResponseReceived) -> tuple[int, list[tuple[bytes, b
     return status, headers
 
 
-def _reset_error(event: h2.events.StreamReset) -> httpx.TransportError:
-    code: Any = event.error_code
-    name = getattr(code, "name", code)
-    return httpx.RemoteProtocolError(f"the server reset the stream ({name})")
+def _reset_error(event: StreamReset) -> httpx.TransportError:
+    return httpx.RemoteProtocolError(
+        f"the server reset the stream ({error_name(event.error_code)})"
+    )
