@@ -10,6 +10,8 @@ import h2.connection
 import h2.events
 import hpack
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fleet.http2conn import _LiteralEncoder
 from fleet.http2state import (
@@ -88,6 +90,17 @@ def _frame(kind: int, flags: int, stream_id: int, payload: bytes) -> bytes:
         struct.pack(">HBBBL", len(payload) >> 8, len(payload) & 0xFF, kind, flags, stream_id)
         + payload
     )
+
+
+def _frame_types(data: bytes) -> list[int]:
+    """The types of the frames ``data`` holds, which must be whole."""
+    kinds, position = [], 0
+    while position < len(data):
+        high, low, kind = struct.unpack_from(">HBB", data, position)
+        kinds.append(kind)
+        position += 9 + (high << 8 | low)
+    assert position == len(data)
+    return kinds
 
 
 def _headers_block(headers: list[tuple[bytes, bytes]]) -> bytes:
@@ -225,13 +238,7 @@ def test_a_header_block_past_a_frame_goes_in_continuations() -> None:
     big = [*REQUEST, (b"x-large", b"v" * 40_000)]
     stream_id = pair.client.send_headers(big, end_stream=True)
     data = pair.client.data_to_send()
-    kinds = []
-    position = 0
-    while position < len(data):
-        high, low, kind = struct.unpack_from(">HBB", data, position)
-        kinds.append(kind)
-        position += 9 + (high << 8 | low)
-    assert kinds == [HEADERS, CONTINUATION, CONTINUATION]
+    assert _frame_types(data) == [HEADERS, CONTINUATION, CONTINUATION]
     [received, _] = pair.server.receive_data(data)
     assert isinstance(received, h2.events.RequestReceived)
     assert received.stream_id == stream_id
@@ -295,3 +302,53 @@ def test_more_data_than_a_streams_window_is_a_flow_control_error() -> None:
         WINDOW_UPDATE, 0, stream2, struct.pack(">L", STREAM_WINDOW)
     )
     assert len(client2.receive(frames)) == STREAM_WINDOW // 16_384
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    frames=st.lists(
+        st.tuples(
+            st.integers(0, 10),  # the frame types and one past them
+            st.integers(0, 255),
+            st.sampled_from([0, 1, 2, 3, 5]),
+            st.one_of(
+                st.binary(max_size=64),
+                st.sampled_from(
+                    [
+                        hpack.Encoder().encode([(b":status", b"200")]),
+                        hpack.Encoder().encode([(b":status", b"103")]),
+                        struct.pack(">L", 1000),
+                        struct.pack(">HL", 4, 1 << 20),
+                        bytes(8),
+                    ]
+                ),
+            ),
+        ),
+        max_size=12,
+    ),
+    cut=st.integers(1, 50),
+)
+def test_whatever_a_server_sends_is_events_or_a_protocol_violation(
+    frames: list[tuple[int, int, int, bytes]], cut: int
+) -> None:
+    client, _ = _opened()
+    client.send_headers(REQUEST, end_stream=False)  # stream 3, open both ways
+    client.data_to_send()
+    data = b"".join(_frame(kind, flags, sid, payload) for kind, flags, sid, payload in frames)
+    try:
+        for i in range(0, len(data), cut):
+            for event in client.receive(data[i : i + cut]):
+                assert isinstance(
+                    event,
+                    ResponseReceived
+                    | DataReceived
+                    | StreamEnded
+                    | StreamReset
+                    | ConnectionTerminated
+                    | WindowUpdated
+                    | RemoteSettingsChanged,
+                )
+    except ProtocolViolation:
+        pass
+    # What it queued meanwhile is whole frames, and only acknowledgements and windows.
+    assert set(_frame_types(client.data_to_send())) <= {SETTINGS, PING, WINDOW_UPDATE}
