@@ -1,5 +1,6 @@
 """One HTTP/2 connection per API server, carrying its calls and its watches alike: an httpx
-transport on anyio and h2 (the connection itself: :mod:`fleet.http2conn`).
+transport on anyio (the connection itself: :mod:`fleet.http2conn`; its framing:
+:mod:`fleet.http2state`).
 
 Why not httpcore's HTTP/2: a response closed before its end (a watch that is restarted) is
 not reset there, so the server keeps sending into a window nobody acknowledges until the

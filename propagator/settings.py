@@ -154,6 +154,9 @@ class Settings(BaseSettings):
     """/healthz fails when the controller's event loop has not run for this long."""
     hub_lost_after_s: float = Field(120.0, ge=5, le=3600)
     """/healthz fails when the hub has not answered for this long."""
+    event_loop: Literal["uvloop", "asyncio"] = "uvloop"
+    """Event loop of the controller: uvloop (transports and TLS in C: about a third less
+    CPU at rest, no 256 KiB buffer per member connection) or asyncio (Python's own)."""
     log_format: Literal["json", "text"] = "text"
     """Log format: json or text."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"

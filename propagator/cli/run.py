@@ -21,7 +21,7 @@ from propagator.observability.metrics import Metrics
 from propagator.observability.server import health_routes, metrics_routes, serve
 from propagator.observability.tracing import configure_tracing, shutdown_tracing
 from propagator.propagation.controller import PropagationController
-from propagator.runtime import collector
+from propagator.runtime import collector, eventloop
 from propagator.runtime.leader import LeaderElector, LeadershipLost, LeaseConfig
 from propagator.scheduler import PluginError, Profile, build_profile
 from propagator.settings import Settings, SettingsError, add_setting_flags, load_settings
@@ -129,6 +129,11 @@ def _run(args: argparse.Namespace) -> int:
         print(f"propagator run: {exc}", file=sys.stderr)
         return 2
     try:
+        eventloop.check(settings.event_loop)
+    except eventloop.EventLoopUnavailable as exc:
+        print(f"propagator run: PROPAGATOR_EVENT_LOOP / --event-loop: {exc}", file=sys.stderr)
+        return 2
+    try:
         # Plugins are checked at start: an unknown or repeated name stops the controller.
         profile = build_profile(settings.scheduler_plugins)
     except PluginError as exc:
@@ -142,7 +147,7 @@ def _run(args: argparse.Namespace) -> int:
     log.info("scheduler plugins: %s", ", ".join(profile.names))
     collector.install()
     try:
-        anyio.run(run_controller, settings, profile)
+        eventloop.run(run_controller, settings, profile, event_loop=settings.event_loop)
     except (KubeconfigError, OSError) as exc:
         print(f"propagator run: {exc}", file=sys.stderr)
         return 2
