@@ -28,6 +28,7 @@ from api.admission import FINALIZER
 from fleet.connection import ApiError, ConnectionOptions, KubeConnection
 from fleet.kubeconfig import load_kubeconfig
 from propagator.propagation.resources import Owner, revision_of
+from propagator.runtime import eventloop
 from tests.e2e.manifests import GROUP, PLURAL, VERSION
 
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -146,7 +147,7 @@ class BareController:
 def main() -> None:
     hub, namespace, *members = sys.argv[1:]
     controller = BareController(_connect(hub), namespace, [_connect(m) for m in members])
-    anyio.run(controller.run)
+    eventloop.run(controller.run)  # the controller's event loop
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ from propagator.propagation.clustersync import namespace_to_create
 from propagator.propagation.membersync import MemberSync
 from propagator.propagation.resources import member_selector, owner_label_of, revision_of
 from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
-from propagator.runtime import collector
+from propagator.runtime import collector, eventloop
 from propagator.runtime.members import MemberRegistry
 from propagator.settings import Settings
 
@@ -359,7 +359,7 @@ def main() -> None:
                     rows[-1]["speedup"] = rows[0]["wall_s"] / rows[-1]["wall_s"]
                 return rows
 
-            rows = anyio.run(runs)
+            rows = eventloop.run(runs)  # both sides on the controller's event loop
         finally:
             for proxy in proxies:
                 proxy.close()
