@@ -20,6 +20,8 @@ from api.rollout import MAX_CONCURRENCY_CEILING, MAX_RETRY_ATTEMPTS
 from fleet.connection import ConnectionOptions, KubeConnection
 from fleet.hub import SERVICE_ACCOUNT_DIR, hub_connection
 from propagator.observability.tracing import OtlpTarget, otlp_target
+from propagator.runtime.eventloop import DEFAULT as DEFAULT_EVENT_LOOP
+from propagator.runtime.eventloop import EventLoop
 from propagator.scheduler.registry import DEFAULT_PLUGINS
 from propagator.tenancy.policy import (
     DEFAULT_DENIED_KINDS,
@@ -154,7 +156,7 @@ class Settings(BaseSettings):
     """/healthz fails when the controller's event loop has not run for this long."""
     hub_lost_after_s: float = Field(120.0, ge=5, le=3600)
     """/healthz fails when the hub has not answered for this long."""
-    event_loop: Literal["uvloop", "asyncio"] = "uvloop"
+    event_loop: EventLoop = DEFAULT_EVENT_LOOP
     """Event loop of the controller: uvloop (transports and TLS in C: about a third less
     CPU at rest, no 256 KiB buffer per member connection) or asyncio (Python's own)."""
     log_format: Literal["json", "text"] = "text"
