@@ -17,6 +17,7 @@ encodes ours.
 
 from __future__ import annotations
 
+import re
 import struct
 from typing import Any
 
@@ -64,7 +65,9 @@ _FRAME_HEADER = struct.Struct(">HBBBL")  # length (24 bits, as 16 + 8), type, fl
 _SETTING = struct.Struct(">HL")
 _U32 = struct.Struct(">L")
 _TWO_U32 = struct.Struct(">LL")
-_FORBIDDEN_IN_VALUES = (b"\r", b"\n", b"\0")
+_FORBIDDEN_IN_VALUE = re.compile(rb"[\r\n\0]").search
+"""(One search per value: three ``in`` tests over each, a ~1 KB token among them, were
+1 % of the controller's samples at rest.)"""
 
 
 def error_name(code: int) -> str:
@@ -266,9 +269,8 @@ class ClientState:
         as meant), StreamUnavailable when the server allows no other stream now or no id
         is left."""
         for name, value in headers:
-            for forbidden in _FORBIDDEN_IN_VALUES:
-                if forbidden in value:
-                    raise ValueError(f"header {name!r} has a CR, LF or NUL in its value")
+            if _FORBIDDEN_IN_VALUE(value):
+                raise ValueError(f"header {name!r} has a CR, LF or NUL in its value")
         if len(self._streams) >= self.max_concurrent_streams:
             raise StreamUnavailable(f"the server allows {self.max_concurrent_streams} open streams")
         stream_id = self._next_id

@@ -245,11 +245,12 @@ def test_a_header_block_past_a_frame_goes_in_continuations() -> None:
     assert received.headers == big
 
 
-def test_a_header_value_with_a_line_break_is_never_sent() -> None:
+@pytest.mark.parametrize("value", [b"a\r\nInjected: yes", b"a\nb", b"a\rb", b"a\0b"])
+def test_a_header_value_with_a_line_break_or_nul_is_never_sent(value: bytes) -> None:
     client = _client()
     client.data_to_send()
     with pytest.raises(ValueError, match="x-tag"):
-        client.send_headers([*REQUEST, (b"x-tag", b"a\r\nInjected: yes")], end_stream=True)
+        client.send_headers([*REQUEST, (b"x-tag", value)], end_stream=True)
     assert client.data_to_send() == b""
     assert client.open_streams == 0
 
