@@ -47,10 +47,16 @@ def _requests(containers: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+_POD_METADATA = ("name", "namespace", "resourceVersion", "deletionTimestamp")
+"""deletionTimestamp: MemberMonitor.active_pods leaves out a pod being deleted (its
+quota stops counting it once its grace period ends, and that count must be a floor of the
+quota's own); capacity counts it until it is gone (it holds its node's resources)."""
+
+
 def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     spec = pod.get("spec") or {}
     return {
-        "metadata": {k: pod["metadata"].get(k) for k in ("name", "namespace", "resourceVersion")},
+        "metadata": {k: pod["metadata"].get(k) for k in _POD_METADATA},
         "spec": {
             "nodeName": spec.get("nodeName"),
             "containers": _requests(spec.get("containers") or []),

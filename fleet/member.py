@@ -23,10 +23,9 @@ from fleet.informer import Informer
 from fleet.kubeconfig import KubeconfigError, check_not_expired, load_kubeconfig
 
 _DISCOVERY_EVERY = 30  # probes between two discovery refreshes
-POD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed,spec.nodeName!="
-"""The pods capacity counts: bound to a node and not terminated. A pod enters the watch
-once bound, not while it waits for a node (each new pod: 2 events instead of 3, on a
-Kubernetes 1.37 member); one never bound is not heard of."""
+POD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+"""Pods not terminated: those bound to a node hold its resources (capacity); all count
+against their namespace's quota (see :meth:`MemberMonitor.active_pods`)."""
 
 
 @dataclass
@@ -55,6 +54,9 @@ class MemberMonitor:
     """When ``/readyz`` last passed (time.monotonic())."""
     _capacity: dict[str, Any] | None = None
     """What :meth:`capacity` summed last; dropped when a node or pod changes."""
+    pods_changed: Callable[[str], None] | None = None
+    """Told the namespace of each pod that comes, goes or starts being deleted (set by
+    whoever runs the watches: the controller's member registry)."""
 
     @classmethod
     def from_kubeconfig(
@@ -86,21 +88,32 @@ class MemberMonitor:
         conn = KubeConnection(name, loaded.credentials, options)
         monitor.connection = conn
 
-        def changed(_event: str, old: Any, new: Any) -> None:
-            if old is not None and new is not None and same_but_version(old, new):
-                return  # (a node's heartbeat, a pod's container status: nothing to sum)
+        def resum() -> None:
             monitor._capacity = None
             on_change()
 
+        def node_changed(_event: str, old: Any, new: Any) -> None:
+            if old is None or new is None or not same_but_version(old, new):
+                resum()  # (not for a heartbeat: nothing to sum)
+
+        def pod_changed(_event: str, old: Any, new: Any) -> None:
+            if old is not None and new is not None and same_but_version(old, new):
+                return  # (a container's status)
+            if monitor.pods_changed is not None:
+                monitor.pods_changed(str((new or old)["metadata"].get("namespace")))
+            if any(o is not None and o["spec"].get("nodeName") for o in (old, new)):
+                resum()  # (one waiting for a node holds no node's resources)
+
         monitor.informers = [
-            Informer(conn, "v1", "Node", changed, transform=slim_node),
+            Informer(conn, "v1", "Node", node_changed, transform=slim_node),
             Informer(
                 conn,
                 "v1",
                 "Pod",
-                changed,
+                pod_changed,
                 transform=slim_pod,
                 field_selector=POD_SELECTOR,
+                index=lambda pod: str(pod["metadata"].get("namespace")),
             ),
         ]
         return monitor
@@ -153,6 +166,15 @@ class MemberMonitor:
         if conn.answered_at is not None and last is not None and conn.answered_at > last:
             return True
         return await conn.ping(timeout_s)
+
+    def active_pods(self, namespace: str) -> int | None:
+        """Pods in ``namespace`` neither terminated nor being deleted (those a quota
+        there counts, but for one whose grace period has yet to end), as the pod watch
+        holds them; None until the watch has listed."""
+        if len(self.informers) < 2 or not self.informers[1].synced:
+            return None
+        pods = self.informers[1].indexed(namespace)
+        return sum(1 for pod in pods if not pod["metadata"].get("deletionTimestamp"))
 
     def capacity(self) -> dict[str, Any] | None:
         """``nodes`` and ``resources`` from the watched nodes and pods, once both listed

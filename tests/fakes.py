@@ -15,9 +15,11 @@ from typing import Any, cast
 import anyio
 
 from fleet.circuit import CircuitBreaker
-from fleet.connection import ApiError, Call, KubeConnection
+from fleet.connection import ApiError, Call, ConnectionOptions, KubeConnection
 from fleet.discovery import ResourceInfo, UnknownKind
+from fleet.health import HealthPolicy
 from fleet.informer import Informer, cache_key
+from fleet.member import MemberMonitor
 from propagator.propagation.resources import (
     APP_LABEL,
     MEMBER_LABEL,
@@ -26,6 +28,16 @@ from propagator.propagation.resources import (
 )
 from propagator.runtime.members import KindKey, Member, cached_form
 from propagator.runtime.workqueue import WorkQueue
+
+KUBECONFIG = """
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: abc}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+"""
+"""A kubeconfig a monitor accepts (its server is never called)."""
 
 ObjectKey = tuple[str, str, str, str]
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "CustomResourceDefinition"}
@@ -243,3 +255,24 @@ class FakeMember:
             informer._replace(listed)  # as the first listing does (marks it synced)
             out[api_version, kind] = member.caches[api_version, kind] = informer
         return out
+
+
+def with_active_pods(member: Member, pods: Mapping[str, int]) -> None:
+    """Give ``member`` a fleet-manager monitor whose pod watch has listed ``pods``
+    (namespace -> how many bound pods run there)."""
+    monitor = MemberMonitor.from_kubeconfig(
+        member.name,
+        KUBECONFIG,
+        "1",
+        options=ConnectionOptions(),
+        policy=HealthPolicy(),
+        allow_exec=False,
+        on_change=lambda: None,
+    )
+    listed = {
+        f"{ns}/p{i}": {"metadata": {"name": f"p{i}", "namespace": ns}, "spec": {}, "status": {}}
+        for ns, count in pods.items()
+        for i in range(count)
+    }
+    monitor.informers[1]._replace(listed)  # as the first listing does
+    member.monitor = monitor

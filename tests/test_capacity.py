@@ -46,7 +46,7 @@ def test_allocatable_counts_ready_schedulable_nodes_only() -> None:
     assert summary["resources"]["allocatable"] == {"cpu": "8", "memory": "32Gi", "pods": "110"}
 
 
-def test_allocated_counts_bound_running_pods() -> None:
+def test_allocated_counts_bound_active_pods() -> None:
     pods = [
         pod("500m", "256Mi"),
         pod("250m", "256Mi"),

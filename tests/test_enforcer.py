@@ -12,7 +12,7 @@ from api.quantity import parse_quantity
 from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
 from propagator.tenancy.enforcer import QuotaEnforcer, Usage
 from tests.e2e.manifests import config_map
-from tests.fakes import FakeMember
+from tests.fakes import FakeMember, with_active_pods
 
 pytestmark = pytest.mark.anyio
 
@@ -59,6 +59,10 @@ class Harness:
         rq = self.fake.objects.get(("v1", "ResourceQuota", namespace, "propagator-tenant-team"))
         return {} if rq is None else dict(rq["spec"]["hard"])
 
+    def counted(self, namespace: str) -> dict[str, str]:
+        rq = self.fake.objects[("v1", "ResourceQuota", namespace, "propagator-tenant-team")]
+        return dict(rq["status"]["used"])
+
     def use(self, namespace: str, **used: str) -> None:
         key = ("v1", "ResourceQuota", namespace, "propagator-tenant-team")
         self.fake.objects[key]["status"] = {"used": used}  # the member's quota admission
@@ -70,8 +74,8 @@ async def test_the_first_namespace_gets_the_whole_limit_then_they_share() -> Non
     assert h.hard("a") == {"cpu": "2", "pods": "6"}
     h.use("a", pods="1", cpu="500m")
     await h.enforcer.guard(h.member, h.work("b"))
-    # a keeps its use plus half the room; b gets the other half
-    assert h.hard("a") == {"cpu": "1250m", "pods": "3"}
+    # a keeps its use plus half the room; b gets the other half (a the odd pod: first)
+    assert h.hard("a") == {"cpu": "1250m", "pods": "4"}
     assert h.hard("b") == {"cpu": "750m", "pods": "2"}
     assert h.enforcer.usage["team", "m1"] == Usage(
         {"pods": Decimal(6), "cpu": Decimal(2)}, {"pods": Decimal(1), "cpu": Decimal("0.5")}
@@ -141,3 +145,47 @@ async def test_a_raise_is_capped_by_what_the_others_hold_now_not_by_a_stale_cach
     h.enforcer.caches = h.fake.caches
     await h.enforcer.rebalance(h.member, quota(pods=6))
     assert (h.hard("a"), h.hard("b")) == ({"pods": "3"}, {"pods": "3"})
+
+
+async def test_pods_the_members_count_misses_are_held_back_from_the_limit() -> None:
+    # A member's quota controller can count short: it recounts a quota whose hard we
+    # changed from its own pod cache, which may miss a pod admitted a moment before,
+    # and stays short until its next full recount.
+    h = Harness([quota(pods=6)])
+    await h.enforcer.guard(h.member, h.work("a"))
+    await h.enforcer.guard(h.member, h.work("b"))
+    h.use("a", pods="1")
+    h.use("b", pods="0")  # one pod runs in b, uncounted
+    with_active_pods(h.member, {"a": 1, "b": 1})
+    await h.enforcer.rebalance(h.member, quota(pods=6))
+
+    def admitted() -> int:  # what runs, plus what the member's own quotas still admit
+        return 2 + sum(int(h.hard(ns)["pods"]) - int(h.counted(ns)["pods"]) for ns in "ab")
+
+    assert admitted() == 6  # not 7: b's quota admits one pod fewer than it shows room for
+    assert (h.hard("a"), h.hard("b")) == ({"pods": "3"}, {"pods": "2"})
+    assert h.enforcer.usage["team", "m1"].used == {"pods": Decimal(2)}  # the status: both
+    assert h.enforcer.uncounted["team", "m1"] == {"b": 1}
+    # once the member counts it, the whole limit is shared again
+    h.use("b", pods="1")
+    await h.enforcer.rebalance(h.member, quota(pods=6))
+    assert (h.hard("a"), h.hard("b")) == ({"pods": "3"}, {"pods": "3"})
+    assert admitted() == 6
+    assert h.enforcer.uncounted["team", "m1"] == {}
+
+
+async def test_a_pod_change_in_a_tenants_namespace_rebalances_that_tenant_only() -> None:
+    h = Harness([quota(pods=6)])
+    await h.enforcer.guard(h.member, h.work("a"))
+    queued: list[tuple[str, str]] = []
+    h.enforcer.changed = lambda cluster, tenant: queued.append((cluster, tenant))  # type: ignore[method-assign]
+    rq = h.fake.objects[("v1", "ResourceQuota", "a", "propagator-tenant-team")]
+    h.enforcer.observed("m1", None, rq)  # as the member's quota cache reports it
+    h.enforcer.pods_changed("m1", "a")
+    h.enforcer.pods_changed("m1", "elsewhere")  # no tenant's quota there
+    h.enforcer.pods_changed("m2", "a")  # another member
+    assert queued == [("m1", "team"), ("m1", "team")]
+    queued.clear()
+    h.enforcer.observed("m1", rq, None)  # the quota is gone
+    h.enforcer.pods_changed("m1", "a")
+    assert queued == [("m1", "team")]  # (the deletion itself)

@@ -13,15 +13,7 @@ from fleet.capacity import slim_node, slim_pod
 from fleet.connection import ApiError, ConnectionOptions, KubeConnection
 from fleet.health import HealthPolicy
 from fleet.member import MemberMonitor, ProbeResult
-
-KUBECONFIG = """
-apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: u, user: {token: abc}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-"""
+from tests.fakes import KUBECONFIG
 
 
 def _node(name: str, cpu: str) -> dict[str, Any]:
@@ -36,11 +28,11 @@ def _node(name: str, cpu: str) -> dict[str, Any]:
     )
 
 
-def _pod(name: str, cpu: str) -> dict[str, Any]:
+def _pod(name: str, cpu: str, namespace: str = "a", **meta: Any) -> dict[str, Any]:
     container = {"name": "c", "resources": {"requests": {"cpu": cpu}}}
     return slim_pod(
         {
-            "metadata": {"name": name, "namespace": "a", "resourceVersion": "1"},
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": "1", **meta},
             "spec": {"nodeName": "n1", "containers": [container]},
             "status": {"phase": "Running"},
         }
@@ -61,14 +53,13 @@ def _watching(pokes: list[bool]) -> MemberMonitor:
     )
 
 
-def test_the_pod_watch_asks_only_for_pods_bound_to_a_node_and_not_terminated() -> None:
-    # What capacity counts; a pod waiting for a node costs the watch no event.
+def test_the_pod_watch_asks_only_for_pods_not_terminated() -> None:
+    # Those bound to a node for capacity; all of them for the quotas' count.
     _, pods = _watching([]).informers
     assert pods.field_selector is not None
     assert set(pods.field_selector.split(",")) == {
         "status.phase!=Succeeded",
         "status.phase!=Failed",
-        "spec.nodeName!=",
     }
 
 
@@ -94,6 +85,38 @@ def test_capacity_is_summed_again_only_after_a_node_or_pod_changed() -> None:
     nodes.handler("ADDED", None, nodes.cache["n2"])
     assert monitor.capacity()["resources"]["available"]["cpu"] == "4500m"  # type: ignore[index]
     assert pokes == [True, True]  # each change woke the status pass too
+
+
+def test_active_pods_by_namespace_and_who_is_told_when_they_change() -> None:
+    pokes: list[bool] = []
+    monitor = _watching(pokes)
+    _, pods = monitor.informers
+    assert monitor.active_pods("a") is None  # not listed yet: no figure, not zero
+    told: list[str] = []
+    monitor.pods_changed = told.append
+    deleting = _pod("old", "1", deletionTimestamp="2026-12-05T10:00:00Z")
+    pods._replace({"a/p": _pod("p", "1"), "a/old": deleting, "b/q": _pod("q", "1", "b")})
+    # a pod being deleted is not counted: the member's quota stops counting it soon
+    assert [monitor.active_pods(ns) for ns in "abc"] == [1, 1, 0]
+    assert sorted(told) == ["a", "a", "b"]
+    # one waiting for a node counts, and is told, but holds no node's resources
+    pokes.clear()
+    told.clear()
+    waiting = slim_pod({"metadata": {"name": "w", "namespace": "c"}, "spec": {}, "status": {}})
+    pods.cache["c/w"] = waiting
+    pods.handler("ADDED", None, waiting)
+    assert (told, pokes) == (["c"], [])
+    told.clear()
+    # its container's status changed: nothing to count again, nobody told
+    pods.handler(
+        "MODIFIED",
+        pods.cache["b/q"],
+        {
+            **pods.cache["b/q"],
+            "metadata": {**pods.cache["b/q"]["metadata"], "resourceVersion": "2"},
+        },
+    )
+    assert told == []
 
 
 class _Discovery:

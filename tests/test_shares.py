@@ -14,10 +14,17 @@ D = Decimal
 
 def test_use_plus_an_equal_share_of_the_room() -> None:
     assert split(D(10), {"a": D(2), "b": D(4)}, "pods", {"a", "b"}) == {"a": D(4), "b": D(6)}
-    # cpu in milli-units, the rest in whole units, rounded down
-    empty = {"a": D(0), "b": D(0), "c": D(0)}
-    assert split(D(1), empty, "cpu", set(empty)) == dict.fromkeys(empty, D("0.333"))
-    assert split(D(10), empty, "pods", set(empty)) == dict.fromkeys(empty, D(3))
+    # cpu in milli-units, the rest in whole units; what is left over goes a unit each to
+    # the first by name, so the whole limit is handed out
+    empty = {"c": D(0), "b": D(0), "a": D(0)}
+    assert split(D(1), empty, "cpu", set(empty)) == {
+        "a": D("0.334"),
+        "b": D("0.333"),
+        "c": D("0.333"),
+    }
+    assert split(D(11), empty, "pods", set(empty)) == {"a": D(4), "b": D(4), "c": D(3)}
+    # only to those that grow
+    assert split(D(11), empty, "pods", {"b", "c"}) == {"a": D(0), "b": D(6), "c": D(5)}
 
 
 def test_a_namespace_no_longer_written_keeps_its_use_and_no_room() -> None:
@@ -35,7 +42,7 @@ def test_every_limited_resource_is_split() -> None:
         {"a": {"pods": D(1)}, "b": {}},
         {"a", "b"},
     )
-    assert hard == {"a": {"pods": D(2), "cpu": D(1)}, "b": {"pods": D(1), "cpu": D(1)}}
+    assert hard == {"a": {"pods": D(3), "cpu": D(1)}, "b": {"pods": D(1), "cpu": D(1)}}
 
 
 amounts = st.decimals(min_value=0, max_value=10**6, places=3)
@@ -55,6 +62,9 @@ def test_the_sum_never_exceeds_the_limit(
     assert sum(hard.values()) <= limit
     if sum(used.values()) <= limit:
         assert all(hard[ns] >= used[ns] for ns in used)  # nobody is cut below its use
+        if active & set(used):  # and the whole limit is handed out, to the last unit
+            unit = D("0.001") if resource == "cpu" else D(1)
+            assert limit - sum(hard.values()) < unit
     else:
         assert all(hard[ns] <= used[ns] for ns in used)  # nobody grows
 

@@ -46,7 +46,7 @@ from propagator.runtime.workqueue import WorkQueue
 from propagator.scheduler import Profile, Scheduler
 from propagator.settings import Settings
 from propagator.tenancy.admission import QuotaAdmission
-from propagator.tenancy.enforcer import RESOURCE_QUOTA, TENANT_ANNOTATION, QuotaEnforcer
+from propagator.tenancy.enforcer import RESOURCE_QUOTA, QuotaEnforcer
 from propagator.tenancy.limits import LimitDefaults
 from propagator.tenancy.status import TenantStatusWriter
 
@@ -178,6 +178,7 @@ class PropagationController:
             sync=self.sync.sync,
             on_object=self._on_member_object,
             on_added=self._on_member_added,
+            on_pods=lambda member, namespace: self.enforcer.pods_changed(member.name, namespace),
             workers_per_member=settings.member_workers,
             circuit_failure_threshold=settings.circuit_failure_threshold,
             circuit_cool_down_s=settings.circuit_cool_down_s,
@@ -359,9 +360,7 @@ class PropagationController:
     ) -> None:
         obj = new or old or {}
         if (obj.get("apiVersion"), obj.get("kind")) == RESOURCE_QUOTA:
-            tenant = (obj["metadata"].get("annotations") or {}).get(TENANT_ANNOTATION)
-            if tenant:  # its use changed: share the room again
-                self.enforcer.changed(member.name, str(tenant))
+            self.enforcer.observed(member.name, old, new)  # its use changed: share again
             return
         if (obj.get("apiVersion"), obj.get("kind")) == LIMIT_RANGES:
             # Defaults changed: what waits for them (or for room) may fit now.

@@ -18,6 +18,7 @@ replicas by that key.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -140,6 +141,9 @@ SyncFn = Callable[[Member, str], Awaitable[None]]
 """Syncs one key (an application) on one member; runs in the member's workers."""
 ObjectFn = Callable[[Member, str, Object | None, Object | None], None]
 """Called in the event loop as on_object(member, event, old, new) for each cache change."""
+PodsFn = Callable[[Member, str], None]
+"""Called in the event loop as on_pods(member, namespace) when a pod there comes, goes or
+starts being deleted (the fleet manager's pod watch, which the unit runs)."""
 
 
 class MemberRegistry:
@@ -153,6 +157,7 @@ class MemberRegistry:
         sync: SyncFn,
         on_object: ObjectFn,
         on_added: Callable[[Member], None],
+        on_pods: PodsFn | None = None,
         workers_per_member: int,
         circuit_failure_threshold: int,
         circuit_cool_down_s: float,
@@ -166,6 +171,7 @@ class MemberRegistry:
         self._sync = sync
         self._on_object = on_object
         self._on_added = on_added
+        self._on_pods = on_pods
         self._workers = workers_per_member
         self._breaker_args = (circuit_failure_threshold, circuit_cool_down_s)
         self._max_delay_s = requeue_max_delay_s
@@ -215,6 +221,8 @@ class MemberRegistry:
             monitor,
         )
         self.members[name] = member
+        if self._on_pods is not None:
+            monitor.pods_changed = functools.partial(self._on_pods, member)
         self._task_group.start_soon(self._serve, member)
         for informer in monitor.informers:
             self._task_group.start_soon(self._run_informer, member, informer)
@@ -227,6 +235,7 @@ class MemberRegistry:
             scope.cancel()
         informers = list(member.caches.values())
         if member.monitor is not None:
+            member.monitor.pods_changed = None
             informers.extend(member.monitor.informers)
         for informer in informers:
             informer.stop()

@@ -10,6 +10,13 @@ stored values never sum above the limit, and a raise is capped by what the other
 namespaces hold as the member answers at that moment (a quota lowered below its use
 evicts nothing, and the cache the split came from may lag). The use the members report
 is kept for the TenantQuota status and the metrics.
+
+A member's count can miss pods: its quota controller recounts a quota whose ``hard`` we
+changed from its own pod cache, which may not hold a pod admitted a moment before, and
+the count stays short until its next full recount (every 5 minutes by default). Pods
+the member's pod watch holds beyond a quota's count are held back from the limit before
+it is split, so the member's admission, counting on from the short figure, still cannot
+let the tenant past its limit.
 """
 
 from __future__ import annotations
@@ -98,6 +105,12 @@ class QuotaEnforcer:
         self.on_usage = on_usage
         self.usage: dict[tuple[str, str], Usage] = {}
         """(tenant, cluster) -> Usage, as last seen."""
+        self.uncounted: dict[tuple[str, str], dict[str, int]] = {}
+        """(tenant, cluster) -> pods per namespace beyond its quota's count, as last seen
+        (none: absent)."""
+        self._tenants: dict[tuple[str, str], str] = {}
+        """(cluster, namespace) -> the tenant whose quota is there (from the members'
+        caches)."""
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
         self.queue = WorkQueue(max_delay_s=30.0)
         """``cluster/tenant`` keys to rebalance (a quota's use changed there)."""
@@ -105,6 +118,28 @@ class QuotaEnforcer:
     def changed(self, cluster: str, tenant: str) -> None:
         """A tenant ResourceQuota on ``cluster`` changed: rebalance soon (debounced)."""
         self.queue.add_after(f"{cluster}/{tenant}", REBALANCE_DEBOUNCE_S)
+
+    def observed(
+        self, cluster: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None
+    ) -> None:
+        """A ResourceQuota on ``cluster`` changed (a member cache's event): if it is a
+        tenant's, rebalance there soon."""
+        meta = (new or old or {}).get("metadata") or {}
+        tenant = (meta.get("annotations") or {}).get(TENANT_ANNOTATION)
+        if not tenant:
+            return
+        where = (cluster, str(meta.get("namespace")))
+        if new is None:
+            self._tenants.pop(where, None)
+        else:
+            self._tenants[where] = str(tenant)
+        self.changed(cluster, str(tenant))
+
+    def pods_changed(self, cluster: str, namespace: str) -> None:
+        """A pod in ``namespace`` on ``cluster`` came, went or is being deleted: if a
+        tenant's quota is there, rebalance soon (the quota's count may miss it)."""
+        if (tenant := self._tenants.get((cluster, namespace))) is not None:
+            self.changed(cluster, tenant)
 
     async def run(self, members: Callable[[str], Member | None]) -> None:
         """Rebalance what :meth:`changed` queued, until the queue shuts down."""
@@ -156,15 +191,20 @@ class QuotaEnforcer:
                 ns: parse_quantities(((current.get(ns) or {}).get("status") or {}).get("used"))
                 for ns in active | set(current)
             }
-            self._record(tenant, member.name, limits, used)
+            uncounted = self._uncounted(member, tenant, used)
+            self._record(tenant, member.name, limits, used, uncounted)
             if not limits:
                 return
-            target = split_all(limits, used, active)
+            # Pods the member does not count hold room its admission would give again.
+            held = dict(limits)
+            if "pods" in held and uncounted:
+                held["pods"] -= sum(uncounted.values())
+            target = split_all(held, used, active)
             in_force = {
                 ns: parse_quantities((rq.get("spec") or {}).get("hard"))
                 for ns, rq in current.items()
             }
-            await self._write_split(member, tenant, limits, target, in_force)
+            await self._write_split(member, tenant, held, target, in_force)
 
     async def _write_split(
         self,
@@ -209,18 +249,45 @@ class QuotaEnforcer:
                 out |= namespaces_written(work)
         return out
 
+    def _uncounted(
+        self, member: Member, tenant: str, used: Mapping[str, Mapping[str, Decimal]]
+    ) -> dict[str, int]:
+        """Per namespace of ``used``: the pods there (not terminated, as the member's
+        pod watch holds them) beyond what its quota counts (none there yet counts none)."""
+        out: dict[str, int] = {}
+        if member.monitor is not None:
+            for ns, per_namespace in used.items():
+                active = member.monitor.active_pods(ns)
+                counted = per_namespace.get("pods", Decimal(0))
+                if active is not None and active > counted:
+                    out[ns] = active - int(counted)
+        if self.uncounted.get((tenant, member.name), {}) != out:
+            if out:
+                log.info(
+                    "%s: pods of tenant %s the member's quotas do not count (held back"
+                    " from its limit until they do): %s",
+                    member.name,
+                    tenant,
+                    ", ".join(f"{n} in {ns}" for ns, n in sorted(out.items())),
+                )
+            self.uncounted[tenant, member.name] = out
+        return out
+
     def _record(
         self,
         tenant: str,
         cluster: str,
         limits: dict[str, Decimal],
         used: Mapping[str, Mapping[str, Decimal]],
+        uncounted: Mapping[str, int],
     ) -> None:
         total: dict[str, Decimal] = {}
         with arithmetic():
             for per_namespace in used.values():
                 for resource, value in per_namespace.items():
                     total[resource] = total.get(resource, Decimal(0)) + value
+            if uncounted:
+                total["pods"] = total.get("pods", Decimal(0)) + sum(uncounted.values())
         usage = Usage(dict(limits), total)
         if self.usage.get((tenant, cluster)) != usage:
             self.usage[tenant, cluster] = usage

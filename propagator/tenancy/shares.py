@@ -2,7 +2,9 @@
 values whose sum never exceeds the limit (pure).
 
 Each namespace the tenant's applications write gets what it uses plus an equal share of
-the room left, rounded down to the resource's unit (one no longer written keeps its use).
+the room left, in whole units of the resource; what rounding leaves over goes a unit each
+to the first of them by name, so the shares add up to the limit and stay put from one
+rebalance to the next (one no longer written keeps its use).
 The member's own quota admission then makes overflow impossible: a namespace can only
 grow into room no other namespace was given. When use already exceeds the limit (the
 limit was lowered), every namespace is held below its use in proportion, so nothing
@@ -43,9 +45,16 @@ def split(
             return dict.fromkeys(used, Decimal(0))
         if total > limit:  # over the limit: nobody grows; the sum is still within it
             return {ns: _floor(limit * u / total, unit) for ns, u in used.items()}
-        growing = [ns for ns in used if ns in active]
-        room = _floor((limit - total) / len(growing), unit) if growing else Decimal(0)
-        return {ns: u + room if ns in active else u for ns, u in used.items()}
+        growing = sorted(ns for ns in used if ns in active)
+        if not growing:
+            return dict(used)
+        room = _floor((limit - total) / len(growing), unit)
+        left_over = int(_floor(limit - total - room * len(growing), unit) / unit)
+        extra = dict.fromkeys(growing[:left_over], unit)
+        return {
+            ns: u + room + extra.get(ns, Decimal(0)) if ns in active else u
+            for ns, u in used.items()
+        }
 
 
 def split_all(

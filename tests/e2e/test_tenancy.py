@@ -4,6 +4,7 @@ every member (and kube-system's) are untouched."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from typing import Any, cast
 
 import pytest
 from kubernetes import client as k8s
+from kubernetes import watch as k8s_watch
 
 from fleet.local import HUB
 from tests.e2e.conftest import Fleet
@@ -30,7 +32,7 @@ from tests.e2e.test_propagation import (
     ready_everywhere,
     wait_ap,
 )
-from tests.e2e.waiting import eventually
+from tests.e2e.waiting import HANG_GUARD_S, eventually
 
 TENANT_A, TENANT_B = "tenant-a", "tenant-b"
 
@@ -342,13 +344,33 @@ def _pods(fleet: Fleet, cluster: str, namespaces: tuple[str, ...]) -> int:
     )
 
 
-def _hard_sum(fleet: Fleet, cluster: str, namespaces: tuple[str, ...], resource: str) -> int:
-    total = 0
-    for ns in namespaces:
-        for rq in fleet.core(cluster).list_namespaced_resource_quota(ns).items:
-            if rq.metadata.name == "propagator-tenant-team-q":
-                total += int(rq.spec.hard.get(resource, "0"))
-    return total
+def _tenant_rqs(fleet: Fleet, cluster: str, namespaces: tuple[str, ...], tenant: str) -> list[Any]:
+    return [
+        rq
+        for ns in namespaces
+        for rq in fleet.core(cluster).list_namespaced_resource_quota(ns).items
+        if rq.metadata.name == f"propagator-tenant-{tenant}"
+    ]
+
+
+def _hard_sum(
+    fleet: Fleet, cluster: str, namespaces: tuple[str, ...], resource: str, tenant: str = "team-q"
+) -> int:
+    return sum(
+        int(rq.spec.hard.get(resource, "0"))
+        for rq in _tenant_rqs(fleet, cluster, namespaces, tenant)
+    )
+
+
+def _admits(fleet: Fleet, cluster: str, namespaces: tuple[str, ...], tenant: str = "team-q") -> int:
+    """The pods the tenant may run on ``cluster``: those running, and those the member's
+    quotas still admit, counting from their own use (which may miss pods: see
+    propagator.tenancy.enforcer)."""
+    room = 0
+    for rq in _tenant_rqs(fleet, cluster, namespaces, tenant):
+        counted = int(((rq.status and rq.status.used) or {}).get("pods", "0"))
+        room += max(0, int(rq.spec.hard.get("pods", "0")) - counted)
+    return room + _pods(fleet, cluster, namespaces)
 
 
 def test_a_tenant_never_exceeds_its_limit_on_a_member_even_racing(
@@ -368,8 +390,8 @@ def test_a_tenant_never_exceeds_its_limit_on_a_member_even_racing(
     for ns in namespaces:
         wait_ap(fleet, ns, "web", "ready everywhere", ready_everywhere)
     cluster = "member-1"
-    # the member holds a quota per namespace, their sum the tenant's limit
-    eventually(lambda: _hard_sum(fleet, cluster, namespaces, "pods") == 6 or None, "quotas")
+    # the member holds a quota per namespace, and they admit the tenant's limit
+    eventually(lambda: _admits(fleet, cluster, namespaces) == 6 or None, "quotas")
 
     core = fleet.core(cluster)
     refusals: list[tuple[int, str]] = []  # (status, body) of each refused create
@@ -432,6 +454,60 @@ def test_a_tenant_never_exceeds_its_limit_on_a_member_even_racing(
             if pod.metadata.name.startswith("flood-"):
                 core.delete_namespaced_pod(pod.metadata.name, ns, grace_period_seconds=0)
     eventually(lambda: reported() == 2 or None, "status used after the scale-down")
+
+
+def test_a_members_quota_counting_short_is_held_back_until_it_counts_again(
+    fleet: Fleet, controller: Controller
+) -> None:
+    # A member's quota controller can count short for minutes: it recounts a quota whose
+    # hard changed from its own pod cache, which may miss a pod admitted just then, and
+    # counts everything again only every 5 minutes. Made certain here: the quota's use
+    # written one pod short, as that recount would leave it.
+    namespace, cluster = "quota-short", "member-2"
+    _tenant_quota(
+        fleet, "team-s", namespaces=[namespace], destinations=[namespace], hard={"pods": 4}
+    )
+    create(fleet, application("web", namespace, [deployment("web", namespace, "nginx:1.27", 2)]))
+    wait_ap(fleet, namespace, "web", "ready everywhere", ready_everywhere)
+    core = fleet.core(cluster)
+    name = "propagator-tenant-team-s"
+
+    def figures(rq: Any) -> tuple[str | None, str | None]:
+        """The quota's hard (as written) and use (as the member counts)."""
+        return rq.spec.hard.get("pods"), ((rq.status and rq.status.used) or {}).get("pods")
+
+    eventually(
+        lambda: figures(core.read_namespaced_resource_quota(name, namespace)) == ("4", "2") or None,
+        "the member's quota at the limit, counting both pods",
+    )
+    seen: list[tuple[str | None, str | None]] = []
+    stream = k8s_watch.Watch()  # type: ignore[no-untyped-call]
+
+    def watch(version: str) -> None:
+        with contextlib.suppress(Exception):  # (cut by stop(): the test has what it needs)
+            for event in stream.stream(  # type: ignore[no-untyped-call]
+                core.list_namespaced_resource_quota,
+                namespace,
+                field_selector=f"metadata.name={name}",
+                resource_version=version,
+                timeout_seconds=int(HANG_GUARD_S),
+            ):
+                seen.append(figures(event["object"]))
+
+    short = core.read_namespaced_resource_quota(name, namespace)
+    watcher = threading.Thread(target=watch, args=(short.metadata.resource_version,), daemon=True)
+    watcher.start()
+    short.status.used["pods"] = "1"
+    core.replace_namespaced_resource_quota_status(name, namespace, short)
+    try:
+        # the pod it misses is held back from the limit (1 counted + 2 it admits + the
+        # missed one = 4); writing that makes the member count again, and it is released
+        eventually(lambda: ("3", "1") in seen or None, "one pod held back")
+        eventually(lambda: seen[-1] == ("4", "2") or None, "counted again, and released")
+    finally:
+        stream.stop()  # type: ignore[no-untyped-call]
+    assert seen[0] == ("4", "1")  # (the short count, as written)
+    assert _admits(fleet, cluster, (namespace,), "team-s") == 4
 
 
 def _requesting(obj: dict[str, Any], cpu: str) -> dict[str, Any]:
