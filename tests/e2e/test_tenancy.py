@@ -465,12 +465,12 @@ def test_a_members_quota_counting_short_is_held_back_until_it_counts_again(
     # written one pod short, as that recount would leave it.
     namespace, cluster = "quota-short", "member-2"
     _tenant_quota(
-        fleet, "team-s", namespaces=[namespace], destinations=[namespace], hard={"pods": 4}
+        fleet, "team-short", namespaces=[namespace], destinations=[namespace], hard={"pods": 4}
     )
     create(fleet, application("web", namespace, [deployment("web", namespace, "nginx:1.27", 2)]))
     wait_ap(fleet, namespace, "web", "ready everywhere", ready_everywhere)
     core = fleet.core(cluster)
-    name = "propagator-tenant-team-s"
+    name = "propagator-tenant-team-short"
 
     def figures(rq: Any) -> tuple[str | None, str | None]:
         """The quota's hard (as written) and use (as the member counts)."""
@@ -507,7 +507,7 @@ def test_a_members_quota_counting_short_is_held_back_until_it_counts_again(
     finally:
         stream.stop()  # type: ignore[no-untyped-call]
     assert seen[0] == ("4", "1")  # (the short count, as written)
-    assert _admits(fleet, cluster, (namespace,), "team-s") == 4
+    assert _admits(fleet, cluster, (namespace,), "team-short") == 4
 
 
 def _requesting(obj: dict[str, Any], cpu: str) -> dict[str, Any]:
