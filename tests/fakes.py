@@ -92,6 +92,10 @@ class FakeMember:
         had been made by then."""
         self.dropped: list[ObjectKey] = []
         """Applies sent ahead whose answers were given up on."""
+        self.quota_controller = True
+        """Whether a ResourceQuota's written hard is taken up as its status.hard (what
+        admission checks) right after the write's answer, as kube-controller-manager
+        does."""
         self._version = 0
         for namespace in namespaces:
             self.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
@@ -205,7 +209,10 @@ class FakeMember:
         stored["metadata"]["resourceVersion"] = str(self._version)
         stored["metadata"]["uid"] = f"uid-{_key(obj)[3]}"
         self.objects[_key(obj)] = stored
-        return copy.deepcopy(stored)
+        answer: dict[str, Any] = copy.deepcopy(stored)
+        if obj.get("kind") == "ResourceQuota" and self.quota_controller:
+            stored["status"] = {**stored.get("status", {}), "hard": stored["spec"]["hard"]}
+        return answer
 
     def edit(self, key: ObjectKey, change: Any) -> None:
         """Someone else changes the object on the member."""

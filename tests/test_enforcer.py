@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from api.quantity import parse_quantity
+from fleet.connection import ApiError
 from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
 from propagator.tenancy.enforcer import QuotaEnforcer, Usage
 from tests.e2e.manifests import config_map
@@ -32,7 +33,7 @@ def quota(**hard: Any) -> dict[str, Any]:
 
 
 class Harness:
-    def __init__(self, quotas: list[dict[str, Any]]) -> None:
+    def __init__(self, quotas: list[dict[str, Any]], timeout_s: float = 5.0) -> None:
         self.fake = FakeMember("m1", namespaces=["a", "b"])
         self.member = self.fake.unit()
         self.table = WorkTable()
@@ -43,7 +44,7 @@ class Harness:
             lambda cluster: {},
             self.table,
             self.fake.caches,
-            5.0,
+            timeout_s,
             self.changed.append,
         )
 
@@ -65,7 +66,8 @@ class Harness:
 
     def use(self, namespace: str, **used: str) -> None:
         key = ("v1", "ResourceQuota", namespace, "propagator-tenant-team")
-        self.fake.objects[key]["status"] = {"used": used}  # the member's quota admission
+        rq = self.fake.objects[key]
+        rq["status"] = {**rq.get("status", {}), "used": used}  # the member's quota admission
 
 
 async def test_the_first_namespace_gets_the_whole_limit_then_they_share() -> None:
@@ -132,8 +134,12 @@ async def test_a_raise_is_capped_by_what_the_others_hold_now_not_by_a_stale_cach
     stale = await h.fake.caches(h.member, [RQ], 5.0)  # the cache saw b at 1 pod
     h.use("b", pods="3")  # b filled up since
 
-    async def behind(*_: Any) -> Any:
-        return stale
+    reads = 0
+
+    async def behind(*args: Any) -> Any:  # when the rebalance reads it; then it catches up
+        nonlocal reads
+        reads += 1
+        return stale if reads == 1 else await h.fake.caches(*args)
 
     h.enforcer.caches = behind
     await h.enforcer.rebalance(h.member, quota(pods=6))
@@ -189,3 +195,30 @@ async def test_a_pod_change_in_a_tenants_namespace_rebalances_that_tenant_only()
     h.enforcer.observed("m1", rq, None)  # the quota is gone
     h.enforcer.pods_changed("m1", "a")
     assert queued == [("m1", "team")]  # (the deletion itself)
+
+
+async def test_raises_wait_until_the_members_quota_controller_took_up_the_lowered_values() -> None:
+    # Its admission checks status.hard, which kube-controller-manager copies from what
+    # was written: raising b before a's lowered value is in force there could let both
+    # fill up past the limit.
+    h = Harness([quota(pods=6)], timeout_s=0.2)
+    await h.enforcer.guard(h.member, h.work("a"))
+    h.fake.quota_controller = False  # (stopped)
+    with pytest.raises(ApiError) as refused:
+        await h.enforcer.guard(h.member, h.work("b"))
+    assert refused.value.retryable
+    assert "has not taken up the quota of tenant team in a within 0.2s" in str(refused.value)
+    assert (h.hard("a"), h.hard("b")) == ({"pods": "3"}, {})  # lowered; b not raised yet
+    h.fake.quota_controller = True
+    h.fake.edit(("v1", "ResourceQuota", "a", "propagator-tenant-team"), lambda rq: None)
+    await h.enforcer.guard(h.member, h.work("b"))
+    assert (h.hard("a"), h.hard("b")) == ({"pods": "3"}, {"pods": "3"})
+
+
+async def test_a_new_quota_is_written_before_the_work_only_once_the_member_enforces_it() -> None:
+    # Until its quota controller fills in status.hard, a new quota limits nothing there.
+    h = Harness([quota(pods=6)], timeout_s=0.2)
+    h.fake.quota_controller = False
+    with pytest.raises(ApiError, match="has not taken up the quota of tenant team in a"):
+        await h.enforcer.guard(h.member, h.work("a"))
+    assert h.hard("a") == {"pods": "6"}  # written, not yet enforced: the sync waits

@@ -5,11 +5,13 @@ owns, whose ``hard`` values sum to at most the tenant's limit on that member
 would overflow, whatever writes it, however many at once.
 
 Rebalanced (per member and tenant, one at a time) before a sync writes into a namespace
-and whenever a quota's use changes; lowered values are written before raised ones, so the
-stored values never sum above the limit, and a raise is capped by what the other
-namespaces hold as the member answers at that moment (a quota lowered below its use
-evicts nothing, and the cache the split came from may lag). The use the members report
-is kept for the TenantQuota status and the metrics.
+and whenever a quota's use changes or a pod comes or goes there. Lowered values are
+written, and taken up by the member's quota controller as the ``status.hard`` its
+admission checks, before raised ones are written, so the values in force never sum above
+the limit; a quota is in force before the sync writes into its namespace; a raise is
+capped by what the other namespaces hold as the member answers at that moment (a quota
+lowered below its use evicts nothing, and the cache the split came from may lag). The
+use the members report is kept for the TenantQuota status and the metrics.
 
 A member's count can miss pods: its quota controller recounts a quota whose ``hard`` we
 changed from its own pod cache, which may not hold a pod admitted a moment before, and
@@ -48,6 +50,8 @@ log = logging.getLogger(__name__)
 
 RESOURCE_QUOTA = ("v1", "ResourceQuota")
 REBALANCE_DEBOUNCE_S = 0.2
+TAKEN_UP_POLL_S = 0.02
+"""How often the cache is looked at while the member's quota controller takes up a write."""
 QUOTA_PREFIX = "propagator-tenant-"
 TENANT_ANNOTATION = "propagator.io/tenant"
 """On the member's ResourceQuotas: the TenantQuota they enforce."""
@@ -219,25 +223,63 @@ class QuotaEnforcer:
         # values never sum above the limit, even in between.
         fresh: dict[str, dict[str, Decimal]] = {}
         """Namespace -> use, as the member answered during this rebalance."""
+        lowered: dict[str, dict[str, Decimal]] = {}
         for ns, now in list(in_force.items()):
-            lowered = _lowered(now, target[ns]) if ns in target else now
-            if lowered != now:
-                fresh[ns] = await self._write(member, tenant, ns, lowered)
-                in_force[ns] = lowered
+            lower = _lowered(now, target[ns]) if ns in target else now
+            if lower != now:
+                fresh[ns] = await self._write(member, tenant, ns, lower)
+                in_force[ns] = lowered[ns] = lower
         raises = {ns: values for ns, values in target.items() if values != in_force.get(ns)}
         if not raises:
             return
+        # The member's admission checks status.hard, which its quota controller copies
+        # from what we wrote: until it has, a raise could let both namespaces fill up.
+        await self._taken_up(member, tenant, lowered)
         # The cache may be behind: a namespace it saw below its use can already hold
         # more. Raises are capped by what the member says the others hold right now.
         for ns in set(in_force) - set(fresh):
             fresh[ns] = await self._read_used(member, tenant, ns)
+        created: dict[str, dict[str, Decimal]] = {}
         for ns, values in raises.items():
             capped = capped_raise(limits, ns, values, in_force, fresh)
             if capped != values:
                 log.info("%s: quota of tenant %s in %s held at %s", member.name, tenant, ns, capped)
             if capped != in_force.get(ns):
+                if ns not in in_force:
+                    created[ns] = capped
                 fresh[ns] = await self._write(member, tenant, ns, capped)
                 in_force[ns] = capped
+        # A quota whose status the member has yet to fill in limits nothing there.
+        await self._taken_up(member, tenant, created)
+
+    async def _taken_up(
+        self, member: Member, tenant: str, written: Mapping[str, Mapping[str, Decimal]]
+    ) -> None:
+        """Return once the member's quota controller has taken up ``written`` (namespace
+        -> hard as written) as the quotas' status.hard, which its admission checks; raises
+        a retryable ApiError naming the namespaces after the timeout."""
+        if not written:
+            return
+        name = quota_name(tenant)
+        waiting = sorted(written)
+        with anyio.move_on_after(self.timeout_s):
+            while True:
+                cache = (await self.caches(member, [RESOURCE_QUOTA], self.timeout_s))[
+                    RESOURCE_QUOTA
+                ]
+                waiting = [
+                    ns for ns in waiting if not _enforces(cache.get(f"{ns}/{name}"), written[ns])
+                ]
+                if not waiting:
+                    return
+                await anyio.sleep(TAKEN_UP_POLL_S)
+        raise ApiError(
+            member.name,
+            f"the member's quota controller has not taken up the quota of tenant {tenant} in "
+            f"{', '.join(waiting)} within {self.timeout_s:g}s (is its kube-controller-manager "
+            "running?)",
+            retryable=True,
+        )
 
     def _namespaces(self, cluster: str, tenant: str) -> set[str]:
         """Namespaces the tenant's applications write on ``cluster`` (from the work)."""
@@ -332,6 +374,13 @@ def written(resource: str, value: Decimal) -> str:
     """A quantity as a quota value: memory and storage in binary units."""
     binary = "memory" in resource or "storage" in resource
     return format_quantity(value, Format.BINARY_SI if binary else Format.DECIMAL_SI)
+
+
+def _enforces(rq: Mapping[str, Any] | None, hard: Mapping[str, Decimal]) -> bool:
+    """Whether a cached quota's status.hard (what the member's admission checks) is
+    within ``hard`` for every resource of it."""
+    status = parse_quantities(((rq or {}).get("status") or {}).get("hard"))
+    return all(r in status and status[r] <= v for r, v in hard.items())
 
 
 def _lowered(now: Mapping[str, Decimal], target: Mapping[str, Decimal]) -> dict[str, Decimal]:
