@@ -48,9 +48,9 @@ def _requests(containers: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 _POD_METADATA = ("name", "namespace", "resourceVersion", "deletionTimestamp")
-"""deletionTimestamp: MemberMonitor.active_pods leaves out a pod being deleted (its
-quota stops counting it once its grace period ends, and that count must be a floor of the
-quota's own); capacity counts it until it is gone (it holds its node's resources)."""
+"""deletionTimestamp: :func:`quota_usage` leaves out a pod being deleted (its quota stops
+counting it once its grace period ends, and that sum must be a floor of the quota's own);
+capacity counts it until it is gone (it holds its node's resources)."""
 
 
 def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
@@ -134,3 +134,17 @@ def same_but_version(old: dict[str, Any], new: dict[str, Any]) -> bool:
 
 def _unversioned(slim: dict[str, Any]) -> dict[str, Any]:
     return {**slim, "metadata": {**slim.get("metadata", {}), "resourceVersion": None}}
+
+
+def quota_usage(pods: Iterable[dict[str, Any]]) -> dict[str, Decimal]:
+    """What the pods among ``pods`` (slim) that a namespace's quota counts — neither
+    terminated nor being deleted, bound to a node or not — request together: ``pods``,
+    and ``cpu`` and ``memory`` where any asks for them."""
+    total: dict[str, Decimal] = {}
+    with arithmetic():
+        for pod in pods:
+            if pod["metadata"].get("deletionTimestamp") or pod["status"].get("phase") in _TERMINAL:
+                continue
+            for resource, amount in pod_requests(pod["spec"]).items():
+                total[resource] = total.get(resource, Decimal(0)) + amount
+    return total

@@ -12,11 +12,12 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import anyio
 
-from fleet.capacity import same_but_version, slim_node, slim_pod, summarize
+from fleet.capacity import quota_usage, same_but_version, slim_node, slim_pod, summarize
 from fleet.connection import ApiError, ConnectionOptions, KubeConnection, tls_problem
 from fleet.health import Health, HealthPolicy
 from fleet.informer import Informer
@@ -25,7 +26,7 @@ from fleet.kubeconfig import KubeconfigError, check_not_expired, load_kubeconfig
 _DISCOVERY_EVERY = 30  # probes between two discovery refreshes
 POD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 """Pods not terminated: those bound to a node hold its resources (capacity); all count
-against their namespace's quota (see :meth:`MemberMonitor.active_pods`)."""
+against their namespace's quota (see :meth:`MemberMonitor.quota_usage`)."""
 
 
 @dataclass
@@ -167,14 +168,13 @@ class MemberMonitor:
             return True
         return await conn.ping(timeout_s)
 
-    def active_pods(self, namespace: str) -> int | None:
-        """Pods in ``namespace`` neither terminated nor being deleted (those a quota
-        there counts, but for one whose grace period has yet to end), as the pod watch
-        holds them; None until the watch has listed."""
+    def quota_usage(self, namespace: str) -> dict[str, Decimal] | None:
+        """What the pods in ``namespace`` that a quota there counts request together, as
+        the pod watch holds them (:func:`fleet.capacity.quota_usage`); None until the
+        watch has listed."""
         if len(self.informers) < 2 or not self.informers[1].synced:
             return None
-        pods = self.informers[1].indexed(namespace)
-        return sum(1 for pod in pods if not pod["metadata"].get("deletionTimestamp"))
+        return quota_usage(self.informers[1].indexed(namespace))
 
     def capacity(self) -> dict[str, Any] | None:
         """``nodes`` and ``resources`` from the watched nodes and pods, once both listed

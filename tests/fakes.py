@@ -14,6 +14,7 @@ from typing import Any, cast
 
 import anyio
 
+from fleet.capacity import slim_pod
 from fleet.circuit import CircuitBreaker
 from fleet.connection import ApiError, Call, ConnectionOptions, KubeConnection
 from fleet.discovery import ResourceInfo, UnknownKind
@@ -264,9 +265,9 @@ class FakeMember:
         return out
 
 
-def with_active_pods(member: Member, pods: Mapping[str, int]) -> None:
+def with_pods(member: Member, pods: Mapping[str, int], cpu: str | None = None) -> None:
     """Give ``member`` a fleet-manager monitor whose pod watch has listed ``pods``
-    (namespace -> how many bound pods run there)."""
+    (namespace -> how many pods run there, each requesting ``cpu`` if given)."""
     monitor = MemberMonitor.from_kubeconfig(
         member.name,
         KUBECONFIG,
@@ -276,8 +277,16 @@ def with_active_pods(member: Member, pods: Mapping[str, int]) -> None:
         allow_exec=False,
         on_change=lambda: None,
     )
+    requests = {"cpu": cpu} if cpu else {}
+    container = {"name": "c", "resources": {"requests": requests}}
     listed = {
-        f"{ns}/p{i}": {"metadata": {"name": f"p{i}", "namespace": ns}, "spec": {}, "status": {}}
+        f"{ns}/p{i}": slim_pod(
+            {
+                "metadata": {"name": f"p{i}", "namespace": ns},
+                "spec": {"nodeName": "n1", "containers": [container]},
+                "status": {"phase": "Running"},
+            }
+        )
         for ns, count in pods.items()
         for i in range(count)
     }

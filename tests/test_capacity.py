@@ -4,7 +4,7 @@ from decimal import Decimal
 from typing import Any
 
 from api.pods import pod_requests
-from fleet.capacity import slim_node, slim_pod, summarize
+from fleet.capacity import quota_usage, slim_node, slim_pod, summarize
 
 
 def node(
@@ -38,6 +38,18 @@ def pod(
     return slim_pod(
         {"metadata": {"name": "p", "namespace": "n"}, "spec": spec, "status": {"phase": phase}}
     )
+
+
+def test_quota_usage_counts_what_a_namespaces_quota_counts() -> None:
+    # as the member's quota: waiting for a node or not, an init container's peak; but
+    # neither a terminated pod nor one being deleted (the count must not exceed the quota's)
+    deleting = pod("8")
+    deleting["metadata"]["deletionTimestamp"] = "2026-12-05T10:00:00Z"
+    pods = [pod("500m", "256Mi"), pod("250m", node_name=None, init_cpu="1"), deleting]
+    pods.append(pod("4", phase="Failed"))
+    usage = quota_usage(pods)
+    assert usage == {"pods": Decimal(2), "cpu": Decimal("1.5"), "memory": Decimal(256 << 20)}
+    assert quota_usage([]) == {}
 
 
 def test_allocatable_counts_ready_schedulable_nodes_only() -> None:

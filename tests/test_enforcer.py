@@ -13,7 +13,7 @@ from fleet.connection import ApiError
 from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
 from propagator.tenancy.enforcer import QuotaEnforcer, Usage
 from tests.e2e.manifests import config_map
-from tests.fakes import FakeMember, with_active_pods
+from tests.fakes import FakeMember, with_pods
 
 pytestmark = pytest.mark.anyio
 
@@ -162,7 +162,7 @@ async def test_pods_the_members_count_misses_are_held_back_from_the_limit() -> N
     await h.enforcer.guard(h.member, h.work("b"))
     h.use("a", pods="1")
     h.use("b", pods="0")  # one pod runs in b, uncounted
-    with_active_pods(h.member, {"a": 1, "b": 1})
+    with_pods(h.member, {"a": 1, "b": 1})
     await h.enforcer.rebalance(h.member, quota(pods=6))
 
     def admitted() -> int:  # what runs, plus what the member's own quotas still admit
@@ -171,7 +171,7 @@ async def test_pods_the_members_count_misses_are_held_back_from_the_limit() -> N
     assert admitted() == 6  # not 7: b's quota admits one pod fewer than it shows room for
     assert (h.hard("a"), h.hard("b")) == ({"pods": "3"}, {"pods": "2"})
     assert h.enforcer.usage["team", "m1"].used == {"pods": Decimal(2)}  # the status: both
-    assert h.enforcer.uncounted["team", "m1"] == {"b": 1}
+    assert h.enforcer.uncounted["team", "m1"] == {"b": {"pods": Decimal(1)}}
     # once the member counts it, the whole limit is shared again
     h.use("b", pods="1")
     await h.enforcer.rebalance(h.member, quota(pods=6))
@@ -222,3 +222,17 @@ async def test_a_new_quota_is_written_before_the_work_only_once_the_member_enfor
     with pytest.raises(ApiError, match="has not taken up the quota of tenant team in a"):
         await h.enforcer.guard(h.member, h.work("a"))
     assert h.hard("a") == {"pods": "6"}  # written, not yet enforced: the sync waits
+
+
+async def test_cpu_the_members_count_misses_is_held_back_too() -> None:
+    h = Harness([quota(**{"requests.cpu": "2"})])
+    await h.enforcer.guard(h.member, h.work("a"))
+    await h.enforcer.guard(h.member, h.work("b"))
+    h.use("a", **{"requests.cpu": "500m"})
+    h.use("b", **{"requests.cpu": "0"})  # its pod of 500m uncounted
+    with_pods(h.member, {"a": 1, "b": 1}, cpu="500m")
+    await h.enforcer.rebalance(h.member, quota(**{"requests.cpu": "2"}))
+    # 1.5 is split from the member's figures (500m, 0), each getting half of the 1 left:
+    # what runs (1) and what the quotas admit (500m + 500m) make the limit, not 2.5
+    assert (h.hard("a"), h.hard("b")) == ({"requests.cpu": "1"}, {"requests.cpu": "500m"})
+    assert h.enforcer.usage["team", "m1"].used == {"requests.cpu": Decimal(1)}

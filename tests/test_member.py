@@ -4,6 +4,7 @@ after one of them changed; its probes, a PING between two /readyz while it is Re
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from decimal import Decimal
 from typing import Any, cast
 
 import anyio
@@ -87,17 +88,19 @@ def test_capacity_is_summed_again_only_after_a_node_or_pod_changed() -> None:
     assert pokes == [True, True]  # each change woke the status pass too
 
 
-def test_active_pods_by_namespace_and_who_is_told_when_they_change() -> None:
+def test_quota_usage_by_namespace_and_who_is_told_when_pods_change() -> None:
     pokes: list[bool] = []
     monitor = _watching(pokes)
     _, pods = monitor.informers
-    assert monitor.active_pods("a") is None  # not listed yet: no figure, not zero
+    assert monitor.quota_usage("a") is None  # not listed yet: no figure, not zero
     told: list[str] = []
     monitor.pods_changed = told.append
     deleting = _pod("old", "1", deletionTimestamp="2026-12-05T10:00:00Z")
     pods._replace({"a/p": _pod("p", "1"), "a/old": deleting, "b/q": _pod("q", "1", "b")})
     # a pod being deleted is not counted: the member's quota stops counting it soon
-    assert [monitor.active_pods(ns) for ns in "abc"] == [1, 1, 0]
+    assert monitor.quota_usage("a") == {"pods": Decimal(1), "cpu": Decimal(1)}
+    assert monitor.quota_usage("b") == {"pods": Decimal(1), "cpu": Decimal(1)}
+    assert monitor.quota_usage("c") == {}
     assert sorted(told) == ["a", "a", "b"]
     # one waiting for a node counts, and is told, but holds no node's resources
     pokes.clear()

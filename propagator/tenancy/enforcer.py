@@ -15,10 +15,10 @@ use the members report is kept for the TenantQuota status and the metrics.
 
 A member's count can miss pods: its quota controller recounts a quota whose ``hard`` we
 changed from its own pod cache, which may not hold a pod admitted a moment before, and
-the count stays short until its next full recount (every 5 minutes by default). Pods
-the member's pod watch holds beyond a quota's count are held back from the limit before
-it is split, so the member's admission, counting on from the short figure, still cannot
-let the tenant past its limit.
+the count stays short until its next full recount (every 5 minutes by default). What
+the pods the member's pod watch holds use beyond a quota's count (pods, cpu and memory
+requests) is held back from the limit before it is split, so the member's admission,
+counting on from the short figure, still cannot let the tenant past its limit.
 """
 
 from __future__ import annotations
@@ -49,6 +49,15 @@ from propagator.tenancy.shares import capped_raise, split_all
 log = logging.getLogger(__name__)
 
 RESOURCE_QUOTA = ("v1", "ResourceQuota")
+POD_USAGE = {
+    "pods": "pods",
+    "cpu": "cpu",
+    "requests.cpu": "cpu",
+    "memory": "memory",
+    "requests.memory": "memory",
+}
+"""Quota resources a namespace's pods use, each with what it is summed from
+(:func:`fleet.capacity.quota_usage`), to check the member's count against."""
 REBALANCE_DEBOUNCE_S = 0.2
 TAKEN_UP_POLL_S = 0.02
 """How often the cache is looked at while the member's quota controller takes up a write."""
@@ -109,9 +118,9 @@ class QuotaEnforcer:
         self.on_usage = on_usage
         self.usage: dict[tuple[str, str], Usage] = {}
         """(tenant, cluster) -> Usage, as last seen."""
-        self.uncounted: dict[tuple[str, str], dict[str, int]] = {}
-        """(tenant, cluster) -> pods per namespace beyond its quota's count, as last seen
-        (none: absent)."""
+        self.uncounted: dict[tuple[str, str], dict[str, dict[str, Decimal]]] = {}
+        """(tenant, cluster) -> per namespace, what its pods use beyond its quota's count,
+        by resource, as last seen (none: absent)."""
         self._tenants: dict[tuple[str, str], str] = {}
         """(cluster, namespace) -> the tenant whose quota is there (from the members'
         caches)."""
@@ -195,14 +204,16 @@ class QuotaEnforcer:
                 ns: parse_quantities(((current.get(ns) or {}).get("status") or {}).get("used"))
                 for ns in active | set(current)
             }
-            uncounted = self._uncounted(member, tenant, used)
+            uncounted = self._uncounted(member, tenant, limits, used)
             self._record(tenant, member.name, limits, used, uncounted)
             if not limits:
                 return
-            # Pods the member does not count hold room its admission would give again.
+            # What the member does not count holds room its admission would give again.
             held = dict(limits)
-            if "pods" in held and uncounted:
-                held["pods"] -= sum(uncounted.values())
+            with arithmetic():
+                for missed in uncounted.values():
+                    for resource, amount in missed.items():
+                        held[resource] -= amount
             target = split_all(held, used, active)
             in_force = {
                 ns: parse_quantities((rq.get("spec") or {}).get("hard"))
@@ -292,25 +303,38 @@ class QuotaEnforcer:
         return out
 
     def _uncounted(
-        self, member: Member, tenant: str, used: Mapping[str, Mapping[str, Decimal]]
-    ) -> dict[str, int]:
-        """Per namespace of ``used``: the pods there (not terminated, as the member's
-        pod watch holds them) beyond what its quota counts (none there yet counts none)."""
-        out: dict[str, int] = {}
+        self,
+        member: Member,
+        tenant: str,
+        limits: Mapping[str, Decimal],
+        used: Mapping[str, Mapping[str, Decimal]],
+    ) -> dict[str, dict[str, Decimal]]:
+        """Per namespace of ``used`` and limited resource: what the pods there (as the
+        member's pod watch holds them) request beyond what its quota counts (a namespace
+        with no quota yet counts nothing)."""
+        out: dict[str, dict[str, Decimal]] = {}
         if member.monitor is not None:
-            for ns, per_namespace in used.items():
-                active = member.monitor.active_pods(ns)
-                counted = per_namespace.get("pods", Decimal(0))
-                if active is not None and active > counted:
-                    out[ns] = active - int(counted)
+            with arithmetic():
+                for ns, counted in used.items():
+                    seen = member.monitor.quota_usage(ns) or {}
+                    missed = {}
+                    for resource, source in POD_USAGE.items():
+                        beyond = seen.get(source, Decimal(0)) - counted.get(resource, Decimal(0))
+                        if resource in limits and beyond > 0:
+                            missed[resource] = beyond
+                    if missed:
+                        out[ns] = missed
         if self.uncounted.get((tenant, member.name), {}) != out:
             if out:
                 log.info(
-                    "%s: pods of tenant %s the member's quotas do not count (held back"
-                    " from its limit until they do): %s",
+                    "%s: what pods of tenant %s use that the member's quotas do not count"
+                    " (held back from its limit until they do): %s",
                     member.name,
                     tenant,
-                    ", ".join(f"{n} in {ns}" for ns, n in sorted(out.items())),
+                    "; ".join(
+                        f"{ns}: " + ", ".join(f"{r} {written(r, v)}" for r, v in sorted(m.items()))
+                        for ns, m in sorted(out.items())
+                    ),
                 )
             self.uncounted[tenant, member.name] = out
         return out
@@ -321,15 +345,13 @@ class QuotaEnforcer:
         cluster: str,
         limits: dict[str, Decimal],
         used: Mapping[str, Mapping[str, Decimal]],
-        uncounted: Mapping[str, int],
+        uncounted: Mapping[str, Mapping[str, Decimal]],
     ) -> None:
         total: dict[str, Decimal] = {}
         with arithmetic():
-            for per_namespace in used.values():
+            for per_namespace in (*used.values(), *uncounted.values()):
                 for resource, value in per_namespace.items():
                     total[resource] = total.get(resource, Decimal(0)) + value
-            if uncounted:
-                total["pods"] = total.get("pods", Decimal(0)) + sum(uncounted.values())
         usage = Usage(dict(limits), total)
         if self.usage.get((tenant, cluster)) != usage:
             self.usage[tenant, cluster] = usage
