@@ -13,12 +13,9 @@ capped by what the other namespaces hold as the member answers at that moment (a
 lowered below its use evicts nothing, and the cache the split came from may lag). The
 use the members report is kept for the TenantQuota status and the metrics.
 
-A member's count can miss pods: its quota controller recounts a quota whose ``hard`` we
-changed from its own pod cache, which may not hold a pod admitted a moment before, and
-the count stays short until its next full recount (every 5 minutes by default). What
-the pods the member's pod watch holds use beyond a quota's count (pods, cpu and memory
-requests) is held back from the limit before it is split, so the member's admission,
-counting on from the short figure, still cannot let the tenant past its limit.
+A member's count can miss pods (:mod:`propagator.tenancy.uncounted`): what the pods its
+pod watch holds use beyond a quota's count is held back from the limit before it is
+split.
 """
 
 from __future__ import annotations
@@ -45,19 +42,11 @@ from propagator.runtime.members import Member
 from propagator.runtime.workqueue import WorkQueue
 from propagator.tenancy.quota import hard_for, tenant_of
 from propagator.tenancy.shares import capped_raise, split_all
+from propagator.tenancy.uncounted import held_back, uncounted
 
 log = logging.getLogger(__name__)
 
 RESOURCE_QUOTA = ("v1", "ResourceQuota")
-POD_USAGE = {
-    "pods": "pods",
-    "cpu": "cpu",
-    "requests.cpu": "cpu",
-    "memory": "memory",
-    "requests.memory": "memory",
-}
-"""Quota resources a namespace's pods use, each with what it is summed from
-(:func:`fleet.capacity.quota_usage`), to check the member's count against."""
 REBALANCE_DEBOUNCE_S = 0.2
 TAKEN_UP_POLL_S = 0.02
 """How often the cache is looked at while the member's quota controller takes up a write."""
@@ -204,16 +193,12 @@ class QuotaEnforcer:
                 ns: parse_quantities(((current.get(ns) or {}).get("status") or {}).get("used"))
                 for ns in active | set(current)
             }
-            uncounted = self._uncounted(member, tenant, limits, used)
-            self._record(tenant, member.name, limits, used, uncounted)
+            missing = self._uncounted(member, tenant, limits, used)
+            self._record(tenant, member.name, limits, used, missing)
             if not limits:
                 return
             # What the member does not count holds room its admission would give again.
-            held = dict(limits)
-            with arithmetic():
-                for missed in uncounted.values():
-                    for resource, amount in missed.items():
-                        held[resource] -= amount
+            held = held_back(limits, missing.values())
             target = split_all(held, used, active)
             in_force = {
                 ns: parse_quantities((rq.get("spec") or {}).get("hard"))
@@ -309,21 +294,11 @@ class QuotaEnforcer:
         limits: Mapping[str, Decimal],
         used: Mapping[str, Mapping[str, Decimal]],
     ) -> dict[str, dict[str, Decimal]]:
-        """Per namespace of ``used`` and limited resource: what the pods there (as the
-        member's pod watch holds them) request beyond what its quota counts (a namespace
-        with no quota yet counts nothing)."""
-        out: dict[str, dict[str, Decimal]] = {}
-        if member.monitor is not None:
-            with arithmetic():
-                for ns, counted in used.items():
-                    seen = member.monitor.quota_usage(ns) or {}
-                    missed = {}
-                    for resource, source in POD_USAGE.items():
-                        beyond = seen.get(source, Decimal(0)) - counted.get(resource, Decimal(0))
-                        if resource in limits and beyond > 0:
-                            missed[resource] = beyond
-                    if missed:
-                        out[ns] = missed
+        """What the pods in the namespaces of ``used`` use beyond what the member's quotas
+        there count (:func:`propagator.tenancy.uncounted.uncounted`), logged once per
+        change."""
+        monitor = member.monitor
+        out = {} if monitor is None else uncounted(limits, used, monitor.quota_usage)
         if self.uncounted.get((tenant, member.name), {}) != out:
             if out:
                 log.info(
@@ -345,11 +320,11 @@ class QuotaEnforcer:
         cluster: str,
         limits: dict[str, Decimal],
         used: Mapping[str, Mapping[str, Decimal]],
-        uncounted: Mapping[str, Mapping[str, Decimal]],
+        missing: Mapping[str, Mapping[str, Decimal]],
     ) -> None:
         total: dict[str, Decimal] = {}
         with arithmetic():
-            for per_namespace in (*used.values(), *uncounted.values()):
+            for per_namespace in (*used.values(), *missing.values()):
                 for resource, value in per_namespace.items():
                     total[resource] = total.get(resource, Decimal(0)) + value
         usage = Usage(dict(limits), total)
