@@ -3,10 +3,12 @@
 TLS passes through untouched (the client still verifies the real API server's
 certificate). Every chunk the client sends is delivered ``latency_s`` after it arrived
 (chunks of one request do not add up), so each request pays the latency once, like a
-member cluster far away. Every proxy runs in one asyncio event loop in a child process of
-its own: a far cluster's network costs the benchmark's process (which may be the
-controller under test) no CPU, as a real one would not, and a thousand far clusters need
-no thread per connection.
+member cluster far away. Every proxy runs in one event loop in a child process of its
+own: a far cluster's network costs the benchmark's process (which may be the controller
+under test) no CPU, as a real one would not, and a thousand far clusters need no thread
+per connection. That loop is uvloop's where it is installed (as for the controller): the
+proxies still share the cores with the controller and the servers, and on asyncio's loop
+they used 0.9 s of CPU in a rollout to 300 far clusters (6 % of what the rest used).
 """
 
 from __future__ import annotations
@@ -302,4 +304,9 @@ def _no_delay(transport: asyncio.BaseTransport) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(_commands(sys.stdin, sys.stdout))
+    try:
+        import uvloop
+    except ImportError:  # uvloop is not on every platform
+        asyncio.run(_commands(sys.stdin, sys.stdout))
+    else:
+        uvloop.run(_commands(sys.stdin, sys.stdout))
