@@ -30,6 +30,7 @@ import httpx
 
 from fleet.answerbody import BodyDecoder, LineSplitter, UnreadableAnswer
 from fleet.discovery import Discovery, ResourceInfo
+from fleet.hpackread import READ_HEADERS
 from fleet.http2 import Http2Transport, Origin, Sent
 from fleet.kubeconfig import Credentials, ExecConfig, token_problem
 from fleet.redact import capped
@@ -208,8 +209,6 @@ begins with the objects there are, flushing a gzip member per event: a compresso
 on the member for every event of a few hundred bytes, and a decoder's here."""
 _ERROR_BODY_LIMIT = 300
 """Characters of a non-JSON error body kept in a message (member answers are capped)."""
-_READ_HEADERS = ("content-encoding", "retry-after", "etag")
-"""The answer headers a call or a watch reads."""
 _ETAG = re.compile(r'(W/)?"[\x21\x23-\x7e]*"')
 """An entity tag (RFC 9110), the only ETag sent back in If-None-Match."""
 
@@ -218,8 +217,8 @@ def _read_headers(headers: Mapping[bytes, bytes] | httpx.Headers) -> dict[str, s
     """The headers read of an answer (names in lower case), from the HTTP/2 path's
     headers or httpx's."""
     if isinstance(headers, httpx.Headers):
-        return {n: headers[n] for n in _READ_HEADERS if n in headers}
-    found = {n: headers.get(n.encode()) for n in _READ_HEADERS}
+        return {n: headers[n] for n in READ_HEADERS if n in headers}
+    found = {n: headers.get(n.encode()) for n in READ_HEADERS}
     return {n: v.decode(errors="replace") for n, v in found.items() if v is not None}
 
 
@@ -623,7 +622,7 @@ class KubeConnection:
         sent: Sent | None = None,
     ) -> tuple[int, dict[str, str], bytes]:
         """One call: its status (raises :class:`ApiError` from 400 on), the headers read
-        of it (``_READ_HEADERS``) and its body, decoded. ``sent``: the call, sent already
+        of it (``READ_HEADERS``) and its body, decoded. ``sent``: the call, sent already
         (:meth:`send_now`), whose answer is read."""
         what = f"{method} {path}"
         client = await self._http()

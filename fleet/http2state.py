@@ -11,8 +11,9 @@ Why not h2: its general state machine (every frame an object, every transition a
 enum-keyed table, a ``repr`` of every frame received for a trace log nobody reads) was a
 quarter of the controller's CPU at rest with 1,000 members and of each API call's; this
 one parses a frame with one ``struct`` call and keeps a stream's state in five fields.
-Header blocks are still hpack's to decode; :class:`fleet.http2conn._LiteralEncoder`
-encodes ours.
+Header blocks are decoded by :class:`fleet.hpackread.AnswerHeaderDecoder` (only the
+headers read; ``hpack`` for a block that uses the compression table, which our SETTINGS
+ask the server not to); :class:`fleet.http2conn._LiteralEncoder` encodes ours.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import struct
 from typing import Any
 
 import hpack
+
+from fleet.hpackread import READ_HEADERS, AnswerHeaderDecoder
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -208,8 +211,9 @@ class ClientState:
         if not 0 <= stream_window <= MAX_WINDOW:
             raise ValueError(f"stream_window {stream_window} out of range")
         self._encoder = encoder
-        self._decoder = hpack.Decoder(max_header_list_size=max_header_list_size)
+        self._decoder = AnswerHeaderDecoder(READ_HEADERS, max_header_list_size)
         self._local_settings = {
+            HEADER_TABLE_SIZE: 0,  # see fleet.hpackread
             ENABLE_PUSH: 0,
             MAX_CONCURRENT_STREAMS: max_concurrent_streams,
             MAX_HEADER_LIST_SIZE: max_header_list_size,
@@ -485,7 +489,7 @@ class ClientState:
     def _headers_done(self, stream_id: int, block: bytes, events: list[Event]) -> None:
         try:
             # Decoded whatever the stream: the compression table is the connection's.
-            headers = self._decoder.decode(block, raw=True)
+            headers = self._decoder.decode(block)
         except hpack.HPACKError as exc:
             raise ProtocolViolation(COMPRESSION_ERROR, f"undecodable headers: {exc}") from None
         stream = self._streams.get(stream_id)
