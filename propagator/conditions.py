@@ -8,12 +8,26 @@ holds — the informer's copy, or the status last written while that copy trails
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fleet.redact import redact
 
 _VOLATILE = ("lastProbeTime",)
+
+
+NAMED_CLUSTERS = 10
+"""How many clusters of a list a condition's message names: ``status.clusters`` has every
+cluster's line, and a rollout to 1,000 would otherwise make each message a list of 1,000
+(unreadable in ``kubectl describe``, and written to the hub again with every change)."""
+
+
+def some_of(items: Sequence[str], sep: str, limit: int = NAMED_CLUSTERS) -> str:
+    """The first ``limit`` items joined by ``sep``, then how many more there are:
+    ``a, b, c and 997 more``."""
+    shown = sep.join(items[:limit])
+    more = len(items) - limit
+    return f"{shown} and {more} more" if more > 0 else shown
 
 
 def now_iso() -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from propagator.conditions import status_changed
+from propagator.conditions import NAMED_CLUSTERS, status_changed
 from propagator.propagation.status import ClusterState, StatusBuilder, availability
 
 
@@ -36,6 +36,18 @@ def test_available_names_what_is_not_ready() -> None:
     assert message == "1/3 clusters healthy; b: Degraded; c: not applied"
     assert availability([_state("a")], ["a"]) == (True, "Healthy", "1/1 clusters healthy")
     assert availability([], [])[0] is False
+
+
+def test_available_names_the_degraded_first_and_counts_past_a_limit() -> None:
+    names = [f"far-{n:04}" for n in range(1000)]
+    states = [_state(n, applied=False) for n in names[:990]]
+    states += [_state(n, health="Degraded") for n in names[990:995]]
+    states += [_state(n) for n in names[995:]]
+    ok, reason, message = availability(states, names)
+    assert (ok, reason) == (False, "Degraded")
+    degraded = "; ".join(f"{n}: Degraded" for n in names[990:995])
+    waiting = "; ".join(f"{n}: not applied" for n in names[: NAMED_CLUSTERS - 5])
+    assert message == f"5/1000 clusters healthy; {degraded}; {waiting} and 985 more"
 
 
 def test_an_unchanged_status_is_not_rewritten() -> None:

@@ -3,7 +3,7 @@ status just written counts until the cache shows it."""
 
 from __future__ import annotations
 
-from propagator.conditions import WrittenStatuses, condition, status_changed
+from propagator.conditions import WrittenStatuses, condition, some_of, status_changed
 
 
 def test_probe_time_alone_is_not_a_change() -> None:
@@ -35,3 +35,9 @@ def test_a_written_status_counts_while_the_cached_copy_is_the_one_it_went_over()
     assert statuses.changed("t", caught_up, {"ready": "1/2"})
     statuses.forget("t")
     assert not statuses.changed("t", cached, {"ready": "1/2"})
+
+
+def test_some_of_names_up_to_the_limit_and_counts_the_rest() -> None:
+    assert some_of(["a", "b", "c"], ", ", 3) == "a, b, c"
+    assert some_of(["a", "b", "c", "d"], ", ", 3) == "a, b, c and 1 more"
+    assert some_of([], "; ", 3) == ""

@@ -28,7 +28,7 @@ from fleet.informer import cache_key
 from fleet.snapshot import ClusterInfo, FleetSnapshot, SnapshotStore
 from propagator.canary.analysis import Analysis
 from propagator.canary.plan import CanaryPlan
-from propagator.conditions import WrittenStatuses, now_iso
+from propagator.conditions import WrittenStatuses, now_iso, some_of
 from propagator.observability.metrics import Metrics
 from propagator.observability.tracing import current_span_context
 from propagator.propagation.canarysteps import CanarySteps, condition_of
@@ -335,14 +335,11 @@ class Reconciler:
         # a state not yet tried is new work).
         changed = [c for c in due if (s := self.table.state(key, c)) and s.tried_at is None]
         if changed:
-            shown = ", ".join(changed[:LOGGED_CLUSTERS])
-            more = len(changed) - LOGGED_CLUSTERS
             log.info(
-                "%s: syncing %d clusters (%s%s)",
+                "%s: syncing %d clusters (%s)",
                 key,
                 len(changed),
-                shown,
-                f" and {more} more" if more > 0 else "",
+                some_of(changed, ", ", LOGGED_CLUSTERS),
             )
         queued = False
         for cluster in due:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from propagator.conditions import some_of
 from propagator.propagation.work import SyncState
 
 
@@ -34,17 +35,17 @@ def failures(states: Mapping[str, SyncState]) -> ExceptionGroup[ClusterFailed] |
 
 def applied_summary(states: Mapping[str, SyncState]) -> str:
     """``17/20 clusters applied; 2 failed: member-4: timeout after 3 attempts; ...; 1 in
-    progress: member-9 (retrying: 503 ...)``."""
+    progress: member-9 (retrying: 503 ...)``: every failure, the first clusters in
+    progress (those retrying first)."""
     applied = sum(s.applied for s in states.values())
     text = f"{applied}/{len(states)} clusters applied"
     group = failures(states)
     if group is not None:
         text += f"; {len(group.exceptions)} failed: " + "; ".join(str(e) for e in group.exceptions)
-    pending = [
-        f"{c} (retrying: {s.error})" if s.error else c
-        for c, s in sorted(states.items())
-        if not s.applied and not s.failed
-    ]
+    pending = [(c, s) for c, s in sorted(states.items()) if not s.applied and not s.failed]
     if pending:
-        text += f"; {len(pending)} in progress: " + ", ".join(pending)
+        # Those retrying first: their errors say more than the names of those waiting.
+        named = [f"{c} (retrying: {s.error})" for c, s in pending if s.error]
+        named += [c for c, s in pending if not s.error]
+        text += f"; {len(pending)} in progress: " + some_of(named, ", ")
     return text

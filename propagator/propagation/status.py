@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from api.application import ApplicationPropagationStatus
 from fleet.redact import redact
-from propagator.conditions import condition
+from propagator.conditions import condition, some_of
 from propagator.propagation.health import WorkloadHealth
 
 
@@ -100,7 +100,7 @@ def availability(states: Iterable[ClusterState], targets: Iterable[str]) -> tupl
     by_name = {s.name: s for s in states}
     names = sorted(targets)
     not_ready = [
-        f"{n}: {'not applied' if not by_name[n].applied else by_name[n].health}"
+        (n, "not applied" if not by_name[n].applied else by_name[n].health)
         for n in names
         if n in by_name and not (by_name[n].applied and by_name[n].health == "Healthy")
     ]
@@ -109,9 +109,12 @@ def availability(states: Iterable[ClusterState], targets: Iterable[str]) -> tupl
         return False, "NoClusters", "placed on no cluster"
     if not not_ready:
         return True, "Healthy", f"{ready}/{len(names)} clusters healthy"
-    degraded = any(by_name[n].health == "Degraded" for n in names if n in by_name)
+    degraded = any(why == "Degraded" for _, why in not_ready)
+    # Degraded clusters first: a message names only the first few.
+    not_ready.sort(key=lambda line: line[1] != "Degraded")
     return (
         False,
         "Degraded" if degraded else "Progressing",
-        f"{ready}/{len(names)} clusters healthy; " + "; ".join(not_ready),
+        f"{ready}/{len(names)} clusters healthy; "
+        + some_of([f"{n}: {why}" for n, why in not_ready], "; "),
     )
