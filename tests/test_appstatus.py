@@ -48,6 +48,13 @@ def test_available_names_the_degraded_first_and_counts_past_a_limit() -> None:
     degraded = "; ".join(f"{n}: Degraded" for n in names[990:995])
     waiting = "; ".join(f"{n}: not applied" for n in names[: NAMED_CLUSTERS - 5])
     assert message == f"5/1000 clusters healthy; {degraded}; {waiting} and 985 more"
+    # A cluster not applied whose workload is Degraded makes the application Degraded.
+    degraded_there = [_state("a"), _state("b", applied=False, health="Degraded")]
+    assert availability(degraded_there, ["a", "b"]) == (
+        False,
+        "Degraded",
+        "1/2 clusters healthy; b: not applied",
+    )
 
 
 def test_an_unchanged_status_is_not_rewritten() -> None:

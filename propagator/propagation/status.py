@@ -109,9 +109,9 @@ def availability(states: Iterable[ClusterState], targets: Iterable[str]) -> tupl
         return False, "NoClusters", "placed on no cluster"
     if not not_ready:
         return True, "Healthy", f"{ready}/{len(names)} clusters healthy"
-    degraded = any(why == "Degraded" for _, why in not_ready)
-    # Degraded clusters first: a message names only the first few.
-    not_ready.sort(key=lambda line: line[1] != "Degraded")
+    degraded = any(by_name[n].health == "Degraded" for n in names if n in by_name)
+    # Degraded clusters first (applied or not): a message names only the first few.
+    not_ready.sort(key=lambda line: by_name[line[0]].health != "Degraded")
     return (
         False,
         "Degraded" if degraded else "Progressing",
