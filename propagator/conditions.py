@@ -30,6 +30,26 @@ def some_of(items: Sequence[str], sep: str, limit: int = NAMED_CLUSTERS) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
+def by_message(pairs: Iterable[tuple[str, str]], what: str, limit: int = NAMED_CLUSTERS) -> str:
+    """(cluster, message) pairs as one entry per distinct message, the clusters sharing it
+    named before it as :func:`some_of` names them: ``a, b and 998 more: timeout after 3
+    attempts; c: 403 Forbidden``. The messages most clusters share come first (then by
+    their first cluster, in the order given); past ``limit`` of them the rest are counted,
+    ``what`` saying what they are: ``; 40 more clusters with 12 other errors``. A bad
+    manifest refused by 1,000 clusters is one entry, not 1,000 copies of its error."""
+    clusters: dict[str, list[str]] = {}
+    for cluster, message in pairs:
+        clusters.setdefault(message, []).append(cluster)
+    ordered = sorted(clusters.items(), key=lambda m: -len(m[1]))  # stable: first seen first
+    text = "; ".join(f"{some_of(names, ', ', limit)}: {m}" for m, names in ordered[:limit])
+    rest = ordered[limit:]
+    if rest:
+        count = sum(len(names) for _, names in rest)
+        noun = "cluster" if count == 1 else "clusters"
+        text += f"; {count} more {noun} with {len(rest)} other {what}"
+    return text
+
+
 def now_iso() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

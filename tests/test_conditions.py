@@ -3,7 +3,13 @@ status just written counts until the cache shows it."""
 
 from __future__ import annotations
 
-from propagator.conditions import WrittenStatuses, condition, some_of, status_changed
+from propagator.conditions import (
+    WrittenStatuses,
+    by_message,
+    condition,
+    some_of,
+    status_changed,
+)
 
 
 def test_probe_time_alone_is_not_a_change() -> None:
@@ -41,3 +47,14 @@ def test_some_of_names_up_to_the_limit_and_counts_the_rest() -> None:
     assert some_of(["a", "b", "c"], ", ", 3) == "a, b, c"
     assert some_of(["a", "b", "c", "d"], ", ", 3) == "a, b, c and 1 more"
     assert some_of([], "; ", 3) == ""
+
+
+def test_by_message_names_the_clusters_sharing_a_message_before_it() -> None:
+    pairs = [("a", "full"), ("b", "gone"), ("c", "full"), ("d", "late")]
+    assert by_message(pairs, "refusals") == "a, c: full; b: gone; d: late"
+    assert (
+        by_message(pairs, "refusals", 2)
+        == "a, c: full; b: gone; 1 more cluster with 1 other refusals"
+    )
+    assert by_message([("a", "x"), ("b", "x"), ("c", "x")], "errors", 2) == "a, b and 1 more: x"
+    assert by_message([], "errors") == ""

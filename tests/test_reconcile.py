@@ -281,7 +281,7 @@ def test_no_room_in_the_tenants_quota_is_quota_exceeded_and_nothing_is_written()
     assert h.queued == []
     exceeded = h.condition("QuotaExceeded")
     assert exceeded["status"] == "True"
-    assert exceeded["message"].startswith("tenant team's quota leaves no room on a (")
+    assert exceeded["message"].startswith("tenant team's quota leaves no room on a, b: ")
     assert h.condition("Scheduled")["status"] == "False"
 
 
@@ -375,8 +375,8 @@ def test_a_templated_replica_count_is_counted_once_rendered() -> None:
     exceeded = h.condition("QuotaExceeded")
     assert exceeded["status"] == "True"
     assert exceeded["message"] == (
-        "as rendered, it asks more than the tenant's quota leaves on a (cpu: 2 asked, 1 left); "
-        "b (cpu: 2 asked, 1 left); nothing was applied"
+        "as rendered, it asks more than the tenant's quota leaves on a, b: cpu 2 asked, 1 left; "
+        "nothing was applied"
     )
 
 
@@ -417,8 +417,8 @@ def test_a_container_without_requests_counts_as_its_namespaces_limit_range_defau
     too_many.reconcile()
     assert too_many.queued == []
     assert too_many.condition("QuotaExceeded")["message"] == (
-        "as rendered, it asks more than the tenant's quota leaves on a (cpu: 1200m asked, "
-        "1 left); b (cpu: 1200m asked, 1 left); nothing was applied"
+        "as rendered, it asks more than the tenant's quota leaves on a, b: cpu 1200m asked, "
+        "1 left; nothing was applied"
     )
 
 

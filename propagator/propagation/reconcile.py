@@ -28,7 +28,7 @@ from fleet.informer import cache_key
 from fleet.snapshot import ClusterInfo, FleetSnapshot, SnapshotStore
 from propagator.canary.analysis import Analysis
 from propagator.canary.plan import CanaryPlan
-from propagator.conditions import WrittenStatuses, now_iso, some_of
+from propagator.conditions import WrittenStatuses, by_message, now_iso, some_of
 from propagator.observability.metrics import Metrics
 from propagator.observability.tracing import current_span_context
 from propagator.propagation.canarysteps import CanarySteps, condition_of
@@ -450,21 +450,22 @@ class Reconciler:
         quota_blocked = (
             []
             if decision.schedulable
-            else [
-                f"{v.cluster} ({v.detail or v.reason})"
+            else sorted(
+                (v.cluster, v.detail or v.reason or "no room")
                 for v in decision.evaluated.values()
                 if v.filtered_by == "TenantQuota"
-            ]
+            )
         )
         if quota_blocked:
             name = (tenant or {}).get("metadata", {}).get("name", "")
+            where = by_message(quota_blocked, "reasons")
             self.metrics.tenant_rejections.labels(name, "quota").inc()
             plan.conditions.append(
                 (
                     "QuotaExceeded",
                     True,
                     "QuotaExceeded",
-                    f"tenant {name}'s quota leaves no room on {', '.join(sorted(quota_blocked))}",
+                    f"tenant {name}'s quota leaves no room on {where}",
                 )
             )
         targets = targets_of(decision, held)

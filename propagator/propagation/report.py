@@ -8,13 +8,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleet.informer import cache_key
-from propagator.conditions import iso
+from propagator.conditions import by_message, iso
 from propagator.propagation.canarysteps import canary_status
 from propagator.propagation.failover import unhealthy_since
 from propagator.propagation.failoverstate import unhealthy_clocks
 from propagator.propagation.health import HEALTHS, WorkloadHealth
 from propagator.propagation.plan import MemberAccess, Plan
-from propagator.propagation.results import applied_summary, failures
+from propagator.propagation.results import applied_summary, failed_on, failures
 from propagator.propagation.status import ClusterState, StatusBuilder, availability
 from propagator.propagation.targets import Target
 from propagator.propagation.work import SyncState, WorkTable
@@ -115,9 +115,7 @@ def _cluster_status(
     message = applied_summary(target_states)
     removal_failures = failures({c: s for c, s in blocking.items() if s.failed})
     if removal_failures is not None:
-        message += "; not yet removed from " + "; ".join(
-            str(e) for e in removal_failures.exceptions
-        )
+        message += "; not yet removed from " + failed_on(removal_failures)
     if done:
         reason = "Applied"
     elif any(s.conflict for s in target_states.values()):
@@ -128,9 +126,9 @@ def _cluster_status(
         reason = "Applying"
     builder.condition("Applied", done, reason, message)
     if not any(c[0] == "QuotaExceeded" for c in plan.conditions):
-        over = [f"{c}: {s.error}" for c, s in sorted(target_states.items()) if s.quota_exceeded]
+        over = [(c, str(s.error)) for c, s in sorted(target_states.items()) if s.quota_exceeded]
         over += [
-            f"{t.cluster}: {refusal}"
+            (t.cluster, refusal)
             for t in plan.targets
             for refusal in members.quota_refusals(t.cluster, plan.rendered[t.cluster], namespace)
         ]
@@ -139,7 +137,7 @@ def _cluster_status(
                 "QuotaExceeded",
                 True,
                 "QuotaExceeded",
-                "refused by the member's quota on " + "; ".join(over),
+                "refused by the member's quota on " + by_message(over, "refusals"),
             )
         else:
             builder.condition("QuotaExceeded", False, "WithinQuota", "within the quota")

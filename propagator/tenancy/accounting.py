@@ -80,11 +80,11 @@ def over_room(
     snapshot: FleetSnapshot,
     limits: LimitDefaults,
     namespace: str,
-) -> list[str]:
+) -> list[tuple[str, str]]:
     """Clusters where what was rendered for them (templates and overrides applied; objects
     without a namespace in ``namespace``) asks more than ``room`` (the tenant's remaining
-    quota there), each with the first resource short: ``member-1 (cpu: 1500m asked, 1
-    left)``."""
+    quota there), each with the first resource short: ``("member-1", "cpu 1500m asked, 1
+    left")``."""
     over = []
     for cluster, objects in sorted(rendered.items()):
         left = room.get(cluster)
@@ -95,5 +95,5 @@ def over_room(
         short = next((r for r, v in asked.items() if r in left and v > left[r]), None)
         if short is not None:
             asked_text, left_text = written(short, asked[short]), written(short, left[short])
-            over.append(f"{cluster} ({short}: {asked_text} asked, {left_text} left)")
+            over.append((cluster, f"{short} {asked_text} asked, {left_text} left"))
     return over

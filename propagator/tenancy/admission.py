@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet.snapshot import FleetSnapshot
+from propagator.conditions import by_message
 from propagator.observability.metrics import Metrics
 from propagator.propagation.work import WorkTable
 from propagator.tenancy.accounting import Use, UseCache, over_room, planned_use
@@ -93,7 +94,7 @@ class QuotaAdmission:
         name = str(tenant["metadata"]["name"])
         labels = {c: snapshot.clusters[c].labels for c in rendered if c in snapshot.clusters}
         missing = [
-            f"{cluster}: {problem}"
+            (cluster, problem)
             for cluster, objects in sorted(rendered.items())
             if cluster in labels and (defaults := self.limits.of(cluster)) is not None
             for problem in requests_missing(
@@ -108,15 +109,15 @@ class QuotaAdmission:
             return Refusal(
                 "RequestsMissing",
                 f"tenant {name}'s quota limits what these containers leave unstated, and no "
-                f"LimitRange of their namespace gives a default: {'; '.join(missing)}; "
-                "nothing was applied",
+                "LimitRange of their namespace gives a default: "
+                f"{by_message(missing, 'problems')}; nothing was applied",
             )
         room = remaining(tenant, labels, own, planned)
         if over := over_room(rendered, room, snapshot, self.limits, namespace):
             self.metrics.tenant_rejections.labels(name, "quota").inc()
             return Refusal(
                 "QuotaExceeded",
-                f"as rendered, it asks more than the tenant's quota leaves on "
-                f"{'; '.join(over)}; nothing was applied",
+                "as rendered, it asks more than the tenant's quota leaves on "
+                f"{by_message(over, 'shortfalls')}; nothing was applied",
             )
         return None

@@ -12,7 +12,7 @@ from api.common import API_VERSION
 from api.quantity import arithmetic
 from api.tenantquota import TenantQuotaStatus
 from fleet.connection import ApiError, KubeConnection
-from propagator.conditions import WrittenStatuses, condition, now_iso
+from propagator.conditions import WrittenStatuses, by_message, condition, now_iso
 from propagator.observability.metrics import Metrics
 from propagator.runtime.workqueue import WorkQueue
 from propagator.tenancy.enforcer import Usage, written
@@ -33,12 +33,12 @@ def tenant_status(quota: Mapping[str, Any], usage: Mapping[str, Usage], now: str
         }
         for cluster, u in sorted(usage.items())
     ]
-    over = [f"{c}: {', '.join(u.exceeded())}" for c, u in sorted(usage.items()) if u.exceeded()]
+    over = [(c, ", ".join(u.exceeded())) for c, u in sorted(usage.items()) if u.exceeded()]
     exceeded = condition(
         "Exceeded",
         bool(over),
         "Exceeded" if over else "WithinLimits",
-        "over the limit on " + "; ".join(over)
+        "over the limit on " + by_message(over, "sets of resources")
         if over
         else f"within the limits on {len(clusters)} cluster(s)",
         quota["metadata"].get("generation"),

@@ -566,7 +566,8 @@ def test_applications_of_one_tenant_share_its_quota(fleet: Fleet, controller: Co
         create(fleet, application(name, "share", [obj]))
         app = _quota_exceeded(fleet, "share", name)
         message = condition(app, "QuotaExceeded")["message"]
-        assert message.startswith("tenant team-s's quota leaves no room on member-1 ("), message
+        assert message.startswith("tenant team-s's quota leaves no room on member-1"), message
+        assert all(cluster in message for cluster in MEMBERS), message
         for cluster in MEMBERS:
             assert (
                 not fleet.apps(cluster)
@@ -587,11 +588,12 @@ def test_containers_without_requests_are_refused_until_a_limit_range_gives_a_def
     app = _quota_exceeded(fleet, "norequests", "web")
     exceeded = condition(app, "QuotaExceeded")
     assert exceeded["reason"] == "RequestsMissing"
+    # the same problem on every member, named once with the clusters it is on
+    assert (
+        f"{', '.join(MEMBERS)}: Deployment norequests/web container main: no cpu request"
+        in exceeded["message"]
+    )
     for cluster in MEMBERS:
-        assert (
-            f"{cluster}: Deployment norequests/web container main: no cpu request"
-            in (exceeded["message"])
-        )
         assert member_object(fleet, cluster, "Deployment", "norequests", "web") is None
     # the platform gives the namespace a default request on every member
     for cluster in MEMBERS:
@@ -647,8 +649,7 @@ def test_a_templated_replica_count_is_counted_once_rendered(
     app = _quota_exceeded(fleet, "templated", "web")
     assert condition(app, "QuotaExceeded")["message"] == (
         "as rendered, it asks more than the tenant's quota leaves on "
-        "member-1 (cpu: 1500m asked, 1 left); member-2 (cpu: 1500m asked, 1 left); "
-        "member-3 (cpu: 1500m asked, 1 left); nothing was applied"
+        "member-1, member-2, member-3: cpu 1500m asked, 1 left; nothing was applied"
     )
     for cluster in MEMBERS:
         assert not fleet.apps(cluster).list_namespaced_deployment("templated").items
