@@ -175,9 +175,7 @@ async def _sync_all(
         table,
         metrics,
         anyio.CapacityLimiter(concurrency),
-        lambda member, kinds, timeout_s, written: registry.caches_synced(
-            member, kinds, timeout_s, written
-        ),
+        lambda member, kinds, timeout_s: registry.caches_synced(member, kinds, timeout_s),
         reported,
     )
     registry = MemberRegistry(
@@ -204,12 +202,11 @@ async def _sync_all(
         start = time.perf_counter()
         for name in named:
             app = f"bench/{name}"
-            table.set_work(
-                app, {name: _work(app, name, name, policy)}, now=0.0, recheck_after_s=3600
-            )
+            work = _work(app, name, name, policy)
+            table.set_work(app, {name: work}, now=0.0, recheck_after_s=3600)
             member = registry.get(name)
             assert member is not None
-            member.queue.add(app)
+            registry.queue(member, app, work.kinds)
         await done.wait()
         wall = time.perf_counter() - start
         tg.cancel_scope.cancel()

@@ -240,7 +240,6 @@ class FakeMember:
         member: Member,
         kinds: Iterable[KindKey],
         timeout_s: float,
-        written: Mapping[KindKey, str] | None = None,
     ) -> dict[KindKey, Informer]:
         """Caches of ``kinds`` holding what the member holds now: as the registry's, only
         objects stamped for this member."""

@@ -76,7 +76,6 @@ def _run(
     server: ScriptedServer,
     seen: list[tuple[str, str]],
     index: Callable[[dict[str, Any]], str | None] | None = None,
-    fresh_as_of: str | None = None,
 ) -> Informer:
     def handler(event: str, old: Any, new: Any) -> None:
         seen.append((event, (new or old)["metadata"]["name"]))
@@ -87,7 +86,6 @@ def _run(
         "ConfigMap",
         handler,
         index=index,
-        fresh_as_of=fresh_as_of,
     )
 
     async def main() -> None:
@@ -124,41 +122,6 @@ def test_a_watch_that_begins_with_the_objects_fills_the_cache_without_a_list() -
     assert "resourceVersion" not in first
     assert then["resourceVersion"] == "6"
     assert "sendInitialEvents" not in then
-
-
-def test_a_first_fill_as_of_our_own_write_asks_for_that_version_not_the_latest() -> None:
-    server = ScriptedServer(
-        [
-            [{"type": "ADDED", "object": _cm("a", "3")}, _bookmark("4", end=True)],
-            ApiError("m1", "too old", status=410),
-            [_bookmark("9", end=True)],
-        ]
-    )
-    informer = _run(server, [], fresh_as_of="3")
-    first, expired, again, _ = (params for _, params in server.calls)
-    assert expired["resourceVersion"] == "4"  # (the watch that goes on from the first fill)
-    assert (first["resourceVersion"], first["resourceVersionMatch"]) == ("3", "NotOlderThan")
-    assert first["sendInitialEvents"] == "true"
-    # Filled once: the next fill (after the version expired) is of the latest.
-    assert "resourceVersion" not in again
-    assert again["resourceVersionMatch"] == "NotOlderThan"
-    assert informer.fresh_as_of is None
-
-
-def test_a_server_not_caught_up_with_our_write_is_asked_for_the_latest_next() -> None:
-    behind = ApiError("m1", "Too large resource version: 3, current: 2", status=504)
-    server = ScriptedServer([behind, [_bookmark("4", end=True)]])
-    informer = _run(server, [], fresh_as_of="3")
-    assert [p.get("resourceVersion") for _, p in server.calls] == ["3", None, "4"]
-    assert informer.synced
-
-
-def test_a_list_as_of_our_own_write_where_watches_cannot_begin_with_the_objects() -> None:
-    server = ScriptedServer([[]], watch_list=False)
-    _run(server, [], fresh_as_of="3")
-    (_, listed), (_, watched), _ = server.calls
-    assert (listed["resourceVersion"], listed["resourceVersionMatch"]) == ("3", "NotOlderThan")
-    assert watched["resourceVersion"] == "5"  # from the list, as always
 
 
 def test_initial_events_are_not_the_cache_until_the_server_says_they_ended() -> None:

@@ -47,8 +47,8 @@ class Harness:
         )
         self.policy = SyncPolicy(backoff_s=0.01, max_backoff_s=0.02, **policy)
 
-    async def _caches(self, member: Any, kinds: Any, timeout_s: float, written: Any) -> Any:
-        return await self.fakes[member.name].caches(member, kinds, timeout_s, written)
+    async def _caches(self, member: Any, kinds: Any, timeout_s: float) -> Any:
+        return await self.fakes[member.name].caches(member, kinds, timeout_s)
 
     def member(self, name: str) -> Any:
         self.fakes[name] = FakeMember(name, namespaces=["shop"])

@@ -3,6 +3,7 @@ together, its connection closed with it."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import anyio
@@ -49,14 +50,16 @@ def _monitor(name: str) -> tuple[MemberMonitor, _Connection, list[_Watch]]:
     return monitor, connection, watches
 
 
-def _registry(added: list[Member]) -> MemberRegistry:
-    async def sync(member: Member, key: str) -> None:
+def _registry(
+    added: list[Member], sync: Callable[[Member, str], Awaitable[None]] | None = None
+) -> MemberRegistry:
+    async def nothing(member: Member, key: str) -> None:
         pass
 
     return MemberRegistry(
         selector=lambda name: f"member={name}",
         index=lambda obj: None,
-        sync=sync,
+        sync=sync or nothing,
         on_object=lambda *_: None,
         on_added=added.append,
         workers_per_member=2,
@@ -110,3 +113,53 @@ def test_a_unit_runs_its_members_watches_and_stops_them_and_its_connection_as_on
     assert [m.monitor for m in added] == [first, rebuilt, last]
     assert last_conn.closed
     assert [w.running for w in last_watches] == [False, False]
+
+
+class _Listing(_Connection):
+    """A member whose caches' first listings never end: only their start is seen."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listing: list[str] = []
+
+    async def streams_initial_events(self) -> bool:
+        return True
+
+    async def resource(self, api_version: str, kind: str) -> Any:
+        self.listing.append(f"{api_version}/{kind}")
+        await anyio.sleep_forever()
+
+
+def test_a_queued_sync_has_its_caches_listing_before_its_turn_comes() -> None:
+    # They list while the sync waits: its first listing sees fewer of the writes queued
+    # before it, and the sync may find it done.
+    connection = _Listing()
+    monitor = MemberMonitor("m1", "1", HealthPolicy(), connection=cast(KubeConnection, connection))
+    at_turn: list[tuple[str, list[str], bool]] = []
+    turn = anyio.Event()
+
+    async def sync(member: Member, key: str) -> None:
+        await turn.wait()  # the member's workers are busy until then
+        cached = member.cached("apps/v1", "Deployment") is not None
+        at_turn.append((key, list(connection.listing), cached))
+
+    registry = _registry([], sync)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            await tg.start(registry.run)
+            registry.sync({"m1": monitor})
+            member = registry.get("m1")
+            assert member is not None
+            kinds = [("apps/v1", "Deployment"), ("v1", "ConfigMap")]
+            registry.queue(member, "shop/web", kinds)
+            await anyio.wait_all_tasks_blocked()
+            assert sorted(connection.listing) == ["apps/v1/Deployment", "v1/ConfigMap"]
+            registry.queue(member, "shop/api", kinds[:1])  # started once per kind
+            turn.set()
+            await anyio.wait_all_tasks_blocked()
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    listing = ["apps/v1/Deployment", "v1/ConfigMap"]
+    assert sorted(at_turn) == [("shop/api", listing, True), ("shop/web", listing, True)]

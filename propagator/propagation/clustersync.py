@@ -9,19 +9,17 @@ namespace is new: a namespace the member is not known to have is created, and th
 says whether it is; a first apply into it then costs one request per object. Objects
 carrying this application's stamp that it no longer wants are deleted.
 
-A sync whose caches have not listed yet (the first of a kind on that member), with every
-object going into a namespace not known to exist there, starts with those namespaces: if
-creating them made them all, the objects are written before the caches list, which then
-serve the prune only. The watch brings the objects back in its first listing instead of
-as an event each while they are written (at 300 far clusters on three API servers, the
-servers used 13-22 % more CPU than for the writes alone with the watch open before them,
--3 to +19 % with it listed after). A namespace that existed sends the sync the usual way,
-once the caches have listed.
+A sync whose caches have not listed yet (the first of a kind on that member: they start
+when the sync is queued), with every object going into a namespace not known to exist
+there, starts with those namespaces: if creating them made them all, nothing there can
+differ from what the sync writes, so the objects are written without waiting for the
+caches, which then serve the prune only. A namespace that existed sends the sync the
+usual way, once the caches have listed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +40,7 @@ from propagator.propagation.resources import (
     revision_of,
 )
 from propagator.propagation.work import ClusterWork
-from propagator.runtime.members import NAMESPACES, Applied, KindKey, Member
+from propagator.runtime.members import NAMESPACES, Applied, Caches, KindKey, Member
 from propagator.tenancy.policy import describe
 
 FIRST_KINDS = frozenset(
@@ -54,12 +52,6 @@ IN_FLIGHT = 16
 goes out in one round trip to a far member (on one HTTP/2 connection), while a member's
 API server (400 requests in flight by default) is not flooded by one application."""
 
-Caches = Callable[
-    [Member, Iterable[KindKey], float, Mapping[KindKey, str]], Awaitable[dict[KindKey, Informer]]
-]
-"""The member's caches of the kinds, listed, within the timeout; by kind, the
-resourceVersion of an object the sync wrote (a cache not started yet lists at least what
-the member held then: see ``MemberRegistry.caches_synced``)."""
 Guard = Callable[[Member, ClusterWork], Awaitable[None]]
 """Called before a sync writes anything but namespaces and CRDs (the tenant's quotas)."""
 
@@ -90,11 +82,6 @@ async def in_default_namespace(
         else:
             out.append({**obj, "metadata": {**meta, "namespace": namespace}})
     return out
-
-
-def _kind_key(kind: str) -> KindKey:
-    api_version, name = kind.rsplit("/", 1)
-    return api_version, name
 
 
 def _revision(obj: dict[str, Any]) -> str | None:
@@ -290,14 +277,9 @@ async def _sync(
     conn, owner = member.connection, work.owner
     objects = await in_default_namespace(conn, work.objects, work.namespace)
     desired = [owner.stamp(o, revision_of([o]), member.name) for o in objects]
-    kinds = sorted(
-        {_kind_key(k) for k in work.prune_kinds}
-        | {(str(o["apiVersion"]), str(o["kind"])) for o in desired}
-    )
+    kinds = work.kinds
     wanted = {key_of(o) for o in desired}
     written: set[ObjectKey] = set()
-    written_at: dict[KindKey, str] = {}
-    """By kind, the resourceVersion of the last answer to a write of it."""
 
     async def write_all(calls: Sequence[_Call], creates: Callable[..., Any] | None = None) -> None:
         """Run one round of ``calls``, the applies among the first ``IN_FLIGHT`` sent at
@@ -323,8 +305,6 @@ async def _sync(
         answer = await apply_creating_namespace(conn, obj, new=new, sent=sent)
         meta = answer.get("metadata") or {}
         generation, version = meta.get("generation"), meta.get("resourceVersion")
-        if isinstance(version, str):
-            written_at[key_of(obj)[:2]] = version
         member.applied.record(
             work.app,
             key_of(obj),
@@ -350,11 +330,11 @@ async def _sync(
             if guard is not None:
                 await guard(member, work)
             await write_all([(apply, o) for o in desired])
-            cache = await caches(member, kinds, timeout_s, written_at)
+            cache = await caches(member, kinds, timeout_s)
             deleted = await _delete_all(member, _unwanted(member, owner, kinds, cache, wanted))
             return SyncReport(len(written), deleted, 0)
 
-    cache = await caches(member, kinds, timeout_s, {})
+    cache = await caches(member, kinds, timeout_s)
     ours = cache.get(NAMESPACES)  # when the application brings namespaces
 
     def known(namespace: str) -> bool:

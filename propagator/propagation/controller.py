@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -41,7 +41,7 @@ from propagator.propagation.renderworker import warm_up
 from propagator.propagation.resources import member_selector, owner_label_of
 from propagator.propagation.routing import fleet_change, route_member_event, to_plan_again
 from propagator.propagation.work import WorkTable
-from propagator.runtime.members import LIMIT_RANGES, Member, MemberRegistry
+from propagator.runtime.members import LIMIT_RANGES, KindKey, Member, MemberRegistry
 from propagator.runtime.workqueue import WorkQueue
 from propagator.scheduler import Profile, Scheduler
 from propagator.settings import Settings
@@ -255,8 +255,12 @@ class PropagationController:
         if member is None:
             monitor = self.manager.monitors.get(cluster)
             return (monitor.config_error if monitor else None) or "no such MemberCluster"
-        member.queue.add(app)
+        self._queue_sync(member, app)
         return None
+
+    def _queue_sync(self, member: Member, app: str) -> None:
+        work = self.table.get(app, member.name)
+        self.members.queue(member, app, work.kinds if work is not None else ())
 
     def _health(
         self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str
@@ -289,13 +293,9 @@ class PropagationController:
         return informer.get(f"{where}/{meta.get('name')}") if informer is not None else None
 
     async def _caches(
-        self,
-        member: Member,
-        kinds: Any,
-        timeout_s: float,
-        written: Mapping[tuple[str, str], str] | None = None,
-    ) -> dict[Any, Informer]:
-        return await self.members.caches_synced(member, kinds, timeout_s, written)
+        self, member: Member, kinds: Iterable[KindKey], timeout_s: float
+    ) -> dict[KindKey, Informer]:
+        return await self.members.caches_synced(member, kinds, timeout_s)
 
     def _refresh(self, app: str, settled: bool = False) -> None:
         """Refresh ``app``'s status (a member sync reported, a workload changed): at once,
@@ -351,7 +351,7 @@ class PropagationController:
         self.members.cache(member, *LIMIT_RANGES)
         self.limits.changed(member.name)
         for app in self.table.apps_on(member.name):
-            member.queue.add(app)
+            self._queue_sync(member, app)
             if (quota := self.enforcer.tenant_of_app(app)) is not None:
                 self.enforcer.changed(member.name, quota["metadata"]["name"])
 

@@ -27,9 +27,9 @@ from fleet.discovery import UnknownKind
 from fleet.retry import backoff_delay
 from propagator.observability.metrics import Metrics
 from propagator.observability.tracing import parented
-from propagator.propagation.clustersync import Caches, Guard, SyncReport, sync_cluster
+from propagator.propagation.clustersync import Guard, SyncReport, sync_cluster
 from propagator.propagation.work import ClusterWork, SyncState, WorkTable
-from propagator.runtime.members import Member
+from propagator.runtime.members import Caches, Member
 from propagator.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -21,6 +21,7 @@ from api.common import duration_seconds
 from api.rollout import Rollout
 from fleet.retry import backoff_delay
 from propagator.propagation.resources import Owner
+from propagator.runtime.members import KindKey
 from propagator.settings import Settings
 
 
@@ -94,6 +95,16 @@ class ClusterWork:
     @property
     def removal(self) -> bool:
         return not self.objects
+
+    @property
+    def kinds(self) -> list[KindKey]:
+        """(apiVersion, kind) of everything the work writes or may prune there, sorted:
+        the member's caches its sync is judged from."""
+        kinds = {(str(o["apiVersion"]), str(o["kind"])) for o in self.objects}
+        for kind in self.prune_kinds:
+            api_version, name = kind.rsplit("/", 1)
+            kinds.add((api_version, name))
+        return sorted(kinds)
 
     @property
     def namespace(self) -> str:

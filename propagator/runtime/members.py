@@ -4,8 +4,9 @@ keeps about it, started and stopped together.
 A unit has the member's monitor (its connection and health, made from the member's
 kubeconfig Secret and probed by the fleet manager, and the watches of its nodes and pods
 that capacity is summed from), its circuit breaker, its object caches (one label-filtered
-watch per kind propagated there, started the first time a sync needs the kind), what was
-last applied there, and its own sync queue served by a few workers of its own. A unit
+watch per kind propagated there, started the first time a sync of the kind is queued
+there), what was last applied there, and its own sync queue served by a few workers of
+its own. A unit
 starts all of its watches and workers, and stops them and closes its connection, as one:
 a new kubeconfig makes a new unit. A slow or dead member only holds its own workers: its
 keys wait in its queue, not in anyone else's.
@@ -137,6 +138,9 @@ class Member:
         return self.caches.get((api_version, kind))
 
 
+Caches = Callable[[Member, Iterable[KindKey], float], Awaitable[dict[KindKey, Informer]]]
+"""The member's caches of the kinds, each listed, within the timeout (see
+:meth:`MemberRegistry.caches_synced`)."""
 SyncFn = Callable[[Member, str], Awaitable[None]]
 """Syncs one key (an application) on one member; runs in the member's workers."""
 ObjectFn = Callable[[Member, str, Object | None, Object | None], None]
@@ -267,12 +271,18 @@ class MemberRegistry:
 
     # -- caches ---------------------------------------------------------------------------
 
-    def cache(
-        self, member: Member, api_version: str, kind: str, fresh_as_of: str | None = None
-    ) -> Informer:
+    def queue(self, member: Member, key: str, kinds: Iterable[KindKey]) -> None:
+        """Queue a sync of ``key`` on ``member`` and start the member's caches of ``kinds``
+        (what the sync is judged from) now, not at its turn: they list while it waits, and
+        a cache's first listing passes over every object of its kind the member's API
+        server holds, which the writes queued before it only add to."""
+        for kind in kinds:
+            self.cache(member, *kind)
+        member.queue.add(key)
+
+    def cache(self, member: Member, api_version: str, kind: str) -> Informer:
         """The member's watch cache of ``kind`` (our objects propagated through it; every
-        LimitRange), started on first use (its first list not older than ``fresh_as_of``,
-        if given: see :attr:`Informer.fresh_as_of`)."""
+        LimitRange), started on first use."""
         informer = member.cached(api_version, kind)
         if informer is None:
             assert self._task_group is not None
@@ -289,7 +299,6 @@ class MemberRegistry:
                 label_selector=None if whole else self._selector(member.name),
                 transform=lambda obj: cached_form(obj, api_version, kind),
                 index=None if whole else self._index,
-                fresh_as_of=fresh_as_of,
             )
             member.caches[api_version, kind] = informer
             self._task_group.start_soon(self._run_informer, member, informer)
@@ -299,18 +308,11 @@ class MemberRegistry:
         await self._scoped(member, informer.run)
 
     async def caches_synced(
-        self,
-        member: Member,
-        kinds: Iterable[KindKey],
-        timeout_s: float,
-        written: Mapping[KindKey, str] | None = None,
+        self, member: Member, kinds: Iterable[KindKey], timeout_s: float
     ) -> dict[KindKey, Informer]:
         """The caches of ``kinds``, each listed (or known not to be served); raises a
-        retryable ApiError naming the first kind still not listed after ``timeout_s``.
-        ``written``: by kind, the resourceVersion of an object the caller wrote; a cache
-        started here lists what the member held at least then (not necessarily the latest)."""
-        written = written or {}
-        caches = {k: self.cache(member, *k, fresh_as_of=written.get(k)) for k in kinds}
+        retryable ApiError naming the first kind still not listed after ``timeout_s``."""
+        caches = {k: self.cache(member, *k) for k in kinds}
         with anyio.move_on_after(timeout_s):
             for informer in caches.values():
                 await informer.wait_synced(or_not_served=True)

@@ -21,7 +21,7 @@ split.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -38,7 +38,7 @@ from propagator.propagation.resources import (
     member_label_value,
 )
 from propagator.propagation.work import ClusterWork, WorkTable
-from propagator.runtime.members import Member
+from propagator.runtime.members import Caches, Member
 from propagator.runtime.workqueue import WorkQueue
 from propagator.tenancy.quota import hard_for, tenant_of
 from propagator.tenancy.shares import capped_raise, split_all
@@ -53,8 +53,6 @@ TAKEN_UP_POLL_S = 0.02
 QUOTA_PREFIX = "propagator-tenant-"
 TENANT_ANNOTATION = "propagator.io/tenant"
 """On the member's ResourceQuotas: the TenantQuota they enforce."""
-
-Caches = Callable[[Member, Iterable[tuple[str, str]], float], Awaitable[dict[Any, Any]]]
 
 
 def quota_name(tenant: str) -> str:
