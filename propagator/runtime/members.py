@@ -6,10 +6,9 @@ kubeconfig Secret and probed by the fleet manager, and the watches of its nodes 
 that capacity is summed from), its circuit breaker, its object caches (one label-filtered
 watch per kind propagated there, started the first time a sync of the kind is queued
 there), what was last applied there, and its own sync queue served by a few workers of
-its own. A unit
-starts all of its watches and workers, and stops them and closes its connection, as one:
-a new kubeconfig makes a new unit. A slow or dead member only holds its own workers: its
-keys wait in its queue, not in anyone else's.
+its own. A unit starts all of its watches and workers, and stops them and closes its
+connection, as one: a new kubeconfig makes a new unit. A slow or dead member only holds
+its own workers: its keys wait in its queue, not in anyone else's.
 
 The registry follows the fleet manager's monitors when told they changed (no polling).
 Watches are tasks in the event loop (no thread); their events reach ``on_object`` there.
