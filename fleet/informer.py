@@ -64,6 +64,11 @@ class Informer:
     index: Callable[[Object], str | None] | None = None
     """A value per cached object (None: none) under which :meth:`indexed` finds it
     without a pass over the whole cache."""
+    first_from_any_state: bool = False
+    """The first fill may be of any state the server has at hand (resourceVersion 0: from
+    its watch cache, without reading the latest version from its storage first), as
+    client-go's informers list; what came after it comes as events. For caches whose users
+    tolerate a state a moment old. Later fills are of the latest."""
     cache: dict[str, Object] = field(default_factory=dict)
     """By :func:`cache_key`; changed by the informer only (its index follows it)."""
     relists: int = 0
@@ -148,6 +153,10 @@ class Informer:
     def _params(self) -> dict[str, Any]:
         return {"labelSelector": self.label_selector, "fieldSelector": self.field_selector}
 
+    def _first_fill(self) -> dict[str, Any]:
+        """What makes the first fill one of any state (see :attr:`first_from_any_state`)."""
+        return {"resourceVersion": "0"} if self.first_from_any_state and not self.synced else {}
+
     def _prepare(self, obj: Object) -> Object:
         return self.transform(obj) if self.transform else obj
 
@@ -175,7 +184,7 @@ class Informer:
         """List everything, replace the cache, emit the differences; returns the version."""
         info = await self.connection.resource(self.api_version, self.kind)
         listing = await self.connection.request(
-            "GET", info.path(self.namespace), params=self._params()
+            "GET", info.path(self.namespace), params=self._params() | self._first_fill()
         )
         self._replace({cache_key(o): self._prepare(o) for o in listing.get("items") or []})
         return str((listing.get("metadata") or {}).get("resourceVersion", ""))
@@ -196,8 +205,9 @@ class Informer:
         # Until the server says the initial events ended: the objects it has.
         initial: dict[str, Object] | None = None
         if version is None:
-            # At least as recent as the request, like a list.
+            # At least as recent as the request, like a list (or as any state at hand).
             params |= {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"}
+            params |= self._first_fill()
             initial = {}
         else:
             params["resourceVersion"] = version

@@ -76,6 +76,7 @@ def _run(
     server: ScriptedServer,
     seen: list[tuple[str, str]],
     index: Callable[[dict[str, Any]], str | None] | None = None,
+    first_from_any_state: bool = False,
 ) -> Informer:
     def handler(event: str, old: Any, new: Any) -> None:
         seen.append((event, (new or old)["metadata"]["name"]))
@@ -86,6 +87,7 @@ def _run(
         "ConfigMap",
         handler,
         index=index,
+        first_from_any_state=first_from_any_state,
     )
 
     async def main() -> None:
@@ -122,6 +124,42 @@ def test_a_watch_that_begins_with_the_objects_fills_the_cache_without_a_list() -
     assert "resourceVersion" not in first
     assert then["resourceVersion"] == "6"
     assert "sendInitialEvents" not in then
+
+
+def test_a_first_fill_from_any_state_asks_for_version_0_and_later_fills_the_latest() -> None:
+    server = ScriptedServer(
+        [
+            [{"type": "ADDED", "object": _cm("a", "3")}, _bookmark("4", end=True)],
+            ApiError("m1", "too old", status=410),
+            [_bookmark("9", end=True)],
+        ]
+    )
+    informer = _run(server, [], first_from_any_state=True)
+    first, expired, again, _ = (params for _, params in server.calls)
+    # No read of the server's storage first: whatever its watch cache has.
+    assert (first["resourceVersion"], first["resourceVersionMatch"]) == ("0", "NotOlderThan")
+    assert first["sendInitialEvents"] == "true"
+    assert expired["resourceVersion"] == "4"  # (the watch that goes on from the first fill)
+    # Filled once: the next fill (after the version expired) is of the latest.
+    assert "resourceVersion" not in again
+    assert again["resourceVersionMatch"] == "NotOlderThan"
+    assert informer.synced
+
+
+def test_a_first_fill_is_of_the_latest_unless_any_state_is_asked_for() -> None:
+    server = ScriptedServer([[_bookmark("4", end=True)]])
+    _run(server, [])
+    (_, first), _ = server.calls
+    assert "resourceVersion" not in first
+    assert first["resourceVersionMatch"] == "NotOlderThan"
+
+
+def test_a_list_from_any_state_where_watches_cannot_begin_with_the_objects() -> None:
+    server = ScriptedServer([[]], watch_list=False)
+    _run(server, [], first_from_any_state=True)
+    (_, listed), (_, watched), _ = server.calls
+    assert listed["resourceVersion"] == "0"
+    assert watched["resourceVersion"] == "5"  # from the list, as always
 
 
 def test_initial_events_are_not_the_cache_until_the_server_says_they_ended() -> None:

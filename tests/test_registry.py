@@ -155,11 +155,14 @@ def test_a_queued_sync_has_its_caches_listing_before_its_turn_comes() -> None:
             registry.queue(member, "shop/web", kinds)
             await anyio.wait_all_tasks_blocked()
             assert sorted(connection.listing) == ["apps/v1/Deployment", "v1/ConfigMap"]
+            # Filled from whatever state the member has at hand: nothing written yet.
+            assert all(i.first_from_any_state for i in member.caches.values())
+            assert not registry.cache(member, "v1", "Secret").first_from_any_state
             registry.queue(member, "shop/api", kinds[:1])  # started once per kind
             turn.set()
             await anyio.wait_all_tasks_blocked()
             tg.cancel_scope.cancel()
 
     anyio.run(main)
-    listing = ["apps/v1/Deployment", "v1/ConfigMap"]
+    listing = ["apps/v1/Deployment", "v1/ConfigMap", "v1/Secret"]  # (the last not queued)
     assert sorted(at_turn) == [("shop/api", listing, True), ("shop/web", listing, True)]

@@ -274,14 +274,19 @@ class MemberRegistry:
         """Queue a sync of ``key`` on ``member`` and start the member's caches of ``kinds``
         (what the sync is judged from) now, not at its turn: they list while it waits, and
         a cache's first listing passes over every object of its kind the member's API
-        server holds, which the writes queued before it only add to."""
+        server holds, which the writes queued before it only add to. Their first fill may
+        be of any state the server has at hand (no read of its storage first): the sync
+        writes an object they lack as a create, refused and read if it exists, and what is
+        newer comes as events."""
         for kind in kinds:
-            self.cache(member, *kind)
+            self.cache(member, *kind, first_from_any_state=True)
         member.queue.add(key)
 
-    def cache(self, member: Member, api_version: str, kind: str) -> Informer:
+    def cache(
+        self, member: Member, api_version: str, kind: str, first_from_any_state: bool = False
+    ) -> Informer:
         """The member's watch cache of ``kind`` (our objects propagated through it; every
-        LimitRange), started on first use."""
+        LimitRange), started on first use (see :attr:`Informer.first_from_any_state`)."""
         informer = member.cached(api_version, kind)
         if informer is None:
             assert self._task_group is not None
@@ -298,6 +303,7 @@ class MemberRegistry:
                 label_selector=None if whole else self._selector(member.name),
                 transform=lambda obj: cached_form(obj, api_version, kind),
                 index=None if whole else self._index,
+                first_from_any_state=first_from_any_state,
             )
             member.caches[api_version, kind] = informer
             self._task_group.start_soon(self._run_informer, member, informer)
