@@ -18,6 +18,12 @@ the member syncs send) straight to the members at the same concurrency (on two c
 API servers may be the bottleneck). Each side starts once the members are quiet, and what
 the side before wrote (its namespaces) is deleted and gone first, so every side starts on
 members holding the same; each run's far clusters have names of their own.
+
+Between the two, each pair also times the bare loop with the caches' watches: the same
+writes with a member sync's cache of each far cluster open (see ``_bare_loop``), and
+prints the member syncs' ratio to that as well. The difference between the two bare loops
+is what the caches cost here, where a third of the far clusters share each API server and
+every write's event goes to each of their watches; what is left is the member syncs' own.
 It also prints the CPU each part of the machine used in the median pair. The process's
 garbage collector is tuned as ``propagator run`` tunes it (``propagator.runtime.collector``).
 
@@ -52,10 +58,12 @@ from propagator.propagation.membersync import MemberSync
 from propagator.propagation.resources import member_selector, owner_label_of, revision_of
 from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
 from propagator.runtime import collector, eventloop
-from propagator.runtime.members import MemberRegistry
+from propagator.runtime.members import Member, MemberRegistry, ObjectFn, SyncFn
 from propagator.settings import Settings
 
 OBJECTS = 10
+CONFIG_MAPS = ("v1", "ConfigMap")
+Object = dict[str, Any]
 
 
 class CountingConnection(KubeConnection):
@@ -121,18 +129,36 @@ def _written(work: ClusterWork, namespace: str) -> tuple[dict[str, Any], list[di
     return created, stamped
 
 
-async def _bare_loop(conns: dict[str, KubeConnection], concurrency: int, run: str) -> float:
+async def _bare_loop(
+    conns: dict[str, KubeConnection], concurrency: int, run: str, cached: bool = False
+) -> float:
     """The servers' limit: the same writes as a fresh cluster's sync (its namespace
     created, then its objects applied at once, the same bodies) sent straight to the
-    members, ``concurrency`` clusters at once, without added latency."""
+    members, ``concurrency`` clusters at once, without added latency.
+
+    ``cached``: with the watch a member sync's cache opens on each far cluster opened
+    first (the registry's own, selected by the far cluster's member label), and done when
+    every cache holds its cluster's objects. What serving those watches costs the members
+    is in it: each write's event goes to every watch of its kind on its API server, and
+    here a third of the far clusters share each one (a real member has one such watch of
+    ours per kind). So is what reading the events costs this process; the member syncs'
+    own work is not."""
     limiter = anyio.CapacityLimiter(concurrency)
     policy = SyncPolicy.of(None, Settings())
+    # Named as no registered member is: no cache of a controller running meanwhile
+    # lists these objects (see _sync_all).
+    named = {f"bare-{run}-{cluster}": conn for cluster, conn in conns.items()}
+    waiting = set(named) if cached else set()
+    filled = anyio.Event()
 
-    async def one(cluster: str) -> None:
-        conn = conns[cluster]
-        # Named as no registered member is: no cache of a controller running meanwhile
-        # lists these objects (see _sync_all).
-        name = f"bare-{run}-{cluster}"
+    def arrived(member: Member, event: str, old: Object | None, new: Object | None) -> None:
+        if member.name in waiting and len(member.caches[CONFIG_MAPS].cache) >= OBJECTS:
+            waiting.discard(member.name)
+            if not waiting:
+                filled.set()
+
+    async def one(name: str) -> None:
+        conn = named[name]
         namespace, objects = _written(_work(f"bench/{name}", name, name, policy), name)
         async with limiter:
             await conn.create(namespace)
@@ -140,11 +166,51 @@ async def _bare_loop(conns: dict[str, KubeConnection], concurrency: int, run: st
                 for obj in objects:
                     tg.start_soon(functools.partial(conn.apply, obj))
 
-    start = time.perf_counter()
-    async with anyio.create_task_group() as tg:
-        for cluster in conns:
-            tg.start_soon(one, cluster)
-    return time.perf_counter() - start
+    async with anyio.create_task_group() as outer:
+        if cached:
+            registry = _registry(_no_sync, on_object=arrived)
+            await outer.start(registry.run)
+            registry.sync(_monitors(named))
+        start = time.perf_counter()
+        if cached:
+            for member in registry.members.values():
+                registry.cache(member, *CONFIG_MAPS, first_from_any_state=True)
+        async with anyio.create_task_group() as tg:
+            for name in named:
+                tg.start_soon(one, name)
+        if cached:
+            await filled.wait()
+        wall = time.perf_counter() - start
+        outer.cancel_scope.cancel()
+    return wall
+
+
+async def _no_sync(member: Member, key: str) -> None:
+    """A registry's sync that is never called (nothing is queued)."""
+
+
+def _registry(sync: SyncFn, on_object: ObjectFn = lambda *_: None) -> MemberRegistry:
+    """A member registry as the controller makes one (its settings' defaults)."""
+    settings = Settings()
+    return MemberRegistry(
+        selector=member_selector,
+        index=owner_label_of,
+        sync=sync,
+        on_object=on_object,
+        on_added=lambda _: None,
+        workers_per_member=settings.member_workers,
+        circuit_failure_threshold=settings.circuit_failure_threshold,
+        circuit_cool_down_s=settings.circuit_cool_down_s,
+        requeue_max_delay_s=settings.requeue_max_delay_s,
+    )
+
+
+def _monitors(named: dict[str, KubeConnection]) -> dict[str, MemberMonitor]:
+    """A monitor per far cluster (by name), on its connection, as the fleet manager makes."""
+    policy = HealthPolicy()
+    return {
+        name: MemberMonitor(name, "bench", policy, connection=conn) for name, conn in named.items()
+    }
 
 
 async def _sync_all(
@@ -178,27 +244,11 @@ async def _sync_all(
         lambda member, kinds, timeout_s: registry.caches_synced(member, kinds, timeout_s),
         reported,
     )
-    registry = MemberRegistry(
-        selector=member_selector,
-        index=owner_label_of,
-        sync=member_sync.sync,
-        on_object=lambda *_: None,
-        on_added=lambda _: None,
-        workers_per_member=settings.member_workers,
-        circuit_failure_threshold=settings.circuit_failure_threshold,
-        circuit_cool_down_s=settings.circuit_cool_down_s,
-        requeue_max_delay_s=settings.requeue_max_delay_s,
-    )
+    registry = _registry(member_sync.sync)
     policy = SyncPolicy.of(None, settings)
     async with anyio.create_task_group() as tg:
         await tg.start(registry.run)
-        policy_of_health = HealthPolicy()
-        registry.sync(
-            {
-                name: MemberMonitor(name, "bench", policy_of_health, connection=conn)
-                for name, conn in named.items()
-            }
-        )
+        registry.sync(_monitors(named))
         start = time.perf_counter()
         for name in named:
             app = f"bench/{name}"
@@ -257,13 +307,17 @@ async def measure(
         await conn.discovery.kinds()
     # Each side starts on members at rest: what the other side's writes left them to do
     # (each new namespace's service account and root CA ConfigMap) is not counted in it.
-    await members_quiet(state)
-    before = cpu_by_part(state, time.process_time)
-    servers_s = await _bare_loop(direct, concurrency, run)
-    bare_cpu = cpu_row(
-        before, cpu_by_part(state, time.process_time), servers_s, concurrency=concurrency
-    )
-    await delete_namespaces(direct, f"bare-{run}-")
+    sides = {}
+    for side, cached in (("bare loop", False), ("bare loop, caches", True)):
+        await members_quiet(state)
+        before = cpu_by_part(state, time.process_time)
+        took = await _bare_loop(direct, concurrency, f"{run}{'c' if cached else ''}", cached)
+        sides[side] = (
+            took,
+            cpu_row(before, cpu_by_part(state, time.process_time), took, concurrency=concurrency),
+        )
+        await delete_namespaces(direct, f"bare-{run}{'c' if cached else ''}-")
+    (servers_s, bare_cpu), (cached_s, cached_cpu) = sides["bare loop"], sides["bare loop, caches"]
     await members_quiet(state)
     CountingConnection.requests = 0
     before = cpu_by_part(state, time.process_time)
@@ -298,15 +352,21 @@ async def measure(
         "servers_s": servers_s,
         "ideal_s": ideal,
         "ratio": wall / ideal,
+        "cached_s": cached_s,
+        "ratio_cached": wall / max(latency_limit, cached_s),
         "retries": int(retries),
-        "cpu": [{**bare_cpu, "side": "bare loop"}, {**sync_cpu, "side": "member syncs"}],
+        "cpu": [
+            {**bare_cpu, "side": "bare loop"},
+            {**cached_cpu, "side": "bare loop, caches"},
+            {**sync_cpu, "side": "member syncs"},
+        ],
     }
 
 
 def _median_pair(pairs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The pair (bare loop, then member syncs, back to back) whose ratio is the median, with
-    the range of the ratios: the two cores' speed moves from minute to minute, and each
-    ratio compares two measures taken under the same load."""
+    """The pair (bare loop, then member syncs, the bare loop with caches between them) whose
+    ratio is the median, with the range of the ratios: the two cores' speed moves from
+    minute to minute, and each ratio compares measures taken under the same load."""
     ordered = sorted(pairs, key=lambda p: p["ratio"])
     row = dict(ordered[len(ordered) // 2])
     row["ratio_min"], row["ratio_max"] = ordered[0]["ratio"], ordered[-1]["ratio"]
@@ -374,6 +434,8 @@ def main() -> None:
             ("ratio", "ratio to ideal"),
             ("ratio_min", "lowest"),
             ("ratio_max", "highest"),
+            ("cached_s", "with caches s"),
+            ("ratio_cached", "ratio to it"),
             ("requests_per_cluster", "requests/cluster"),
             ("speedup", "speed-up vs 1"),
             ("retries", "retries"),
@@ -381,8 +443,9 @@ def main() -> None:
         args.json,
     )
     print()
-    print("CPU seconds in the median pair: the bare loop, then the member syncs (own: this")
-    print("process, the loop or the controller's syncs; members and hub: all their processes)")
+    print("CPU seconds in the median pair: the bare loop, with the caches' watches, then the")
+    print("member syncs (own: this process, the loop or the controller's syncs; members and")
+    print("hub: all their processes)")
     emit(cpu_rows, [("concurrency", "max concurrency"), ("side", "side"), *CPU_COLUMNS], args.json)
 
 
