@@ -308,15 +308,18 @@ async def measure(
     # Each side starts on members at rest: what the other side's writes left them to do
     # (each new namespace's service account and root CA ConfigMap) is not counted in it.
     sides = {}
-    for side, cached in (("bare loop", False), ("bare loop, caches", True)):
+    for side, cached, side_run in (
+        ("bare loop", False, run),
+        ("bare loop, caches", True, f"{run}c"),
+    ):
         await members_quiet(state)
         before = cpu_by_part(state, time.process_time)
-        took = await _bare_loop(direct, concurrency, f"{run}{'c' if cached else ''}", cached)
+        took = await _bare_loop(direct, concurrency, side_run, cached)
         sides[side] = (
             took,
             cpu_row(before, cpu_by_part(state, time.process_time), took, concurrency=concurrency),
         )
-        await delete_namespaces(direct, f"bare-{run}{'c' if cached else ''}-")
+        await delete_namespaces(direct, f"bare-{side_run}-")
     (servers_s, bare_cpu), (cached_s, cached_cpu) = sides["bare loop"], sides["bare loop, caches"]
     await members_quiet(state)
     CountingConnection.requests = 0
