@@ -58,12 +58,11 @@ from propagator.propagation.membersync import MemberSync
 from propagator.propagation.resources import member_selector, owner_label_of, revision_of
 from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
 from propagator.runtime import collector, eventloop
-from propagator.runtime.members import Member, MemberRegistry, ObjectFn, SyncFn
+from propagator.runtime.members import Member, MemberRegistry, Object, ObjectFn, SyncFn
 from propagator.settings import Settings
 
 OBJECTS = 10
 CONFIG_MAPS = ("v1", "ConfigMap")
-Object = dict[str, Any]
 
 
 class CountingConnection(KubeConnection):
