@@ -22,8 +22,8 @@ members holding the same; each run's far clusters have names of their own.
 Between the two, each pair also times the bare loop with the caches' watches: the same
 writes with a member sync's cache of each far cluster open (see ``_bare_loop``), and
 prints the member syncs' ratio to that as well. The difference between the two bare loops
-is what the caches cost here, where a third of the far clusters share each API server and
-every write's event goes to each of their watches; what is left is the member syncs' own.
+is what the caches cost: the members serving each watch its events, this process reading
+them; what is left is the member syncs' own.
 It also prints the CPU each part of the machine used in the median pair. The process's
 garbage collector is tuned as ``propagator run`` tunes it (``propagator.runtime.collector``).
 
@@ -138,10 +138,10 @@ async def _bare_loop(
     ``cached``: with the watch a member sync's cache opens on each far cluster opened
     first (the registry's own, selected by the far cluster's member label), and done when
     every cache holds its cluster's objects. What serving those watches costs the members
-    is in it: each write's event goes to every watch of its kind on its API server, and
-    here a third of the far clusters share each one (a real member has one such watch of
-    ours per kind). So is what reading the events costs this process; the member syncs'
-    own work is not."""
+    is in it (each watch's events, encoded and sent; here a third of the far clusters
+    share each API server, and each write's event is offered to each of their watches
+    too, where a real member has one such watch of ours per kind). So is what reading the
+    events costs this process; the member syncs' own work is not."""
     limiter = anyio.CapacityLimiter(concurrency)
     policy = SyncPolicy.of(None, Settings())
     # Named as no registered member is: no cache of a controller running meanwhile
