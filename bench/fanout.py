@@ -169,7 +169,7 @@ async def _bare_loop(
         if cached:
             registry = _registry(_no_sync, on_object=arrived)
             await outer.start(registry.run)
-            registry.sync(_monitors(named))
+            await _serving(registry, named)
         start = time.perf_counter()
         if cached:
             for member in registry.members.values():
@@ -204,12 +204,16 @@ def _registry(sync: SyncFn, on_object: ObjectFn = lambda *_: None) -> MemberRegi
     )
 
 
-def _monitors(named: dict[str, KubeConnection]) -> dict[str, MemberMonitor]:
-    """A monitor per far cluster (by name), on its connection, as the fleet manager makes."""
+async def _serving(registry: MemberRegistry, named: dict[str, KubeConnection]) -> None:
+    """Give ``registry`` a unit per far cluster (by name, on its connection, with a monitor
+    as the fleet manager makes one) and wait until each serves (its workers wait for
+    work): an application fans out to members the controller already serves, as in
+    ``bench.scale``, not to units starting meanwhile."""
     policy = HealthPolicy()
-    return {
-        name: MemberMonitor(name, "bench", policy, connection=conn) for name, conn in named.items()
-    }
+    registry.sync(
+        {n: MemberMonitor(n, "bench", policy, connection=conn) for n, conn in named.items()}
+    )
+    await anyio.wait_all_tasks_blocked()
 
 
 async def _sync_all(
@@ -247,7 +251,7 @@ async def _sync_all(
     policy = SyncPolicy.of(None, settings)
     async with anyio.create_task_group() as tg:
         await tg.start(registry.run)
-        registry.sync(_monitors(named))
+        await _serving(registry, named)
         start = time.perf_counter()
         for name in named:
             app = f"bench/{name}"
