@@ -254,8 +254,9 @@ class Http2Connection(asyncio.Protocol):
 
     @property
     def usable(self) -> bool:
-        """New requests may go here (while :attr:`being_checked`, they wait for it)."""
-        return self._error is None and not self._goaway
+        """New requests may go here (while :attr:`being_checked`, they wait for it): not
+        failed, not going away, a stream id left."""
+        return self._error is None and not self._goaway and self._state.ids_left
 
     @property
     def being_checked(self) -> bool:
@@ -659,6 +660,8 @@ class Http2Connection(asyncio.Protocol):
         if self._state.is_open(stream.id) and self._error is None:
             self._state.reset_stream(stream.id)
             self._write()
+        if not self._streams and not self._state.ids_left:
+            self.retire()  # its last stream is done and it can take no other
         self._room_changed()
 
     def retire(self) -> None:

@@ -259,6 +259,12 @@ class ClientState:
             self._receive_window += increment
 
     @property
+    def ids_left(self) -> bool:
+        """Whether a stream id is left for a new request (a client's ids are odd and end
+        at 2^31 - 1: a connection that lived long enough runs out of them)."""
+        return self._next_id <= LAST_STREAM_ID
+
+    @property
     def open_streams(self) -> int:
         """Streams of ours not closed yet (counted against the server's limit)."""
         return len(self._streams)

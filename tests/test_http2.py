@@ -16,6 +16,7 @@ import pytest
 
 import fleet.http2
 import fleet.http2conn
+import fleet.http2state
 from fleet.connection import ApiError, ConnectionOptions, KubeConnection
 from fleet.kubeconfig import Credentials
 from propagator.runtime import eventloop
@@ -301,6 +302,33 @@ def test_a_connection_the_server_drops_fails_its_requests_retryably_then_is_made
         with pytest.raises(ApiError, match="GET /drop: connection error") as caught:
             await conn.request("GET", "/drop")
         assert caught.value.retryable
+        assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
+
+    assert _run(tmp_path, test).connections == 2
+
+
+def test_a_connection_out_of_stream_ids_ends_its_streams_then_closes_and_new_ones_go_elsewhere(
+    tmp_path: Path,
+) -> None:
+    # A client's stream ids are odd and end at 2^31 - 1; a connection that lived long
+    # enough has none left for a new request, though its watches still run.
+    async def test(conn: KubeConnection, server: H2Server) -> None:
+        assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
+        assert conn._direct is not None
+        first = conn._direct._connections[0]
+        first._state._next_id = fleet.http2state.LAST_STREAM_ID  # the last one left
+        async with contextlib.aclosing(conn.stream("/watch", {}, read_timeout_s=10)) as watch:
+            n = (await anext(watch))["object"]["n"]  # it took the last id
+            for _ in range(3):  # new requests go to a new connection
+                assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
+            assert server.connections == 2
+            assert [(await anext(watch))["object"]["n"] for _ in range(3)] == [n + 1, n + 2, n + 3]
+            assert server.ended == 0
+        with anyio.fail_after(10):  # its last stream done, it closes (a safety net)
+            while True:
+                if server.ended:
+                    break
+                await anyio.sleep(0.01)
         assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
 
     assert _run(tmp_path, test).connections == 2

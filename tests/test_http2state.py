@@ -20,6 +20,7 @@ from fleet.http2state import (
     END_HEADERS,
     END_STREAM,
     HEADERS,
+    LAST_STREAM_ID,
     PADDED,
     PING,
     PUSH_PROMISE,
@@ -193,6 +194,16 @@ def test_the_servers_settings_bound_streams_and_windows_and_are_acknowledged() -
     client.receive(_frame(SETTINGS, 0, 0, struct.pack(">HL", 3, 2)))
     post = client.send_headers(REQUEST, end_stream=False)
     assert client.window(post) == 1000
+
+
+def test_the_last_stream_id_is_used_once_then_none_is_left() -> None:
+    client, _ = _opened()
+    client._next_id = LAST_STREAM_ID  # a connection that lived long enough
+    assert client.ids_left
+    assert client.send_headers(REQUEST, end_stream=True) == LAST_STREAM_ID
+    assert not client.ids_left
+    with pytest.raises(StreamUnavailable, match="no stream id left"):
+        client.send_headers(REQUEST, end_stream=True)
 
 
 def test_informational_answers_and_trailers_give_one_answer_and_its_end() -> None:
