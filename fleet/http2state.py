@@ -283,9 +283,9 @@ class ClientState:
                 raise ValueError(f"header {name!r} has a CR, LF or NUL in its value")
         if len(self._streams) >= self.max_concurrent_streams:
             raise StreamUnavailable(f"the server allows {self.max_concurrent_streams} open streams")
-        stream_id = self._next_id
-        if stream_id > LAST_STREAM_ID:
+        if not self.ids_left:
             raise StreamUnavailable("no stream id left on this connection")
+        stream_id = self._next_id
         block = self._encoder.encode(headers)
         self._next_id += 2
         stream = _Stream(self.remote_initial_window, self._stream_window)
