@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from propagator.settings import Settings
-from propagator.tenancy.policy import TenantPolicy, policy_for, refusals
+from propagator.tenancy.policy import Forbidden, TenantPolicy, policy_for, refusals
 
 PLATFORM = Settings().platform()
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "StorageClass"}
@@ -158,3 +158,19 @@ def test_the_platform_can_lift_or_add_rules_through_settings() -> None:
         "kind core/Secret is reserved for the platform",
         "namespace infra-logs is reserved for the platform",
     ]
+
+
+def test_a_refusal_of_many_objects_names_five_and_counts_the_rest() -> None:
+    policy = policy_for("shop", quota(), PLATFORM)
+    found = refusals(
+        [obj("v1", "ConfigMap", f"c{i}", "other-team") for i in range(7)],
+        policy,
+        PLATFORM,
+        scope,
+        "shop",
+    )
+    message = str(Forbidden(policy, found))
+    assert message.startswith("7 object(s) outside tenant team-a: v1 ConfigMap other-team/c0: ")
+    assert "other-team/c4" in message
+    assert "other-team/c5" not in message
+    assert message.endswith(f"namespace other-team {OUTSIDE} and 2 more")

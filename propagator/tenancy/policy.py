@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from propagator.conditions import some_of
+
 Scope = Callable[[str, str], bool | None]
 """scope(apiVersion, kind): True when namespaced, False when cluster-scoped, None unknown."""
 
@@ -110,9 +112,8 @@ class Forbidden(Exception):
     """Objects outside the tenant's boundary: nothing of the application is written."""
 
     def __init__(self, policy: TenantPolicy, found: list[Refusal]) -> None:
-        shown = "; ".join(str(r) for r in found[:5])
-        more = f" (and {len(found) - 5} more)" if len(found) > 5 else ""
-        super().__init__(f"{len(found)} object(s) outside {policy.who}: {shown}{more}")
+        shown = some_of([str(r) for r in found], "; ", limit=5)
+        super().__init__(f"{len(found)} object(s) outside {policy.who}: {shown}")
         self.policy = policy
         self.refusals = found
 
