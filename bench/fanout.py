@@ -66,13 +66,15 @@ CONFIG_MAPS = ("v1", "ConfigMap")
 
 
 class CountingConnection(KubeConnection):
-    """A member connection that counts its requests."""
+    """A member connection that counts its requests: every call answered (each goes
+    through ``_call``, whether sent at once by ``send_now`` or by ``request``) and every
+    watch."""
 
     requests = 0
 
-    async def request(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    async def _call(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, str], bytes]:
         CountingConnection.requests += 1
-        return await super().request(*args, **kwargs)
+        return await super()._call(*args, **kwargs)
 
     def stream(self, *args: Any, **kwargs: Any) -> Any:
         CountingConnection.requests += 1
