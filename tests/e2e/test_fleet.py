@@ -121,20 +121,27 @@ def test_allocated_follows_a_deployment_scaled_on_a_member(
     def allocated() -> dict[str, str]:
         return dict(get_mc(fleet, member)["status"]["resources"]["allocated"])
 
-    def running() -> int:
-        """Pods the member runs as capacity counts them: bound, not finished."""
-        pods = fleet.core(member).list_pod_for_all_namespaces().items
+    def running(namespace: str | None = None) -> int:
+        """Pods the member runs as capacity counts them (bound, not finished), in
+        ``namespace`` or all."""
+        core = fleet.core(member)
+        pods = (
+            core.list_namespaced_pod(namespace) if namespace else core.list_pod_for_all_namespaces()
+        ).items
         return sum(
             1 for p in pods if p.spec.node_name and p.status.phase not in ("Succeeded", "Failed")
         )
 
-    # The base: once the status agrees with the member (earlier tests' pods may still be
-    # going), and before this test's pods exist.
-    def settled() -> str | None:
-        counted = allocated().get("pods")
-        return counted if counted == str(running()) else None
+    # Earlier tests' pods may still be going, at any time: the status is compared with
+    # what the member runs now, not with a count taken before.
+    def counts(ours: int) -> dict[str, str] | None:
+        """The allocated resources once they count every pod the member runs, ``ours`` of
+        them this test's."""
+        if running(ns) != ours:
+            return None
+        counted = allocated()
+        return counted if counted.get("pods") == str(running()) else None
 
-    base_pods = int(eventually(settled, "allocated agrees with the member"))
     fleet.core(member).create_namespace({"metadata": {"name": ns}})
     labels = {"app": "load"}
     apps.create_namespaced_deployment(
@@ -160,7 +167,7 @@ def test_allocated_follows_a_deployment_scaled_on_a_member(
         },
     )
     try:
-        eventually(lambda: allocated()["pods"] == str(base_pods + 2) or None, "2 pods allocated")
+        before = eventually(lambda: counts(2), "2 pods allocated")
     except AssertionError as exc:  # say what the member holds
         core = fleet.core(member)
         pods = [
@@ -176,17 +183,15 @@ def test_allocated_follows_a_deployment_scaled_on_a_member(
             for n in core.list_node().items
         ]
         raise AssertionError(
-            f"{exc}: allocated {allocated()} (base {base_pods}); {pods}; {nodes}"
+            f"{exc}: allocated {allocated()}, the member runs {running()} pods; {pods}; {nodes}"
         ) from exc
-    before = allocated()
     apps.patch_namespaced_deployment_scale("load", ns, {"spec": {"replicas": 6}})
-    eventually(lambda: allocated()["pods"] == str(base_pods + 6) or None, "6 pods allocated")
-    after = allocated()
+    after = eventually(lambda: counts(6), "6 pods allocated")
     assert after != before
-    available = get_mc(fleet, member)["status"]["resources"]["available"]
-    assert available["pods"] == str(220 - base_pods - 6)
+    resources = get_mc(fleet, member)["status"]["resources"]
+    assert int(resources["available"]["pods"]) == 220 - int(resources["allocated"]["pods"])
     apps.delete_namespaced_deployment("load", ns)
-    eventually(lambda: allocated()["pods"] == str(base_pods) or None, "pods released")
+    eventually(lambda: counts(0), "pods released")
 
 
 def test_a_stopped_member_goes_not_ready_tainted_then_recovers(
