@@ -52,10 +52,13 @@ def test_the_status_is_refreshed_at_once_when_the_last_cluster_of_the_work_settl
     assert b is not None
     # a settled, b still syncing: more is coming, the progress waits (and so does a
     # workload's change meanwhile)
-    a.applied = True
+    table.record_applied("shop/web", "a", a, (), now=1)
     assert status_refresh_delay(table, "shop/web", True) == STATUS_PROGRESS_S
     assert status_refresh_delay(table, "shop/web", False) == STATUS_PROGRESS_S
-    b.failed = True  # the last one settled (failed counts): nothing more is coming
+    # the last one settled (failed counts): nothing more is coming
+    table.record_failure(
+        "shop/web", "b", b, "refused", within_retries=False, over_quota=False, now=1
+    )
     assert status_refresh_delay(table, "shop/web", True) == 0
     # What settles nothing afterwards (a recheck, a workload's change) is debounced: the
     # rechecks of a large application's clusters make one refresh.
@@ -73,6 +76,7 @@ def test_the_progress_of_a_large_application_is_written_less_often() -> None:
     small = {c: ClusterWork("shop/web", c, (), "r1", frozenset(), SyncPolicy()) for c in "abc"}
     table.set_work("shop/web", small, now=0, recheck_after_s=60)
     assert status_refresh_delay(table, "shop/web", True) == STATUS_PROGRESS_S
-    for state in table.states_of("shop/big").values():
-        state.applied = True  # the last result is written at once, whatever the size
+    for cluster, state in table.states_of("shop/big").items():
+        table.record_applied("shop/big", cluster, state, (), now=1)
+    # the last result is written at once, whatever the size
     assert status_refresh_delay(table, "shop/big", True) == 0

@@ -127,7 +127,8 @@ class Harness:
         for c in clusters:
             state = self.table.state(app, c)
             assert state is not None
-            state.applied, state.attempts, state.tried_at = True, 1, time.monotonic()
+            self.table.record_try(state)
+            self.table.record_applied(app, c, state, (), now=time.monotonic())
 
     def condition(self, type_: str) -> dict[str, Any]:
         conditions = self.hub.app.get("status", {}).get("conditions", [])

@@ -20,7 +20,7 @@ def test_new_or_changed_work_is_due_unchanged_work_only_after_the_recheck_period
     for cluster in ("a", "b"):
         state = table.state("shop/web", cluster)
         assert state is not None
-        state.applied, state.tried_at = True, 0.0
+        table.record_applied("shop/web", cluster, state, (), now=0.0)
     assert table.set_work("shop/web", _works("r1", "a", "b"), now=10, recheck_after_s=60) == []
     assert table.set_work("shop/web", _works("r1", "a", "b"), now=60, recheck_after_s=60) == [
         "a",
@@ -29,7 +29,7 @@ def test_new_or_changed_work_is_due_unchanged_work_only_after_the_recheck_period
     for cluster in ("a", "b"):
         state = table.state("shop/web", cluster)
         assert state is not None
-        state.tried_at = 60.0  # rechecked
+        table.record_applied("shop/web", cluster, state, (), now=60.0)  # rechecked
     works = {**_works("r1", "a"), **_works("r2", "b")}
     assert table.set_work("shop/web", works, now=61, recheck_after_s=60) == ["b"]
     state = table.state("shop/web", "b")
@@ -56,7 +56,9 @@ def test_failures_elsewhere_count_other_clusters_only() -> None:
     for cluster in ("a", "b"):
         state = table.state("shop/web", cluster)
         assert state is not None
-        state.failed = True
+        table.record_failure(
+            "shop/web", cluster, state, "refused", within_retries=False, over_quota=False, now=0
+        )
     assert table.failed_elsewhere("shop/web", "a") == 1
     assert table.failed_elsewhere("shop/web", "c") == 2
 
@@ -76,9 +78,53 @@ def test_what_an_earlier_controller_reported_applied_starts_applied_and_is_still
     assert (b.applied, b.carried) == (False, False)
     assert (c.applied, c.carried) == (False, False)  # the status is of another revision
     # A state the table holds is never replaced by what the status says.
-    b.applied, b.tried_at = False, 0.0
+    table.record_failure("shop/web", "b", b, "503", within_retries=True, over_quota=False, now=0)
     table.set_work(
         "shop/web", works, now=1, recheck_after_s=60, reported={"b": ("r1", 1), **reported}
     )
     assert table.state("shop/web", "b") is b
     assert not b.applied
+
+
+def test_pending_and_failures_follow_what_each_sync_records() -> None:
+    table = WorkTable()
+    table.set_work("shop/web", _works("r1", "a", "b", "c"), now=0, recheck_after_s=60)
+    a, b, c = (table.state("shop/web", x) or SyncState("none") for x in "abc")
+    table.record_applied("shop/web", "a", a, (), now=1)
+    table.record_failure("shop/web", "b", b, "503", within_retries=True, over_quota=False, now=1)
+    assert table.pending("shop/web")  # b is still within its retries, c not tried
+    assert table.failed_elsewhere("shop/web", "a") == 0
+    table.record_skip("shop/web", "c", c, "circuit open")
+    table.record_failure("shop/web", "b", b, "503", within_retries=False, over_quota=False, now=2)
+    assert not table.pending("shop/web")
+    assert table.failed_elsewhere("shop/web", "a") == 2
+    assert table.failed_elsewhere("shop/web", "b") == 1
+    table.record_applied("shop/web", "b", b, ("ConfigMap shop/x: not ours",), now=3)
+    assert (b.applied, b.failed, b.conflict) == (False, True, True)  # a conflict counts failed
+    table.record_applied("shop/web", "c", c, (), now=3)
+    assert table.failed_elsewhere("shop/web", "a") == 1
+    table.record_unreachable("shop/web", "a", "no route")
+    assert a.error == "cannot connect: no route"
+    assert table.failed_elsewhere("shop/web", "c") == 2
+
+
+def test_a_sync_of_a_replaced_revision_changes_no_count() -> None:
+    """The work changed while a sync ran: its outcome lands in the state it started from,
+    not in the new revision's, which is still pending."""
+    table = WorkTable()
+    table.set_work("shop/web", _works("r1", "a"), now=0, recheck_after_s=60)
+    old = table.state("shop/web", "a")
+    assert old is not None
+    table.set_work("shop/web", _works("r2", "a"), now=1, recheck_after_s=60)
+    table.record_failure("shop/web", "a", old, "503", within_retries=False, over_quota=False, now=2)
+    assert old.failed
+    assert table.pending("shop/web")
+    assert table.failed_elsewhere("shop/web", "b") == 0
+    new = table.state("shop/web", "a")
+    assert new is not None
+    assert new is not old
+    assert not new.failed
+    table.record_applied("shop/web", "a", new, (), now=3)
+    assert not table.pending("shop/web")
+    table.forget("shop/web")
+    assert not table.pending("shop/web")

@@ -85,13 +85,13 @@ class MemberSync:
         try:
             self._try(member, work, state)
         except _NotNow as skip:
-            state.error, state.failed = skip.reason, True
+            self.table.record_skip(app, member.name, state, skip.reason)
             if skip.retry_in_s is not None:
                 member.queue.add_after(app, skip.retry_in_s)
             self._publish_circuit(member)
             self.on_result(app, was_pending)
             return
-        state.tries += 1
+        self.table.record_try(state)
         report: SyncReport | None = None
         retryable, retry_after, answered, over_quota = False, None, False, False
         operation = "cleanup" if work.removal else "apply"
@@ -124,13 +124,9 @@ class MemberSync:
         if report is not None:
             member.breaker.record(True)
             self._record_success(member, work, state, report)
-            if report.conflicts:  # the rest is in line; these wait for a change or resync
-                state.applied, state.failed, state.conflict = False, True, True
-                state.error = "conflict: " + "; ".join(report.conflicts)
         else:
             member.breaker.record(answered)
-            self._record_failure(member, work, state, reason, retryable, retry_after)
-            state.quota_exceeded = over_quota
+            self._record_failure(member, work, state, reason, retryable, retry_after, over_quota)
         self._publish_circuit(member)
         self.on_result(app, was_pending and (state.applied or state.failed))
 
@@ -153,12 +149,8 @@ class MemberSync:
     def _record_success(
         self, member: Member, work: ClusterWork, state: SyncState, report: SyncReport
     ) -> None:
-        state.applied, state.failed, state.error, state.conflict = True, False, None, False
-        state.quota_exceeded = False
-        state.carried = False
-        state.attempts, state.tries = state.tries, 0
-        state.tried_at = time.monotonic()
         cluster = member.name
+        self.table.record_applied(work.app, cluster, state, report.conflicts, time.monotonic())
         self.metrics.applies.labels(cluster, "conflict" if report.conflicts else "applied").inc()
         self.metrics.member_writes.labels(cluster, "apply").inc(report.applied)
         self.metrics.member_writes.labels(cluster, "delete").inc(report.deleted)
@@ -176,12 +168,18 @@ class MemberSync:
         reason: str,
         retryable: bool,
         retry_after_s: float | None,
+        over_quota: bool,
     ) -> None:
-        state.applied, state.error, state.attempts = False, reason, state.tries
-        state.conflict = state.carried = False
-        state.tried_at = time.monotonic()
         within_retries = retryable and state.tries <= work.policy.attempts
-        state.failed = not within_retries
+        self.table.record_failure(
+            work.app,
+            member.name,
+            state,
+            reason,
+            within_retries=within_retries,
+            over_quota=over_quota,
+            now=time.monotonic(),
+        )
         if within_retries:
             self.metrics.retries.labels(member.name).inc()
             member.queue.add_after(work.app, work.policy.delay(state.tries, retry_after_s))

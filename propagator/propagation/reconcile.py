@@ -347,9 +347,7 @@ class Reconciler:
             if why is None:
                 queued = True
                 continue
-            state = self.table.state(key, cluster)
-            assert state is not None
-            state.applied, state.failed, state.error = False, True, f"cannot connect: {why}"
+            self.table.record_unreachable(key, cluster, why)
         return queued
 
     async def _planned(
