@@ -153,9 +153,9 @@ class WorkTable:
 
     work: dict[str, dict[str, ClusterWork]] = field(default_factory=dict)
     states: dict[str, dict[str, SyncState]] = field(default_factory=dict)
-    _unsettled: Counter[str] = field(default_factory=Counter)
+    _unsettled: Counter[str] = field(default_factory=Counter, init=False, repr=False)
     """By application: clusters neither in line nor counted as failed."""
-    _failed: Counter[str] = field(default_factory=Counter)
+    _failed: Counter[str] = field(default_factory=Counter, init=False, repr=False)
 
     def set_work(
         self,
