@@ -335,8 +335,8 @@ async def measure(
     await delete_namespaces(direct, f"sync-{run}-")
     failed = {
         (app, cluster): sync_state
-        for app, states in table.states.items()
-        for cluster, sync_state in states.items()
+        for app in table.apps()
+        for cluster, sync_state in table.states_of(app).items()
         if not sync_state.applied
     }
     if failed:
@@ -346,8 +346,8 @@ async def measure(
         )
     retries = sum(
         metrics.registry.get_sample_value("propagator_apply_retries_total", {"cluster": c}) or 0
-        for states in table.states.values()
-        for c in states
+        for app in table.apps()
+        for c in table.states_of(app)
     )
     latency_limit = math.ceil(len(conns) / concurrency) * 3 * latency_s
     ideal = max(latency_limit, servers_s)

@@ -233,7 +233,7 @@ def test_a_template_error_records_no_work() -> None:
     h = Harness(app)
     h.reconcile()
     assert h.queued == []
-    assert h.table.work == {}
+    assert h.table.apps() == []
     assert h.condition("Applied")["reason"] == "RenderFailed"
 
 
@@ -249,7 +249,7 @@ def test_an_object_outside_the_tenant_fails_the_whole_application_before_any_wri
     h = Harness(app)
     h.reconcile()
     assert h.queued == []
-    assert h.table.work == {}
+    assert h.table.apps() == []
     applied = h.condition("Applied")
     assert applied["status"] == "False"
     assert applied["reason"] == "Forbidden"
@@ -307,7 +307,7 @@ def test_a_new_generation_that_cannot_be_placed_is_not_applied_and_what_runs_sta
     assert applied["message"].startswith("generation 2 is not applied: 0/2 clusters fit")
     assert applied["message"].endswith("; what runs stays as it is")
     assert h.queued == []  # no removal either
-    assert sorted(h.table.work["shop/web"]) == ["a", "b"]
+    assert sorted(h.table.works_of("shop/web")) == ["a", "b"]
 
 
 def test_the_applied_generation_replanned_without_room_stays_applied() -> None:
@@ -459,12 +459,12 @@ def test_deletion_waits_for_the_removals_then_lets_go() -> None:
     h.reconcile(replan=False)
     h.hub.app["metadata"]["deletionTimestamp"] = "2026-11-30T00:00:00Z"
     h.reconcile()
-    assert all(w.removal for w in h.table.work["shop/web"].values())
+    assert all(w.removal for w in h.table.works_of("shop/web").values())
     assert h.hub.app["metadata"]["finalizers"] == [FINALIZER]  # removals in flight
     h.synced("shop/web", "a", "b")
     h.reconcile(replan=False)
     assert h.hub.app["metadata"]["finalizers"] == []
-    assert h.table.work == {}
+    assert h.table.apps() == []
 
 
 @pytest.mark.parametrize("orphan", [False, True])

@@ -44,10 +44,13 @@ def test_a_cluster_left_out_loses_its_state_and_forget_drops_everything() -> Non
     table.set_work("shop/other", _works("r1", "a"), now=0, recheck_after_s=60)
     table.set_work("shop/web", _works("r1", "a"), now=1, recheck_after_s=60)
     assert table.state("shop/web", "b") is None
+    assert set(table.works_of("shop/web")) == {"a"}
     assert table.apps_on("a") == ["shop/other", "shop/web"]
     table.forget("shop/web")
     assert table.apps_on("a") == ["shop/other"]
+    assert table.apps() == ["shop/other"]
     assert table.states_of("shop/web") == {}
+    assert table.works_of("shop/web") == {}
 
 
 def test_failures_elsewhere_count_other_clusters_only() -> None:

@@ -306,7 +306,7 @@ class Reconciler:
         to be gone from."""
         was_on = {c["name"] for c in previous.get("clusters") or []}
         was_on |= {p["cluster"] for p in previous.get("placement") or []}
-        was_on |= set(self.table.work.get(key, {}))
+        was_on |= set(self.table.works_of(key))
         leaving = []
         for cluster in sorted(was_on - wanted):
             work, state = self.table.get(key, cluster), self.table.state(key, cluster)
@@ -544,7 +544,7 @@ class Reconciler:
         clusters = {c["name"] for c in status.get("clusters") or []} | {
             p["cluster"] for p in status.get("placement") or []
         }
-        clusters |= set(self.table.work.get(key, {}))
+        clusters |= set(self.table.works_of(key))
         manifests = ((obj.get("spec") or {}).get("resources") or {}).get("manifests") or []
         kinds = frozenset(set(status.get("propagatedKinds") or []) | kinds_of(manifests))
         gone = sorted(c for c in clusters if not self.members.known(c))

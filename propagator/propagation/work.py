@@ -151,8 +151,8 @@ class WorkTable:
     ``record_*`` methods, which keep each application's counts of unsettled and failed
     clusters (asked after every sync, so they cost the same at 1,000 clusters as at 3)."""
 
-    work: dict[str, dict[str, ClusterWork]] = field(default_factory=dict)
-    states: dict[str, dict[str, SyncState]] = field(default_factory=dict)
+    _work: dict[str, dict[str, ClusterWork]] = field(default_factory=dict, init=False)
+    _states: dict[str, dict[str, SyncState]] = field(default_factory=dict, init=False)
     _unsettled: Counter[str] = field(default_factory=Counter, init=False, repr=False)
     """By application: clusters neither in line nor counted as failed."""
     _failed: Counter[str] = field(default_factory=Counter, init=False, repr=False)
@@ -172,9 +172,9 @@ class WorkTable:
         ``reported``: by cluster, the revision an earlier controller's status says is
         applied there and the attempts it took; a cluster without a state whose work has
         that revision starts applied (``carried``), and is still synced."""
-        self.work[app] = dict(works)
-        old = self.states.get(app, {})
-        states = self.states[app] = {}
+        self._work[app] = dict(works)
+        old = self._states.get(app, {})
+        states = self._states[app] = {}
         due = []
         for cluster, work in works.items():
             state = old.get(cluster)
@@ -193,13 +193,21 @@ class WorkTable:
         return sorted(due)
 
     def get(self, app: str, cluster: str) -> ClusterWork | None:
-        return self.work.get(app, {}).get(cluster)
+        return self._work.get(app, {}).get(cluster)
+
+    def apps(self) -> list[str]:
+        """The applications that have work (``set_work`` and not ``forget``)."""
+        return list(self._work)
+
+    def works_of(self, app: str) -> Mapping[str, ClusterWork]:
+        """The application's work by cluster (read only: ``set_work`` replaces it)."""
+        return self._work.get(app, {})
 
     def state(self, app: str, cluster: str) -> SyncState | None:
-        return self.states.get(app, {}).get(cluster)
+        return self._states.get(app, {}).get(cluster)
 
     def states_of(self, app: str) -> dict[str, SyncState]:
-        return dict(self.states.get(app, {}))
+        return dict(self._states.get(app, {}))
 
     def pending(self, app: str) -> bool:
         """Whether a sync of ``app`` has yet to report for its work: a cluster neither in
@@ -208,7 +216,7 @@ class WorkTable:
 
     def clusters(self, app: str) -> int:
         """How many clusters ``app`` has work on."""
-        return len(self.states.get(app, {}))
+        return len(self._states.get(app, {}))
 
     def failed_elsewhere(self, app: str, cluster: str) -> int:
         """Clusters of ``app`` other than ``cluster`` whose sync counts as failed."""
@@ -216,11 +224,11 @@ class WorkTable:
         return self._failed[app] - (own is not None and own.failed)
 
     def apps_on(self, cluster: str) -> list[str]:
-        return sorted(a for a, works in self.work.items() if cluster in works)
+        return sorted(a for a, works in self._work.items() if cluster in works)
 
     def forget(self, app: str) -> None:
-        self.work.pop(app, None)
-        self.states.pop(app, None)
+        self._work.pop(app, None)
+        self._states.pop(app, None)
         self._unsettled.pop(app, None)
         self._failed.pop(app, None)
 

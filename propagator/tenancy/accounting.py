@@ -64,7 +64,7 @@ def planned_use(
     """What the last plans of ``apps`` ask on each cluster, together."""
     use: Use = {}
     for app in apps:
-        for cluster, work in table.work.get(app, {}).items():
+        for cluster, work in table.works_of(app).items():
             info = snapshot.clusters.get(cluster)
             amounts = cache.use(work, info.nodes if info else 0)
             into = use.setdefault(cluster, {})

@@ -65,7 +65,7 @@ class QuotaAdmission:
     def tenant_plans(self, tenant: str, snapshot: FleetSnapshot) -> Use:
         """What the last plans of a tenant's applications ask per cluster, together."""
         quotas = self.quotas()
-        namespaces = {app.split("/", 1)[0] for app in self.table.work}
+        namespaces = {app.split("/", 1)[0] for app in self.table.apps()}
         same = {
             ns
             for ns in namespaces
@@ -74,7 +74,7 @@ class QuotaAdmission:
             .get("name")
             == tenant
         }
-        apps = [app for app in self.table.work if app.split("/", 1)[0] in same]
+        apps = [app for app in self.table.apps() if app.split("/", 1)[0] in same]
         return planned_use(self.table, apps, snapshot, self._use_cache)
 
     def check(
