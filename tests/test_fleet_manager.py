@@ -8,8 +8,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import anyio
+import pytest
 
-from fleet.connection import KubeConnection
+from fleet.connection import ApiError, KubeConnection
 from fleet.health import Health
 from fleet.member import MemberMonitor, ProbeResult
 from fleet.snapshot import SnapshotStore
@@ -178,6 +179,88 @@ def test_a_change_of_capacity_alone_waits_for_the_interval_readiness_does_not(
     anyio.run(manager.write_status)
     assert written() == ["3", "5", "6"]
     assert manager._capacity_due is None
+
+
+class _SlowHub(_Hub):
+    """A hub whose writes take a moment, counting how many are in flight at once; the
+    write of ``refuse`` fails."""
+
+    def __init__(self, manager: FleetManager, refuse: str | None = None) -> None:
+        super().__init__(manager)
+        self.refuse = refuse
+        self.in_flight = self.most_in_flight = 0
+        self.fleet_patches: list[dict[str, Any]] = []
+        self.taints: list[str] = []
+
+    async def merge_patch(
+        self, api_version: str, kind: str, name: str, body: dict[str, Any], **_: Any
+    ) -> dict[str, Any]:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await anyio.sleep(0.01)
+            if name == self.refuse:
+                raise ApiError("hub", "the hub is overloaded", status=429, retryable=True)
+            if kind == "Fleet":
+                self.fleet_patches.append(body["status"])
+                return body
+            return await super().merge_patch(api_version, kind, name, body)
+        finally:
+            self.in_flight -= 1
+
+    async def apply(self, obj: dict[str, Any], **_: Any) -> dict[str, Any]:
+        self.taints.append(obj["metadata"]["name"])
+        return obj
+
+
+def _region(count: int, refuse: str | None = None) -> tuple[FleetManager, _SlowHub]:
+    """A manager of ``count`` members in fleet "all", Ready on the hub, whose probes now
+    all fail (a region gone at once)."""
+    manager = FleetManager(cast(KubeConnection, object()), Settings(), SnapshotStore())
+    hub = _SlowHub(manager, refuse)
+    manager.hub = cast(KubeConnection, hub)
+    manager.fleets.cache["all"] = {
+        "metadata": {"name": "all", "generation": 1},
+        "spec": {"clusterSelector": {}},
+    }
+    for i in range(count):
+        name = f"m{i:02d}"
+        manager.members.cache[name] = _member(name, "True", [])
+        manager.monitors[name] = MemberMonitor(
+            name,
+            "1",
+            manager.policy,
+            connection=cast(KubeConnection, object()),
+            health=Health(ready=False, last_error="timeout", not_ready_since=time.time()),
+        )
+    return manager, hub
+
+
+def test_a_region_gone_at_once_is_written_many_at_a_time_and_the_fleet_counts_it() -> None:
+    manager, hub = _region(40)
+    anyio.run(manager.write_status)
+    written = [name for name, _ in hub.patches]
+    assert sorted(written) == [f"m{i:02d}" for i in range(40)]
+    assert all(status["conditions"][0]["status"] == "False" for _, status in hub.patches)
+    assert sorted(hub.taints) == sorted(written)  # each one tainted not-ready too
+    assert hub.most_in_flight == manager_module.WRITES_IN_FLIGHT
+    # the fleet's status, written after them, counts what they were written as
+    assert [(f["clusters"], f["readyClusters"]) for f in hub.fleet_patches] == [(40, 0)]
+
+
+def test_a_write_that_fails_fails_the_pass_and_the_next_pass_writes_what_is_left() -> None:
+    manager, hub = _region(40, refuse="m03")
+    with pytest.raises(ApiError, match="overloaded"):
+        anyio.run(manager.write_status)
+    first = {name for name, _ in hub.patches}
+    assert "m03" not in first
+    assert len(first) < 39  # nothing new started after the failure
+    assert hub.fleet_patches == []  # nor the fleet's status: it would count stale members
+    hub.refuse = None
+    anyio.run(manager.write_status)
+    assert {name for name, _ in hub.patches} == {f"m{i:02d}" for i in range(40)}
+    assert len(hub.patches) == 40  # those written before were not written again
+    assert [(f["clusters"], f["readyClusters"]) for f in hub.fleet_patches] == [(40, 0)]
 
 
 async def _probe_until(manager: FleetManager, done: anyio.Event) -> None:

@@ -35,12 +35,20 @@ from propagator.conditions import now_iso, status_changed
 from propagator.fleetmanager import status as fleetstatus
 from propagator.fleetmanager.probes import ProbeSchedule
 from propagator.observability.metrics import Metrics
+from propagator.runtime.bounded import each
 from propagator.settings import Settings
 
 log = logging.getLogger(__name__)
 
 HEALTH_MANAGER = "propagator-health"
 _DEBOUNCE_S = 0.2
+WRITES_IN_FLIGHT = 16
+"""Status and taint writes at once in a status pass: a region of members going NotReady
+together, or a thousand members registered, is written in a fraction of the time one
+write at a time takes (~10 ms each to the hub), without flooding the hub."""
+
+_MemberWrite = tuple[str, dict[str, Any] | None, list[dict[str, str]] | None]
+"""A member's name, its new status and its new taints (None: as they are)."""
 
 
 HANDOFF_S = 1.0
@@ -310,14 +318,16 @@ class FleetManager:
     # -- the status pass -------------------------------------------------------------------
 
     async def write_status(self) -> None:
-        """Write every MemberCluster and Fleet status and taint set that changed, then
-        publish a new snapshot if the fleet looks different."""
+        """Write every MemberCluster and Fleet status and taint set that changed (up to
+        :data:`WRITES_IN_FLIGHT` at once), then publish a new snapshot if the fleet looks
+        different. After a write fails no new one starts, and the pass raises its error."""
         stamp, now = now_iso(), time.monotonic()
         self._passed_at = now
         members = {m["metadata"]["name"]: m for m in self.members.snapshot()}
         in_line, self._in_line = self._in_line, {}
         written, self._capacity_written = self._capacity_written, {}
         self._capacity_due = None
+        writes: list[_MemberWrite] = []
         for name, member in members.items():
             monitor = self.monitors.get(name)
             status = fleetstatus.member_status(member, monitor, stamp)
@@ -327,16 +337,25 @@ class FleetManager:
             last = written.get(name)
             if last is not None:
                 self._capacity_written[name] = last
+            changed: dict[str, Any] | None = None
             if not status_changed(held, status):
                 self._in_line[name] = (member, status)
             elif (due := self._capacity_held_back(held, status, last, now)) is not None:
                 self._capacity_due = min(due, self._capacity_due or due)
             else:
+                changed = status
+            taints = fleetstatus.desired_taints(monitor, now)
+            retaint = None if taints == fleetstatus.controller_taints(member) else taints
+            if changed is not None or retaint is not None:
+                writes.append((name, changed, retaint))
+
+        async def write_member(write: _MemberWrite) -> None:
+            name, status, taints = write
+            if status is not None:
                 await self._patch_status("MemberCluster", name, status)
                 self._capacity_written[name] = now
-                members[name] = {**member, "status": status}
-            taints = fleetstatus.desired_taints(monitor, now)
-            if taints != fleetstatus.controller_taints(member):
+                members[name] = {**members[name], "status": status}
+            if taints is not None:
                 self.metrics.status_writes.labels("MemberCluster taints").inc()
                 await self.hub.apply(
                     {
@@ -347,13 +366,22 @@ class FleetManager:
                     },
                     field_manager=HEALTH_MANAGER,
                 )
+
+        await each(writes, write_member, WRITES_IN_FLIGHT, (ApiError,))
+        # The fleets count their members as just written.
         fleets: dict[str, list[str]] = {}
+        fleet_writes: list[tuple[str, dict[str, Any]]] = []
         for fleet in self.fleets.snapshot():
             name = fleet["metadata"]["name"]
-            status = fleetstatus.fleet_status(fleet, members, stamp)
-            if status_changed(fleet.get("status"), status):
-                await self._patch_status("Fleet", name, status)
+            fleet_status = fleetstatus.fleet_status(fleet, members, stamp)
+            if status_changed(fleet.get("status"), fleet_status):
+                fleet_writes.append((name, fleet_status))
             fleets[name] = fleetstatus.fleet_members(fleet, members)
+
+        async def write_fleet(write: tuple[str, dict[str, Any]]) -> None:
+            await self._patch_status("Fleet", *write)
+
+        await each(fleet_writes, write_fleet, WRITES_IN_FLIGHT, (ApiError,))
         # The snapshot shows what the hub holds; what was just written comes back through
         # the watch and wakes another pass.
         self._publish(self.members.snapshot(), fleets)

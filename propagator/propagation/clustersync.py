@@ -23,8 +23,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-
 from fleet.connection import ApiError, Call, KubeConnection
 from fleet.discovery import UnknownKind
 from fleet.informer import Informer, cache_key
@@ -40,6 +38,7 @@ from propagator.propagation.resources import (
     revision_of,
 )
 from propagator.propagation.work import ClusterWork
+from propagator.runtime.bounded import each
 from propagator.runtime.members import NAMESPACES, Applied, Caches, KindKey, Member
 from propagator.tenancy.policy import describe
 
@@ -215,35 +214,8 @@ async def _call(call: _Call) -> None:
 
 
 async def _each(items: Sequence[Any], fn: Callable[[Any], Awaitable[None]]) -> None:
-    """``fn`` on every item, ``IN_FLIGHT`` at once; the first error is raised."""
-    if not items:  # an empty task group still yields to the loop: a round of other work
-        return
-    if len(items) == 1:  # no task group: leaving one yields to the loop
-        await fn(items[0])
-        return
-    pending = iter(items)  # shared by the workers: each item is taken once
-    errors: list[BaseException] = []
-
-    async def worker() -> None:
-        # A worker per slot rather than a task per item behind a limiter: the limiter's
-        # checkpoint per item was a measurable part of a fresh cluster's CPU.
-        for item in pending:
-            if errors:
-                return  # one failure fails the sync: start nothing new
-            try:
-                await fn(item)
-            except (ApiError, UnknownKind) as exc:
-                errors.append(exc)
-                return
-
-    async with anyio.create_task_group() as tg:
-        for _ in range(min(IN_FLIGHT, len(items)) - 1):
-            tg.start_soon(worker)
-        # One worker is this task: its first request goes out now, not a round of the
-        # event loop later, and one task fewer is started (~40 us of CPU each).
-        await worker()
-    if errors:
-        raise errors[0]
+    """``fn`` on every item, ``IN_FLIGHT`` at once; the first failure is raised."""
+    await each(items, fn, IN_FLIGHT, (ApiError, UnknownKind))
 
 
 async def sync_cluster(
