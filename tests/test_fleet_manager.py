@@ -191,6 +191,8 @@ class _SlowHub(_Hub):
         self.in_flight = self.most_in_flight = 0
         self.fleet_patches: list[dict[str, Any]] = []
         self.taints: list[str] = []
+        self.echo = True
+        """Whether a write shows in the manager's cache at once (as its watch brings it)."""
 
     async def merge_patch(
         self, api_version: str, kind: str, name: str, body: dict[str, Any], **_: Any
@@ -203,6 +205,9 @@ class _SlowHub(_Hub):
                 raise ApiError("hub", "the hub is overloaded", status=429, retryable=True)
             if kind == "Fleet":
                 self.fleet_patches.append(body["status"])
+                return body
+            if not self.echo:
+                self.patches.append((name, body["status"]))
                 return body
             return await super().merge_patch(api_version, kind, name, body)
         finally:
@@ -261,6 +266,18 @@ def test_a_write_that_fails_fails_the_pass_and_the_next_pass_writes_what_is_left
     assert {name for name, _ in hub.patches} == {f"m{i:02d}" for i in range(40)}
     assert len(hub.patches) == 40  # those written before were not written again
     assert [(f["clusters"], f["readyClusters"]) for f in hub.fleet_patches] == [(40, 0)]
+
+
+def test_a_pass_before_the_watch_brings_a_written_status_does_not_write_it_again() -> None:
+    manager, hub = _region(3)
+    hub.echo = False  # the hub took each write; its watch has not brought them back yet
+
+    async def two_passes() -> None:
+        await manager.write_status()
+        await manager.write_status()
+
+    anyio.run(two_passes)
+    assert sorted(name for name, _ in hub.patches) == ["m00", "m01", "m02"]  # once each
 
 
 async def _probe_until(manager: FleetManager, done: anyio.Event) -> None:

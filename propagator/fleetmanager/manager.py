@@ -354,6 +354,9 @@ class FleetManager:
             if status is not None:
                 await self._patch_status("MemberCluster", name, status)
                 self._capacity_written[name] = now
+                # Until the watch brings the written object, a pass compares with what
+                # was written, not with what the hub held before.
+                self._in_line[name] = (members[name], status)
                 members[name] = {**members[name], "status": status}
             if taints is not None:
                 self.metrics.status_writes.labels("MemberCluster taints").inc()
