@@ -181,6 +181,21 @@ def test_a_change_of_capacity_alone_waits_for_the_interval_readiness_does_not(
     assert manager._capacity_due is None
 
 
+def test_a_members_first_capacity_is_written_at_once(monkeypatch: Any) -> None:
+    manager, hub, monitor = _one_ready_member()
+    capacity: list[dict[str, Any] | None] = [None]  # its nodes and pods not listed yet
+    monkeypatch.setattr(monitor, "capacity", lambda: capacity[0])
+    clock = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    anyio.run(manager.write_status)
+    assert [("resources" in p) for _, p in hub.patches] == [False]  # Ready, at once
+    capacity[0] = {"nodes": {"total": 1, "ready": 1}, "resources": {"allocated": {"pods": "3"}}}
+    clock[0] += 1
+    anyio.run(manager.write_status)
+    assert [p.get("resources") for _, p in hub.patches] == [None, {"allocated": {"pods": "3"}}]
+    assert manager._capacity_due is None
+
+
 class _SlowHub(_Hub):
     """A hub whose writes take a moment, counting how many are in flight at once; the
     write of ``refuse`` fails."""

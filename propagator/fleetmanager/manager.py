@@ -398,9 +398,12 @@ class FleetManager:
     ) -> float | None:
         """When a change of ``status`` from ``held`` is to be written, if it changes the
         capacity alone and the last write was less than ``capacity_status_interval_s``
-        ago; None: at once (readiness and discovery never wait)."""
+        ago; None: at once (readiness, discovery and a member's first capacity never
+        wait: until then the status says nothing of its room)."""
         interval = self.settings.capacity_status_interval_s
         if last is None or now - last >= interval:
+            return None
+        if not any(k in (held or {}) for k in fleetstatus.CAPACITY_FIELDS):
             return None
         if status_changed(fleetstatus.without_capacity(held), fleetstatus.without_capacity(status)):
             return None
