@@ -6,6 +6,8 @@ members through its own loopback proxy adding a fixed latency (50 ms per request
 default), so every far cluster is a separate connection far away. ``propagator run``
 runs as a child process. For each N it prints:
 
+- the time until all N members are Ready from the controller's start, and how many
+  MemberCluster writes (statuses and taints) it took to get there;
 - the controller at rest with every watch open (all N members Ready): threads, open
   connections, RSS, CPU over 60 s;
 - the time to notice a member outage (its proxy stops answering) as NotReady, next to the
@@ -439,6 +441,9 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
             every_s=1,
         )
         ready_s = time.perf_counter() - started
+        registration_writes = controller.metric(
+            'propagator_status_writes_total{kind="MemberCluster'
+        )
         before, rest_from = cpu_by_part(state, controller.cpu_s), time.perf_counter()
         rest = _at_rest(controller)
         at_rest = cpu_row(
@@ -471,6 +476,7 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
     return {
         "clusters": count,
         "all_ready_s": ready_s,
+        "registration_writes": registration_writes,
         **rest,
         "outage_noticed_s": outage_s,
         "outage_bound_s": (PROBE_FAILURE_THRESHOLD + 1) * PROBE_INTERVAL_S + PROBE_TIMEOUT_S,
@@ -510,6 +516,7 @@ def main() -> None:
         [
             ("clusters", "clusters"),
             ("all_ready_s", "all Ready s"),
+            ("registration_writes", "member writes to all Ready"),
             ("threads", "threads"),
             ("connections", "connections"),
             ("rss_mib", "RSS MiB"),
