@@ -295,6 +295,30 @@ def test_a_pass_before_the_watch_brings_a_written_status_does_not_write_it_again
     assert sorted(name for name, _ in hub.patches) == ["m00", "m01", "m02"]  # once each
 
 
+def test_what_a_member_learns_while_the_pass_writes_others_goes_in_its_one_write() -> None:
+    manager, hub = _region(40)
+    late = manager.monitors["m39"]  # written in the pass's last round
+    discovered = [{"groupVersion": "v1", "kinds": ["ConfigMap"]}]
+    merge_patch = hub.merge_patch
+
+    async def discovery_meanwhile(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        late.version, late.enablements = "v1.37.2", discovered
+        return await merge_patch(*args, **kwargs)
+
+    hub.merge_patch = discovery_meanwhile  # type: ignore[method-assign]
+
+    async def two_passes() -> None:
+        await manager.write_status()
+        await manager.write_status()
+
+    anyio.run(two_passes)
+    writes_of_late = [status for name, status in hub.patches if name == "m39"]
+    assert len(writes_of_late) == 1  # not again in the second pass
+    assert writes_of_late[0]["apiEnablements"] == discovered
+    assert writes_of_late[0]["kubernetesVersion"] == "v1.37.2"
+    assert len(hub.patches) == 40
+
+
 async def _probe_until(manager: FleetManager, done: anyio.Event) -> None:
     """Run the manager's probe loop over its monitors until ``done`` is set."""
     manager._probes_wake = anyio.Event()

@@ -47,10 +47,6 @@ WRITES_IN_FLIGHT = 16
 together, or a thousand members registered, is written in a fraction of the time one
 write at a time takes (~10 ms each to the hub), without flooding the hub."""
 
-_MemberWrite = tuple[str, dict[str, Any] | None, list[dict[str, str]] | None]
-"""A member's name, its new status and its new taints (None: as they are)."""
-
-
 HANDOFF_S = 1.0
 """Seconds a prober waits for a member's probe (at most half the probe timeout); after
 that the member is probed in a task of its own, which waits for the rest of the
@@ -327,33 +323,28 @@ class FleetManager:
         in_line, self._in_line = self._in_line, {}
         written, self._capacity_written = self._capacity_written, {}
         self._capacity_due = None
-        writes: list[_MemberWrite] = []
+        writes: dict[str, tuple[Mapping[str, Any] | None, float | None]] = {}
         for name, member in members.items():
-            monitor = self.monitors.get(name)
-            status = fleetstatus.member_status(member, monitor, stamp)
-            self.metrics.cluster_ready.labels(name).set(fleetstatus.is_ready({"status": status}))
             seen = in_line.get(name)
             held = seen[1] if seen is not None and seen[0] is member else member.get("status")
             last = written.get(name)
             if last is not None:
                 self._capacity_written[name] = last
-            changed: dict[str, Any] | None = None
-            if not status_changed(held, status):
-                self._in_line[name] = (member, status)
-            elif (due := self._capacity_held_back(held, status, last, now)) is not None:
-                self._capacity_due = min(due, self._capacity_due or due)
-            else:
-                changed = status
-            taints = fleetstatus.desired_taints(monitor, now)
-            retaint = None if taints == fleetstatus.controller_taints(member) else taints
-            if changed is not None or retaint is not None:
-                writes.append((name, changed, retaint))
+            if self._member_write(name, member, held, last, now, stamp) is not None:
+                writes[name] = (held, last)
 
-        async def write_member(write: _MemberWrite) -> None:
-            name, status, taints = write
+        async def write_member(name: str) -> None:
+            # Decided again now: what a probe, discovery or the caches brought while the
+            # pass wrote others goes in this write, not in one more next pass (at
+            # registration most members' discovery and capacity come during a pass).
+            at = time.monotonic()
+            change = self._member_write(name, members[name], *writes[name], at, now_iso())
+            if change is None:
+                return
+            status, taints = change
             if status is not None:
                 await self._patch_status("MemberCluster", name, status)
-                self._capacity_written[name] = now
+                self._capacity_written[name] = at
                 # Until the watch brings the written object, a pass compares with what
                 # was written, not with what the hub held before.
                 self._in_line[name] = (members[name], status)
@@ -370,7 +361,7 @@ class FleetManager:
                     field_manager=HEALTH_MANAGER,
                 )
 
-        await each(writes, write_member, WRITES_IN_FLIGHT, (ApiError,))
+        await each(list(writes), write_member, WRITES_IN_FLIGHT, (ApiError,))
         # The fleets count their members as just written.
         fleets: dict[str, list[str]] = {}
         fleet_writes: list[tuple[str, dict[str, Any]]] = []
@@ -388,6 +379,34 @@ class FleetManager:
         # The snapshot shows what the hub holds; what was just written comes back through
         # the watch and wakes another pass.
         self._publish(self.members.snapshot(), fleets)
+
+    def _member_write(
+        self,
+        name: str,
+        member: dict[str, Any],
+        held: Mapping[str, Any] | None,
+        last: float | None,
+        now: float,
+        stamp: str,
+    ) -> tuple[dict[str, Any] | None, list[dict[str, str]] | None] | None:
+        """What to write of member ``name`` (its new status, its new taints; None: as
+        they are) for what its monitor has observed by ``now``, against the status
+        ``held`` for it and its ``last`` capacity write; None: nothing. A status that
+        needs no write is recorded as in line; a capacity held back sets when the status
+        loop wakes for it."""
+        monitor = self.monitors.get(name)
+        status = fleetstatus.member_status(member, monitor, stamp)
+        self.metrics.cluster_ready.labels(name).set(fleetstatus.is_ready({"status": status}))
+        changed: dict[str, Any] | None = None
+        if not status_changed(held, status):
+            self._in_line[name] = (member, status)
+        elif (due := self._capacity_held_back(held, status, last, now)) is not None:
+            self._capacity_due = min(due, self._capacity_due or due)
+        else:
+            changed = status
+        taints = fleetstatus.desired_taints(monitor, now)
+        retaint = None if taints == fleetstatus.controller_taints(member) else taints
+        return None if changed is None and retaint is None else (changed, retaint)
 
     def _capacity_held_back(
         self,
