@@ -283,9 +283,13 @@ def test_a_write_that_fails_fails_the_pass_and_the_next_pass_writes_what_is_left
     assert [(f["clusters"], f["readyClusters"]) for f in hub.fleet_patches] == [(40, 0)]
 
 
-def test_a_pass_before_the_watch_brings_a_written_status_does_not_write_it_again() -> None:
+def test_a_pass_before_the_watch_brings_a_written_status_does_not_write_it_again(
+    monkeypatch: Any,
+) -> None:
     manager, hub = _region(3)
     hub.echo = False  # the hub took each write; its watch has not brought them back yet
+    seconds = iter(range(10, 60))  # each stamp a second later than the one before
+    monkeypatch.setattr(manager_module, "now_iso", lambda: f"2026-12-06T12:00:{next(seconds)}Z")
 
     async def two_passes() -> None:
         await manager.write_status()

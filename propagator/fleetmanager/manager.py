@@ -31,7 +31,7 @@ from fleet.health import HealthPolicy
 from fleet.informer import Informer, wait_synced
 from fleet.member import MemberMonitor, ProbeResult
 from fleet.snapshot import ClusterInfo, ClusterInfoCache, SnapshotStore, cluster_info
-from propagator.conditions import now_iso, status_changed
+from propagator.conditions import WrittenStatuses, now_iso, status_changed
 from propagator.fleetmanager import status as fleetstatus
 from propagator.fleetmanager.probes import ProbeSchedule
 from propagator.observability.metrics import Metrics
@@ -83,12 +83,12 @@ class FleetManager:
         """Told (in the event loop) whenever a monitor is added, rebuilt or dropped."""
         self._infos = ClusterInfoCache()
         self._fresh: tuple[float, list[ClusterInfo]] | None = None
-        self._in_line: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
-        """Per member, the hub object a status pass found holding the status it computed
-        (and that status): while the object is the same, the next pass compares with that
-        status, whose discovery and capacity are the monitor's own objects (the same
-        ones: compared at once), not with the hub's copy, element by element."""
         """The last fresh scan and when it was made (time.monotonic())."""
+        self.statuses = WrittenStatuses()
+        """Per member, the status the hub holds while its watch has not brought the last
+        write back; also a status computed equal to the hub's, so the next pass compares
+        with the monitor's own discovery and capacity objects (identical ones at once),
+        not with the hub's copy element by element."""
         self._capacity_written: dict[str, float] = {}
         """Per member, when its status (and so its capacity) was last written by this
         manager (time.monotonic())."""
@@ -153,6 +153,7 @@ class FleetManager:
             if name not in wanted:
                 del self.monitors[name]  # its registry unit stops its watches, closes it
                 self._shown.pop(name, None)
+                self.statuses.forget(name)
                 self.metrics.forget_cluster(name)
                 changed = True
         for name, member in wanted.items():
@@ -320,25 +321,22 @@ class FleetManager:
         stamp, now = now_iso(), time.monotonic()
         self._passed_at = now
         members = {m["metadata"]["name"]: m for m in self.members.snapshot()}
-        in_line, self._in_line = self._in_line, {}
         written, self._capacity_written = self._capacity_written, {}
         self._capacity_due = None
-        writes: dict[str, tuple[Mapping[str, Any] | None, float | None]] = {}
+        writes: dict[str, float | None] = {}
         for name, member in members.items():
-            seen = in_line.get(name)
-            held = seen[1] if seen is not None and seen[0] is member else member.get("status")
             last = written.get(name)
             if last is not None:
                 self._capacity_written[name] = last
-            if self._member_write(name, member, held, last, now, stamp) is not None:
-                writes[name] = (held, last)
+            if self._member_write(name, member, last, now, stamp) is not None:
+                writes[name] = last
 
         async def write_member(name: str) -> None:
             # Decided again now: what a probe, discovery or the caches brought while the
             # pass wrote others goes in this write, not in one more next pass (at
             # registration most members' discovery and capacity come during a pass).
             at = time.monotonic()
-            change = self._member_write(name, members[name], *writes[name], at, now_iso())
+            change = self._member_write(name, members[name], writes[name], at, now_iso())
             if change is None:
                 return
             status, taints = change
@@ -347,7 +345,7 @@ class FleetManager:
                 self._capacity_written[name] = at
                 # Until the watch brings the written object, a pass compares with what
                 # was written, not with what the hub held before.
-                self._in_line[name] = (members[name], status)
+                self.statuses.written(name, members[name], status)
                 members[name] = {**members[name], "status": status}
             if taints is not None:
                 self.metrics.status_writes.labels("MemberCluster taints").inc()
@@ -384,22 +382,23 @@ class FleetManager:
         self,
         name: str,
         member: dict[str, Any],
-        held: Mapping[str, Any] | None,
         last: float | None,
         now: float,
         stamp: str,
     ) -> tuple[dict[str, Any] | None, list[dict[str, str]] | None] | None:
         """What to write of member ``name`` (its new status, its new taints; None: as
-        they are) for what its monitor has observed by ``now``, against the status
-        ``held`` for it and its ``last`` capacity write; None: nothing. A status that
-        needs no write is recorded as in line; a capacity held back sets when the status
-        loop wakes for it."""
+        they are) for what its monitor has observed by ``now``, against the status the
+        hub holds for it and its ``last`` capacity write; None: nothing. A capacity held
+        back sets when the status loop wakes for it."""
         monitor = self.monitors.get(name)
-        status = fleetstatus.member_status(member, monitor, stamp)
+        # Built over what the hub holds (the last write, before its watch brings it
+        # back), so a condition keeps the transition time written.
+        held = self.statuses.held(name, member)
+        status = fleetstatus.member_status(self.statuses.as_held(name, member), monitor, stamp)
         self.metrics.cluster_ready.labels(name).set(fleetstatus.is_ready({"status": status}))
         changed: dict[str, Any] | None = None
         if not status_changed(held, status):
-            self._in_line[name] = (member, status)
+            self.statuses.written(name, member, status)  # equal to the hub's: see statuses
         elif (due := self._capacity_held_back(held, status, last, now)) is not None:
             self._capacity_due = min(due, self._capacity_due or due)
         else:
