@@ -6,15 +6,16 @@ members through its own loopback proxy adding a fixed latency (50 ms per request
 default), so every far cluster is a separate connection far away. ``propagator run``
 runs as a child process. For each N it prints:
 
-- the time until all N members are Ready from the controller's start, and how many
-  MemberCluster writes (statuses and taints) it took to get there;
-- the controller at rest with every watch open (all N members Ready): threads, open
-  connections, RSS, CPU over 60 s;
-- the time to notice a member outage (its proxy stops answering) as NotReady, next to the
-  probe settings' own bound, (failure threshold + 1) x probe interval + probe timeout:
-  each member's probes start an interval apart, the first after the outage may pass on
-  what the member sent just before it, and the last failing one may wait for its timeout;
-  then the same while a tenth of the far clusters stop answering at once (their proxies
+- the time from the controller's start until all N members are Ready, then until all
+  are described (the kinds they serve and their capacity in their status too), and how
+  many MemberCluster writes (statuses and taints) it took to get there;
+- the controller at rest with every watch open (all N members described): threads,
+  open connections, RSS, CPU over 60 s;
+- the time to notice a member outage (its proxy stops answering) as NotReady, seen
+  through a watch of the MemberClusters, next to the probe settings' own bound, (failure
+  threshold + 1) x probe interval + probe timeout: each member's probes start an
+  interval apart, the first after the outage may pass on what the member sent just
+  before it, and the last failing one may wait for its timeout; then the same while a tenth of the far clusters stop answering at once (their proxies
   let nothing through and close nothing: each probe of theirs waits for its timeout),
   and the time until all of those are NotReady;
 - one application of 10 ConfigMaps placed on all N far clusters, in a namespace per
@@ -141,6 +142,18 @@ def _threads(pid: int) -> int:
     return 0
 
 
+def _all_described(hub: Any) -> int:
+    """How many MemberClusters' statuses say everything a registration finds: the kinds
+    served and the capacity, besides Ready."""
+    listing: Any = k8s.CustomObjectsApi(hub).list_cluster_custom_object(
+        GROUP, VERSION, "memberclusters"
+    )
+    return sum(
+        not _not_ready(m) and {"apiEnablements", "resources"} <= (m.get("status") or {}).keys()
+        for m in listing["items"]
+    )
+
+
 def _at_rest(controller: Controller) -> dict[str, Any]:
     assert controller.proc is not None
     pid = controller.proc.pid
@@ -163,18 +176,44 @@ def _not_ready(member: Mapping[str, Any]) -> bool:
     )
 
 
+def _not_ready_after(hub: Any, names: set[str], act: Callable[[], None]) -> dict[str, float]:
+    """Seconds from calling ``act`` to each of ``names`` first seen NotReady, through one
+    watch of the MemberClusters: a list of 1,000 polled every 0.5 s saw them up to ~1 s
+    late (the interval, and the list's own time on a busy hub)."""
+    api = k8s.CustomObjectsApi(hub)
+    seen: dict[str, float] = {}
+    stream = k8s_watch.Watch()  # type: ignore[no-untyped-call]
+    failures: list[BaseException] = []
+
+    def watch() -> None:
+        try:
+            for event in stream.stream(  # type: ignore[no-untyped-call]
+                api.list_cluster_custom_object, GROUP, VERSION, "memberclusters"
+            ):
+                member, now = event["object"], time.perf_counter() - start
+                name = member["metadata"]["name"]
+                if name in names and name not in seen and _not_ready(member):
+                    seen[name] = now
+                    if names <= seen.keys():
+                        stream.stop()  # type: ignore[no-untyped-call]
+        except BaseException as exc:  # raised in the caller's thread below
+            failures.append(exc)
+
+    start = time.perf_counter()
+    act()
+    # The watch starts with every member as it is (Ready: none is recorded); what goes
+    # NotReady comes after, tens of seconds later.
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    _wait(lambda: not watcher.is_alive(), f"{len(names)} members NotReady", limit_s=600)
+    if failures:
+        raise failures[0]
+    return seen
+
+
 def _outage(hub: Any, proxy: LatencyProxy, name: str) -> float:
     """Seconds from a member's proxy closing to its MemberCluster NotReady."""
-    custom = k8s.CustomObjectsApi(hub)
-    start = time.perf_counter()
-    proxy.close()
-
-    def not_ready() -> bool:
-        member: Any = custom.get_cluster_custom_object(GROUP, VERSION, "memberclusters", name)
-        return _not_ready(member)
-
-    _wait(not_ready, f"{name} NotReady", limit_s=600, every_s=0.2)
-    return time.perf_counter() - start
+    return _not_ready_after(hub, {name}, proxy.close)[name]
 
 
 def _region_hangs(hub: Any, proxies: list[LatencyProxy], count: int) -> dict[str, float]:
@@ -182,31 +221,19 @@ def _region_hangs(hub: Any, proxies: list[LatencyProxy], count: int) -> dict[str
     through, either way, and close nothing) as one more member's proxy closes: seconds
     until that member is NotReady, and until every hanging one is. The hanging members'
     probes wait for their timeout; the controller must not let them delay the others'."""
-    custom = k8s.CustomObjectsApi(hub)
     hanging = {f"far-{i:04d}": proxies[i] for i in range(1, 1 + count // 10)}
     gone = f"far-{count - 1:04d}"
-    start = time.perf_counter()
-    for proxy in hanging.values():
-        proxy.hang()
-    proxies[count - 1].close()
 
-    def not_ready() -> set[str]:
-        listing: Any = custom.list_cluster_custom_object(GROUP, VERSION, "memberclusters")
-        return {m["metadata"]["name"] for m in listing["items"] if _not_ready(m)}
+    def act() -> None:
+        for proxy in hanging.values():
+            proxy.hang()
+        proxies[count - 1].close()
 
-    seen: dict[str, float] = {}
-
-    def all_noticed() -> bool:
-        down = not_ready()
-        now = time.perf_counter() - start
-        if gone in down:
-            seen.setdefault("gone", now)
-        if hanging.keys() <= down:
-            seen.setdefault("hanging", now)
-        return len(seen) == 2
-
-    _wait(all_noticed, f"{gone} and {len(hanging)} hanging members NotReady", 600, every_s=0.5)
-    return {"region_gone_noticed_s": seen["gone"], "region_hanging_noticed_s": seen["hanging"]}
+    seen = _not_ready_after(hub, {gone, *hanging}, act)
+    return {
+        "region_gone_noticed_s": seen[gone],
+        "region_hanging_noticed_s": max(seen[name] for name in hanging),
+    }
 
 
 def _application(hub: Any, count: int) -> float:
@@ -441,6 +468,8 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
             every_s=1,
         )
         ready_s = time.perf_counter() - started
+        _wait(lambda: _all_described(hub) == count, f"{count} members described", 600, 1)
+        described_s = time.perf_counter() - started
         registration_writes = controller.metric(
             'propagator_status_writes_total{kind="MemberCluster'
         )
@@ -476,6 +505,7 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
     return {
         "clusters": count,
         "all_ready_s": ready_s,
+        "all_described_s": described_s,
         "registration_writes": registration_writes,
         **rest,
         "outage_noticed_s": outage_s,
@@ -516,7 +546,8 @@ def main() -> None:
         [
             ("clusters", "clusters"),
             ("all_ready_s", "all Ready s"),
-            ("registration_writes", "member writes to all Ready"),
+            ("all_described_s", "all described s"),
+            ("registration_writes", "member writes to then"),
             ("threads", "threads"),
             ("connections", "connections"),
             ("rss_mib", "RSS MiB"),
