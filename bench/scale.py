@@ -15,9 +15,10 @@ runs as a child process. For each N it prints:
   through a watch of the MemberClusters, next to the probe settings' own bound, (failure
   threshold + 1) x probe interval + probe timeout: each member's probes start an
   interval apart, the first after the outage may pass on what the member sent just
-  before it, and the last failing one may wait for its timeout; then the same while a tenth of the far clusters stop answering at once (their proxies
-  let nothing through and close nothing: each probe of theirs waits for its timeout),
-  and the time until all of those are NotReady;
+  before it, and the last failing one may wait for its timeout; then the same while a
+  tenth of the far clusters stop answering at once (their proxies let nothing through
+  and close nothing: each probe of theirs waits for its timeout), and the time until
+  all of those are NotReady;
 - one application of 10 ConfigMaps placed on all N far clusters, in a namespace per
   cluster (an override sets ``bench-{{ cluster.name }}``: the far clusters share three
   API servers, which would otherwise hold one copy of the objects for all): from creating
