@@ -323,20 +323,19 @@ class FleetManager:
         members = {m["metadata"]["name"]: m for m in self.members.snapshot()}
         written, self._capacity_written = self._capacity_written, {}
         self._capacity_due = None
-        writes: dict[str, float | None] = {}
+        writes: list[str] = []
         for name, member in members.items():
-            last = written.get(name)
-            if last is not None:
+            if (last := written.get(name)) is not None:
                 self._capacity_written[name] = last
-            if self._member_write(name, member, last, now, stamp) is not None:
-                writes[name] = last
+            if self._member_write(name, member, now, stamp) is not None:
+                writes.append(name)
 
         async def write_member(name: str) -> None:
             # Decided again now: what a probe, discovery or the caches brought while the
             # pass wrote others goes in this write, not in one more next pass (at
             # registration most members' discovery and capacity come during a pass).
             at = time.monotonic()
-            change = self._member_write(name, members[name], writes[name], at, now_iso())
+            change = self._member_write(name, members[name], at, now_iso())
             if change is None:
                 return
             status, taints = change
@@ -359,7 +358,7 @@ class FleetManager:
                     field_manager=HEALTH_MANAGER,
                 )
 
-        await each(list(writes), write_member, WRITES_IN_FLIGHT, (ApiError,))
+        await each(writes, write_member, WRITES_IN_FLIGHT, (ApiError,))
         # The fleets count their members as just written.
         fleets: dict[str, list[str]] = {}
         fleet_writes: list[tuple[str, dict[str, Any]]] = []
@@ -382,13 +381,12 @@ class FleetManager:
         self,
         name: str,
         member: dict[str, Any],
-        last: float | None,
         now: float,
         stamp: str,
     ) -> tuple[dict[str, Any] | None, list[dict[str, str]] | None] | None:
         """What to write of member ``name`` (its new status, its new taints; None: as
         they are) for what its monitor has observed by ``now``, against the status the
-        hub holds for it and its ``last`` capacity write; None: nothing. A capacity held
+        hub holds for it and its last capacity write; None: nothing. A capacity held
         back sets when the status loop wakes for it."""
         monitor = self.monitors.get(name)
         # Built over what the hub holds (the last write, before its watch brings it
@@ -397,6 +395,7 @@ class FleetManager:
         status = fleetstatus.member_status(self.statuses.as_held(name, member), monitor, stamp)
         self.metrics.cluster_ready.labels(name).set(fleetstatus.is_ready({"status": status}))
         changed: dict[str, Any] | None = None
+        last = self._capacity_written.get(name)
         if not status_changed(held, status):
             self.statuses.written(name, member, status)  # equal to the hub's: see statuses
         elif (due := self._capacity_held_back(held, status, last, now)) is not None:
