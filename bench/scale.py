@@ -35,7 +35,12 @@ runs as a child process. For each N it prints:
   during the rollout (the members' processes, the hub's, the bare loop's own process or
   the controller, the latency proxies) and how many of the machine's cores they kept busy
   on average: where the rollout's time goes beyond the servers' limit, and what the fleet
-  at rest already takes of the cores the rollout shares.
+  at rest already takes of the cores the rollout shares; and how many watches the
+  members' API servers cut meanwhile for falling behind (their own counter). The far
+  clusters' caches share three servers, a third of N watches of each kind on each, and a
+  server offers every event of a kind to each of its watches of that kind that may
+  match (found by namespace, not by label): N² offers where a real fleet makes N. A
+  watch cut starts again from its last version, which the server replays.
 
     python -m bench.scale [--quick] [--json] [--clusters 100,300,1000] [--latency-ms MS]
 """
@@ -59,6 +64,7 @@ import anyio
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
+from bench.apiservers import watches_cut
 from bench.cpu import CPU_COLUMNS, cpu_by_part, cpu_row
 from bench.fanout import OBJECTS, _bare_loop, _connections, delete_namespaces
 from bench.latency_proxy import LatencyProxy
@@ -404,11 +410,13 @@ def _servers_limit(state: local.FleetState, count: int, phase: str) -> dict[str,
         try:
             for conn in direct.values():
                 await conn.discovery.kinds()
+            cut = watches_cut(state)
             before = cpu_by_part(state, time.process_time)
             took = await _bare_loop(direct, CONCURRENCY, "bare")
             row = cpu_row(
                 before, cpu_by_part(state, time.process_time), took, clusters=count, phase=phase
             )
+            row["watches_cut"] = watches_cut(state) - cut
             await delete_namespaces(direct, "bare-bare-", CONCURRENCY)
             return row
         finally:
@@ -474,6 +482,7 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         registration_writes = controller.metric(
             'propagator_status_writes_total{kind="MemberCluster'
         )
+        cut = watches_cut(state)
         before, rest_from = cpu_by_part(state, controller.cpu_s), time.perf_counter()
         rest = _at_rest(controller)
         at_rest = cpu_row(
@@ -483,12 +492,15 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
             clusters=count,
             phase="at rest",
         )
+        at_rest["watches_cut"] = watches_cut(state) - cut
         before_rollout = _servers_limit(state, count, "bare loop, before the rollout")
+        cut = watches_cut(state)
         before = cpu_by_part(state, controller.cpu_s)
         applied_s = _application(hub, count)
         rollout = cpu_row(
             before, cpu_by_part(state, controller.cpu_s), applied_s, clusters=count, phase="rollout"
         )
+        rollout["watches_cut"] = watches_cut(state) - cut
         after_rollout = _servers_limit(state, count, "bare loop, after the rollout")
         slow = _slow_member(hub, proxies, count) if count == SLOW_MEMBER_AT else {}
         outage_s = _outage(hub, proxies[0], "far-0000")
@@ -576,6 +588,7 @@ def main() -> None:
             ("clusters", "clusters"),
             ("phase", "phase"),
             *CPU_COLUMNS,
+            ("watches_cut", "watches cut"),
         ],
         args.json,
     )

@@ -254,6 +254,15 @@ def api_ready(state: ClusterState, timeout: float = 2.0) -> bool:
         return False
 
 
+def metrics(state: ClusterState, timeout: float = 10.0) -> str:
+    """The cluster's API server's own metrics (``/metrics``, Prometheus' text format),
+    read as its admin."""
+    with urllib.request.urlopen(
+        f"{state.server}/metrics", timeout=timeout, context=_ssl_context(state)
+    ) as resp:
+        return str(resp.read().decode())
+
+
 def _check_alive(state: ClusterState, names: tuple[str, ...]) -> None:
     for name in names:
         record = state.components[name]

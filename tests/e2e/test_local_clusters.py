@@ -116,6 +116,32 @@ def test_resource_quota_rejects_a_pod_over_it_with_the_api_servers_message(fleet
     assert core.list_namespaced_pod(ns).items == []
 
 
+def _created_config_maps(metrics: str) -> float:
+    """The API server's own count of ConfigMaps created (``apiserver_request_total``)."""
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith("apiserver_request_total{")
+        and 'verb="POST"' in line
+        and 'resource="configmaps"' in line
+        and 'code="201"' in line
+    )
+
+
+def test_an_api_servers_own_metrics_count_what_was_asked_of_it(fleet: Fleet) -> None:
+    member = fleet.state.cluster(fleet.member_names[0])
+    core = fleet.core(member.name)
+    ns = _namespace(core, "metrics")
+    before = _created_config_maps(local_cluster.metrics(member))
+    for n in range(3):
+        core.create_namespaced_config_map(ns, {"metadata": {"name": f"counted-{n}"}})
+    # The namespace's own root CA ConfigMap may be created meanwhile: at least ours.
+    eventually(
+        lambda: _created_config_maps(local_cluster.metrics(member)) - before >= 3,
+        "the three creates counted by the API server",
+    )
+
+
 def test_stopping_one_members_api_server_leaves_the_others_answering(fleet: Fleet) -> None:
     victim = fleet.state.cluster(fleet.member_names[2])
     others = [c for c in fleet.state.clusters if c.name != victim.name]
