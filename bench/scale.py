@@ -39,8 +39,9 @@ runs as a child process. For each N it prints:
   members' API servers cut meanwhile for falling behind (their own counter). The far
   clusters' caches share three servers, a third of N watches of each kind on each, and a
   server offers every event of a kind to each of its watches of that kind that may
-  match (found by namespace, not by label): N² offers where a real fleet makes N. A
-  watch cut starts again from its last version, which the server replays.
+  match (found by namespace, not by label): offers that grow with N², where a real
+  fleet's grow with N. A watch cut starts again from its last version, which the server
+  replays.
 
     python -m bench.scale [--quick] [--json] [--clusters 100,300,1000] [--latency-ms MS]
 """
