@@ -131,7 +131,11 @@ def _written(work: ClusterWork, namespace: str) -> tuple[dict[str, Any], list[di
 
 
 async def _bare_loop(
-    conns: dict[str, KubeConnection], concurrency: int, run: str, cached: bool = False
+    conns: dict[str, KubeConnection],
+    concurrency: int,
+    run: str,
+    cached: bool = False,
+    watched: bool = False,
 ) -> float:
     """The servers' limit: the same writes as a fresh cluster's sync (its namespace
     created, then its objects applied at once, the same bodies) sent straight to the
@@ -143,12 +147,20 @@ async def _bare_loop(
     is in it (each watch's events, encoded and sent; here a third of the far clusters
     share each API server, and each write's event is offered to each of their watches
     too, where a real member has one such watch of ours per kind). So is what reading the
-    events costs this process; the member syncs' own work is not."""
+    events costs this process; the member syncs' own work is not.
+
+    ``watched``: the objects stamped as propagated to the clusters ``conns`` is keyed by
+    (by applications that do not exist), so that the caches a controller running
+    meanwhile holds of those clusters select them: the members send it each write's
+    event, as in a rollout of its own, and it drops them (no work of its names them).
+    Otherwise they are stamped for clusters named as no registered member is, and no
+    such cache lists them (see _sync_all)."""
+    if cached and watched:
+        raise ValueError("a bare loop is watched by its own caches or a controller's, not both")
     limiter = anyio.CapacityLimiter(concurrency)
     policy = SyncPolicy.of(None, Settings())
-    # Named as no registered member is: no cache of a controller running meanwhile
-    # lists these objects (see _sync_all).
     named = {f"bare-{run}-{cluster}": conn for cluster, conn in conns.items()}
+    stamped_for = {f"bare-{run}-{c}": c if watched else f"bare-{run}-{c}" for c in conns}
     waiting = set(named) if cached else set()
     filled = anyio.Event()
 
@@ -160,7 +172,8 @@ async def _bare_loop(
 
     async def one(name: str) -> None:
         conn = named[name]
-        namespace, objects = _written(_work(f"bench/{name}", name, name, policy), name)
+        work = _work(f"bench/{name}", stamped_for[name], name, policy)
+        namespace, objects = _written(work, name)
         async with limiter:
             await conn.create(namespace)
             async with anyio.create_task_group() as tg:

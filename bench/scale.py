@@ -30,7 +30,12 @@ runs as a child process. For each N it prints:
   each time). The members serve the whole connected fleet's watches and probes through
   the rollout, which slows their writes (on three servers standing in for N); the bare
   loop is also measured before the controller starts, on members serving nothing else,
-  and the ratio to that one is shown too;
+  and the ratio to that one is shown too; and once more after the rollout with each
+  far cluster's writes stamped as propagated to it (by an application that does not
+  exist), so that the controller's caches of the far clusters, open since the rollout,
+  receive their events as in the rollout (the controller drops them): the "watched
+  loop", what the members' writes take while they also serve those watches, and the
+  ratio to it;
 - the CPU seconds each part used during each bare loop, at rest (the 60 s above) and
   during the rollout (the members' processes, the hub's, the bare loop's own process or
   the controller, the latency proxies) and how many of the machine's cores they kept busy
@@ -95,6 +100,11 @@ def _far_kubeconfig(member_kubeconfig: str, port: int) -> str:
     return _SERVER.sub(f"server: https://127.0.0.1:{port}", member_kubeconfig)
 
 
+def _far_name(index: int) -> str:
+    """The name the far cluster ``index`` is registered under (on member index % 3)."""
+    return f"far-{index:04d}"
+
+
 def _register(
     hub: Any, state: local.FleetState, count: int, latency_s: float
 ) -> list[LatencyProxy]:
@@ -109,7 +119,7 @@ def _register(
         port = int(found.group(1))
         proxy = LatencyProxy(("127.0.0.1", port), latency_s)
         proxies.append(proxy)
-        name = f"far-{i:04d}"
+        name = _far_name(i)
         secret = {
             "metadata": {"name": f"{name}-kubeconfig", "namespace": NAMESPACE},
             "data": {
@@ -399,26 +409,35 @@ def _slow_member(hub: Any, proxies: list[LatencyProxy], count: int) -> dict[str,
     }
 
 
-def _servers_limit(state: local.FleetState, count: int, phase: str) -> dict[str, Any]:
+def _servers_limit(
+    state: local.FleetState, count: int, phase: str, watched: bool = False
+) -> dict[str, Any]:
     """Seconds the bare loop takes to write every far cluster's namespace and objects
     straight to the members, with the CPU each part used meanwhile (a row of
     :func:`bench.cpu.cpu_row`, its phase ``phase``). Its namespaces are then deleted and
     waited for: what the members' namespace controllers do with them must not load the
-    measure that follows."""
+    measure that follows.
+
+    ``watched``: each far cluster's objects stamped as propagated to it, so that the
+    running controller's caches of the far clusters receive their events, as in its
+    rollout (see :func:`bench.fanout._bare_loop`)."""
+    run = "watched" if watched else "bare"
 
     async def measure() -> dict[str, Any]:
-        direct, _ = _connections(state, count, None)
+        conns, _ = _connections(state, count, None)
+        # Keyed as registered: _connections reaches member i % 3 for the i-th, as they do.
+        direct = {_far_name(i): conn for i, conn in enumerate(conns.values())}
         try:
             for conn in direct.values():
                 await conn.discovery.kinds()
             cut = watches_cut(state)
             before = cpu_by_part(state, time.process_time)
-            took = await _bare_loop(direct, CONCURRENCY, "bare")
+            took = await _bare_loop(direct, CONCURRENCY, run, watched=watched)
             row = cpu_row(
                 before, cpu_by_part(state, time.process_time), took, clusters=count, phase=phase
             )
             row["watches_cut"] = watches_cut(state) - cut
-            await delete_namespaces(direct, "bare-bare-", CONCURRENCY)
+            await delete_namespaces(direct, f"bare-{run}-", CONCURRENCY)
             return row
         finally:
             for conn in direct.values():
@@ -503,6 +522,7 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         )
         rollout["watches_cut"] = watches_cut(state) - cut
         after_rollout = _servers_limit(state, count, "bare loop, after the rollout")
+        watched = _servers_limit(state, count, "bare loop the caches watch", watched=True)
         slow = _slow_member(hub, proxies, count) if count == SLOW_MEMBER_AT else {}
         outage_s = _outage(hub, proxies[0], "far-0000")
         region = _region_hangs(hub, proxies, count)
@@ -531,7 +551,9 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         "ratio": applied_s / ideal,
         "alone_s": alone["wall_s"],
         "ratio_alone": applied_s / max(latency_limit, alone["wall_s"]),
-        "cpu": [alone, at_rest, before_rollout, rollout, after_rollout],
+        "watched_s": watched["wall_s"],
+        "ratio_watched": applied_s / max(latency_limit, watched["wall_s"]),
+        "cpu": [alone, at_rest, before_rollout, rollout, after_rollout, watched],
         **slow,
     }
 
@@ -576,6 +598,8 @@ def main() -> None:
             ("ratio", "ratio to ideal"),
             ("alone_s", "members alone s"),
             ("ratio_alone", "ratio to alone"),
+            ("watched_s", "watched loop s"),
+            ("ratio_watched", "ratio to it"),
         ],
         args.json,
     )
