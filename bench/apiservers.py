@@ -6,17 +6,30 @@ from fleet import local
 from fleet.local import cluster as local_cluster
 
 TERMINATED_WATCHERS = "apiserver_terminated_watchers_total{"
+WATCH_EVENTS = "apiserver_watch_events_total{"
+CONFIG_MAPS = 'resource="configmaps"'
 
 
-def watches_cut(state: local.FleetState) -> int:
-    """Watches the members' API servers have cut so far for falling behind: a server's
-    watch cache offers each event of a kind to every watch of that kind that may match
-    (by namespace, not by label), into a short queue per watch, and closes a watch whose
-    queue stays full past a small shared time budget; the client starts it again from
-    its last version, which the server replays from its cache."""
-    cut = 0.0
+def watch_counts(state: local.FleetState) -> dict[str, int]:
+    """What the members' API servers have counted so far, summed over the members:
+
+    - ``watches_cut``: watches cut for falling behind. A server's watch cache offers each
+      event of a kind to every watch of that kind that may match (by namespace, not by
+      label), into a short queue per watch, and closes a watch whose queue stays full
+      past a small shared time budget; the client starts it again from its last
+      version, which the server replays from its cache.
+    - ``config_map_events``: ConfigMap events sent to watches (those a watch's
+      selector let through)."""
+    cut = events = 0.0
     for member in state.members:
         for line in local_cluster.metrics(member).splitlines():
             if line.startswith(TERMINATED_WATCHERS):
                 cut += float(line.rsplit(" ", 1)[1])
-    return int(cut)
+            elif line.startswith(WATCH_EVENTS) and CONFIG_MAPS in line:
+                events += float(line.rsplit(" ", 1)[1])
+    return {"watches_cut": int(cut), "config_map_events": int(events)}
+
+
+def watch_counts_since(state: local.FleetState, before: dict[str, int]) -> dict[str, int]:
+    """:func:`watch_counts` counted since ``before`` (an earlier result of it)."""
+    return {key: value - before[key] for key, value in watch_counts(state).items()}

@@ -46,7 +46,8 @@ runs as a child process. For each N it prints:
   server offers every event of a kind to each of its watches of that kind that may
   match (found by namespace, not by label): offers that grow with N², where a real
   fleet's grow with N. A watch cut starts again from its last version, which the server
-  replays.
+  replays. And how many ConfigMap events the servers sent to watches (their own counter
+  too): in the rollout and the watched loop, each far cluster's objects to its cache.
 
     python -m bench.scale [--quick] [--json] [--clusters 100,300,1000] [--latency-ms MS]
 """
@@ -70,7 +71,7 @@ import anyio
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
-from bench.apiservers import watches_cut
+from bench.apiservers import watch_counts, watch_counts_since
 from bench.cpu import CPU_COLUMNS, cpu_by_part, cpu_row
 from bench.fanout import OBJECTS, _bare_loop, _connections, delete_namespaces
 from bench.latency_proxy import LatencyProxy
@@ -425,18 +426,18 @@ def _servers_limit(
 
     async def measure() -> dict[str, Any]:
         conns, _ = _connections(state, count, None)
-        # Keyed as registered: _connections reaches member i % 3 for the i-th, as they do.
+        # Keyed by the names registered: the i-th of each reaches member i % 3.
         direct = {_far_name(i): conn for i, conn in enumerate(conns.values())}
         try:
             for conn in direct.values():
                 await conn.discovery.kinds()
-            cut = watches_cut(state)
+            counted = watch_counts(state)
             before = cpu_by_part(state, time.process_time)
             took = await _bare_loop(direct, CONCURRENCY, run, watched=watched)
             row = cpu_row(
                 before, cpu_by_part(state, time.process_time), took, clusters=count, phase=phase
             )
-            row["watches_cut"] = watches_cut(state) - cut
+            row.update(watch_counts_since(state, counted))
             await delete_namespaces(direct, f"bare-{run}-", CONCURRENCY)
             return row
         finally:
@@ -502,7 +503,7 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         registration_writes = controller.metric(
             'propagator_status_writes_total{kind="MemberCluster'
         )
-        cut = watches_cut(state)
+        counted = watch_counts(state)
         before, rest_from = cpu_by_part(state, controller.cpu_s), time.perf_counter()
         rest = _at_rest(controller)
         at_rest = cpu_row(
@@ -512,19 +513,19 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
             clusters=count,
             phase="at rest",
         )
-        at_rest["watches_cut"] = watches_cut(state) - cut
+        at_rest.update(watch_counts_since(state, counted))
         before_rollout = _servers_limit(state, count, "bare loop, before the rollout")
-        cut = watches_cut(state)
+        counted = watch_counts(state)
         before = cpu_by_part(state, controller.cpu_s)
         applied_s = _application(hub, count)
         rollout = cpu_row(
             before, cpu_by_part(state, controller.cpu_s), applied_s, clusters=count, phase="rollout"
         )
-        rollout["watches_cut"] = watches_cut(state) - cut
+        rollout.update(watch_counts_since(state, counted))
         after_rollout = _servers_limit(state, count, "bare loop, after the rollout")
         watched = _servers_limit(state, count, "bare loop the caches watch", watched=True)
         slow = _slow_member(hub, proxies, count) if count == SLOW_MEMBER_AT else {}
-        outage_s = _outage(hub, proxies[0], "far-0000")
+        outage_s = _outage(hub, proxies[0], _far_name(0))
         region = _region_hangs(hub, proxies, count)
     finally:
         if controller is not None and controller.proc is not None:
@@ -614,6 +615,7 @@ def main() -> None:
             ("phase", "phase"),
             *CPU_COLUMNS,
             ("watches_cut", "watches cut"),
+            ("config_map_events", "ConfigMap events sent"),
         ],
         args.json,
     )
