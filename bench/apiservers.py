@@ -5,10 +5,6 @@ from __future__ import annotations
 from fleet import local
 from fleet.local import cluster as local_cluster
 
-TERMINATED_WATCHERS = "apiserver_terminated_watchers_total{"
-WATCH_EVENTS = "apiserver_watch_events_total{"
-CONFIG_MAPS = 'resource="configmaps"'
-
 
 def watch_counts(state: local.FleetState) -> dict[str, int]:
     """What the members' API servers have counted so far, summed over the members:
@@ -22,11 +18,11 @@ def watch_counts(state: local.FleetState) -> dict[str, int]:
       selector let through)."""
     cut = events = 0.0
     for member in state.members:
-        for line in local_cluster.metrics(member).splitlines():
-            if line.startswith(TERMINATED_WATCHERS):
-                cut += float(line.rsplit(" ", 1)[1])
-            elif line.startswith(WATCH_EVENTS) and CONFIG_MAPS in line:
-                events += float(line.rsplit(" ", 1)[1])
+        text = local_cluster.metrics(member)
+        cut += local_cluster.counted(text, "apiserver_terminated_watchers_total")
+        events += local_cluster.counted(
+            text, "apiserver_watch_events_total", {"resource": "configmaps"}
+        )
     return {"watches_cut": int(cut), "config_map_events": int(events)}
 
 

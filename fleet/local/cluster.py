@@ -7,6 +7,7 @@ import ssl
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -261,6 +262,28 @@ def metrics(state: ClusterState, timeout: float = 10.0) -> str:
         f"{state.server}/metrics", timeout=timeout, context=_ssl_context(state)
     ) as resp:
         return str(resp.read().decode())
+
+
+def counted(metrics_text: str, name: str, labels: Mapping[str, str] | None = None) -> float:
+    """The sum of counter ``name`` over its series whose labels include ``labels`` (each
+    label exactly, as ``name="value"``), read from ``metrics_text`` in Prometheus' text
+    format, as :func:`metrics` returns it; 0 where no series matches."""
+    wanted = [f'{key}="{value}"' for key, value in (labels or {}).items()]
+
+    def selected(series: str) -> bool:
+        if series == name:
+            return not wanted
+        # Each after "{" or ",": resource="x" must not match subresource="x".
+        return series.startswith(name + "{") and all(
+            f"{{{w}" in series or f",{w}" in series for w in wanted
+        )
+
+    total = 0.0
+    for line in metrics_text.splitlines():
+        series, _, value = line.rpartition(" ")
+        if selected(series):
+            total += float(value)
+    return total
 
 
 def _check_alive(state: ClusterState, names: tuple[str, ...]) -> None:

@@ -118,13 +118,10 @@ def test_resource_quota_rejects_a_pod_over_it_with_the_api_servers_message(fleet
 
 def _created_config_maps(metrics: str) -> float:
     """The API server's own count of ConfigMaps created (``apiserver_request_total``)."""
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in metrics.splitlines()
-        if line.startswith("apiserver_request_total{")
-        and 'verb="POST"' in line
-        and 'resource="configmaps"' in line
-        and 'code="201"' in line
+    return local_cluster.counted(
+        metrics,
+        "apiserver_request_total",
+        {"verb": "POST", "resource": "configmaps", "code": "201"},
     )
 
 
