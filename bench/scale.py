@@ -431,13 +431,13 @@ def _servers_limit(
         try:
             for conn in direct.values():
                 await conn.discovery.kinds()
-            counted = watch_counts(state)
+            counts = watch_counts(state)
             before = cpu_by_part(state, time.process_time)
             took = await _bare_loop(direct, CONCURRENCY, run, watched=watched)
             row = cpu_row(
                 before, cpu_by_part(state, time.process_time), took, clusters=count, phase=phase
             )
-            row.update(watch_counts_since(state, counted))
+            row.update(watch_counts_since(state, counts))
             await delete_namespaces(direct, f"bare-{run}-", CONCURRENCY)
             return row
         finally:
@@ -503,7 +503,7 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         registration_writes = controller.metric(
             'propagator_status_writes_total{kind="MemberCluster'
         )
-        counted = watch_counts(state)
+        counts = watch_counts(state)
         before, rest_from = cpu_by_part(state, controller.cpu_s), time.perf_counter()
         rest = _at_rest(controller)
         at_rest = cpu_row(
@@ -513,17 +513,17 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
             clusters=count,
             phase="at rest",
         )
-        at_rest.update(watch_counts_since(state, counted))
+        at_rest.update(watch_counts_since(state, counts))
         before_rollout = _servers_limit(state, count, "bare loop, before the rollout")
-        counted = watch_counts(state)
+        counts = watch_counts(state)
         before = cpu_by_part(state, controller.cpu_s)
         applied_s = _application(hub, count)
         rollout = cpu_row(
             before, cpu_by_part(state, controller.cpu_s), applied_s, clusters=count, phase="rollout"
         )
-        rollout.update(watch_counts_since(state, counted))
+        rollout.update(watch_counts_since(state, counts))
         after_rollout = _servers_limit(state, count, "bare loop, after the rollout")
-        watched = _servers_limit(state, count, "bare loop the caches watch", watched=True)
+        watched_loop = _servers_limit(state, count, "bare loop the caches watch", watched=True)
         slow = _slow_member(hub, proxies, count) if count == SLOW_MEMBER_AT else {}
         outage_s = _outage(hub, proxies[0], _far_name(0))
         region = _region_hangs(hub, proxies, count)
@@ -552,9 +552,9 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         "ratio": applied_s / ideal,
         "alone_s": alone["wall_s"],
         "ratio_alone": applied_s / max(latency_limit, alone["wall_s"]),
-        "watched_s": watched["wall_s"],
-        "ratio_watched": applied_s / max(latency_limit, watched["wall_s"]),
-        "cpu": [alone, at_rest, before_rollout, rollout, after_rollout, watched],
+        "watched_s": watched_loop["wall_s"],
+        "ratio_watched": applied_s / max(latency_limit, watched_loop["wall_s"]),
+        "cpu": [alone, at_rest, before_rollout, rollout, after_rollout, watched_loop],
         **slow,
     }
 
