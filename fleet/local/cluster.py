@@ -266,7 +266,7 @@ def metrics(state: ClusterState, timeout: float = 10.0) -> str:
 
 def counted(metrics_text: str, name: str, labels: Mapping[str, str] | None = None) -> float:
     """The sum of counter ``name`` over its series whose labels include ``labels`` (each
-    label exactly, as ``name="value"``), read from ``metrics_text`` in Prometheus' text
+    label exactly, as ``key="value"``), read from ``metrics_text`` in Prometheus' text
     format, as :func:`metrics` returns it; 0 where no series matches."""
     wanted = [f'{key}="{value}"' for key, value in (labels or {}).items()]
 
