@@ -11,6 +11,9 @@ from api.model import KubeModel
 from api.resource import AGE, CrdInfo, PrinterColumn, Resource
 from api.taints import Taint
 
+MAX_NAMESPACES = 64
+"""Each listed namespace costs a watch per kind propagated to the member."""
+
 
 class MemberClusterSpec(KubeModel):
     """How to reach a member cluster and where it sits in the fleet."""
@@ -37,6 +40,16 @@ class MemberClusterSpec(KubeModel):
     )
     """Taints keep applications away unless they tolerate them. The controller adds
     propagator.io/not-ready and propagator.io/unreachable itself."""
+    namespaces: list[DnsLabel] = Field(
+        default_factory=list,
+        max_length=MAX_NAMESPACES,
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    """The only namespaces Propagator may use there (empty: the whole cluster), as when the
+    kubeconfig's credentials reach only these (a tenant's share of a cluster). They must
+    exist: none is created. The controller's caches watch each of them, not the whole
+    cluster; an object in any other namespace, or a cluster-scoped one, is refused for
+    this member before anything is written there."""
 
 
 class ApiEnablement(KubeModel):

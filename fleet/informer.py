@@ -50,13 +50,20 @@ def cache_key(obj: Object) -> str:
 
 @dataclass
 class Informer:
-    """A cache of every ``kind`` object (in ``namespace``, matching ``label_selector``)."""
+    """A cache of every ``kind`` object (in ``namespace``, or in each of ``namespaces``;
+    matching ``label_selector``)."""
 
     connection: KubeConnection
     api_version: str
     kind: str
     handler: Handler
     namespace: str | None = None
+    namespaces: tuple[str, ...] = ()
+    """Several namespaces (instead of ``namespace``): a list and watch of each, as one
+    cache, listed once each has. Where credentials reach only these, a watch of the whole
+    cluster would be refused; and an API server offers each event only to the watches of
+    its namespace and to those of the whole cluster. A kind that turns out cluster-scoped
+    is not watched: its cache stays empty."""
     label_selector: str | None = None
     field_selector: str | None = None
     transform: Callable[[Object], Object] | None = None
@@ -80,6 +87,12 @@ class Informer:
     _scope: anyio.CancelScope | None = None
     _stopped: bool = False
     _indexed: dict[str, dict[str, Object]] = field(default_factory=dict)
+    _listed: set[str | None] = field(default_factory=set)
+    """The namespaces listed so far (None: the one list of a single ``namespace``)."""
+
+    def __post_init__(self) -> None:
+        if self.namespace is not None and self.namespaces:
+            raise ValueError("an informer has a namespace or namespaces, not both")
 
     @property
     def synced(self) -> bool:
@@ -153,19 +166,25 @@ class Informer:
     def _params(self) -> dict[str, Any]:
         return {"labelSelector": self.label_selector, "fieldSelector": self.field_selector}
 
-    def _first_fill(self) -> dict[str, Any]:
+    def _first_fill(self, namespace: str | None) -> dict[str, Any]:
         """What makes the first fill one of any state (see :attr:`first_from_any_state`)."""
-        return {"resourceVersion": "0"} if self.first_from_any_state and not self.synced else {}
+        first = self.first_from_any_state and namespace not in self._listed
+        return {"resourceVersion": "0"} if first else {}
 
     def _prepare(self, obj: Object) -> Object:
         return self.transform(obj) if self.transform else obj
 
-    def _replace(self, fresh: dict[str, Object]) -> None:
-        """Make ``fresh`` (everything the server has) the cache, emitting the differences."""
-        old, self.cache = self.cache, fresh
+    def _replace(self, fresh: dict[str, Object], namespace: str | None = None) -> None:
+        """Make ``fresh`` (everything the server has in ``namespace``, None: everything)
+        the cache's share of it, emitting the differences."""
+        if self.namespaces:
+            old = {k: o for k, o in self.cache.items() if _namespace(o) == namespace}
+            self.cache = {k: o for k, o in self.cache.items() if k not in old} | fresh
+        else:
+            old, self.cache = self.cache, fresh
         if self.index is not None:
             self._indexed = {}
-            for key, obj in fresh.items():
+            for key, obj in self.cache.items():
                 self._add_to_index(key, obj)
         for key, obj in fresh.items():
             before = old.get(key)
@@ -178,19 +197,24 @@ class Informer:
                 self.handler("DELETED", obj, None)
         self.relists += 1
         self.not_served = False
-        self.mark_synced()
+        self._listed.add(namespace)
+        if len(self._listed) >= max(1, len(self.namespaces)):
+            self.mark_synced()
 
-    async def _relist(self) -> str:
-        """List everything, replace the cache, emit the differences; returns the version."""
+    async def _relist(self, namespace: str | None) -> str:
+        """List everything (in ``namespace``), replace the cache's share of it, emit the
+        differences; returns the version."""
         info = await self.connection.resource(self.api_version, self.kind)
         listing = await self.connection.request(
-            "GET", info.path(self.namespace), params=self._params() | self._first_fill()
+            "GET", info.path(namespace), params=self._params() | self._first_fill(namespace)
         )
-        self._replace({cache_key(o): self._prepare(o) for o in listing.get("items") or []})
+        fresh = {cache_key(o): self._prepare(o) for o in listing.get("items") or []}
+        self._replace(fresh, namespace)
         return str((listing.get("metadata") or {}).get("resourceVersion", ""))
 
-    async def _watch(self, version: str | None) -> str:
-        """Follow changes from ``version``, or (None) from the objects there are now, sent
+    async def _watch(self, version: str | None, namespace: str | None) -> str:
+        """Follow changes (in ``namespace``) from ``version``, or (None) from the objects
+        there are now, sent
         first as the stream's initial events and made the cache when the server says they
         ended, as a list would. Returns the last version seen when the stream ends ("" if
         it ended before the initial events did). Raises ApiError (410 included) on failure.
@@ -207,7 +231,7 @@ class Informer:
         if version is None:
             # At least as recent as the request, like a list (or as any state at hand).
             params |= {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan"}
-            params |= self._first_fill()
+            params |= self._first_fill(namespace)
             initial = {}
         else:
             params["resourceVersion"] = version
@@ -215,7 +239,7 @@ class Informer:
         # Closed as soon as this returns or raises (an ERROR event): on an HTTP/2
         # connection a stream left to the garbage collector keeps a stream slot and
         # keeps receiving.
-        stream = self.connection.stream(info.path(self.namespace), params, read_timeout_s=QUIET_S)
+        stream = self.connection.stream(info.path(namespace), params, read_timeout_s=QUIET_S)
         async with contextlib.aclosing(stream) as events:
             async for event in events:
                 kind, obj = str(event.get("type")), event.get("object") or {}
@@ -229,7 +253,7 @@ class Informer:
                 last = _rv(obj) or last
                 if kind == "BOOKMARK":
                     if initial is not None and _ends_initial_events(obj):
-                        self._replace(initial)
+                        self._replace(initial, namespace)
                         initial = None
                     continue
                 obj = self._prepare(obj)
@@ -268,35 +292,55 @@ class Informer:
             self._scope = scope
             if self._stopped:
                 return
-            version = ""
-            backoff = 0.5
-            while True:
-                streamed = False
-                try:
-                    streamed = not version and await self.connection.streams_initial_events()
-                    if streamed:
-                        version = await self._watch(None)
-                    else:
-                        if not version:
-                            version = await self._relist()
-                        version = await self._watch(version)
-                    backoff = 0.5
-                    self.last_error = None
-                except (ApiError, UnknownKind, ValueError) as exc:
-                    gone = isinstance(exc, ApiError) and exc.status == 410
-                    version = ""  # relist: after 410 the version is too old, after errors unknown
-                    if streamed and isinstance(exc, ApiError) and exc.status in (400, 422):
-                        self.connection.refuse_watch_list()
-                        continue
-                    if gone:
-                        continue
-                    self.last_error = str(exc)
-                    self.not_served = isinstance(exc, UnknownKind)
-                    self._settle()
-                    log.debug("informer %s/%s: %s", self.connection.name, self.kind, exc)
-                    unreachable = isinstance(exc, ApiError) and exc.retryable and exc.status is None
-                    await self._back_off(backoff * (0.5 + random.random()), unreachable)
-                    backoff = min(backoff * 2, _MAX_BACKOFF_S)
+            if not self.namespaces:
+                await self._follow(self.namespace)
+            elif await self._cluster_scoped():
+                self.mark_synced()  # nothing of it is in the namespaces
+                await anyio.sleep_forever()
+            else:
+                async with anyio.create_task_group() as tg:
+                    for namespace in self.namespaces:
+                        tg.start_soon(self._follow, namespace)
+
+    async def _cluster_scoped(self) -> bool:
+        """Whether the kind is known to be cluster-scoped (an error: not known)."""
+        try:
+            info = await self.connection.resource(self.api_version, self.kind)
+        except (ApiError, UnknownKind):
+            return False
+        return not info.namespaced
+
+    async def _follow(self, namespace: str | None) -> None:
+        """List and watch (in ``namespace``) until cancelled, retrying with backoff."""
+        version = ""
+        backoff = 0.5
+        while True:
+            streamed = False
+            try:
+                streamed = not version and await self.connection.streams_initial_events()
+                if streamed:
+                    version = await self._watch(None, namespace)
+                else:
+                    if not version:
+                        version = await self._relist(namespace)
+                    version = await self._watch(version, namespace)
+                backoff = 0.5
+                self.last_error = None
+            except (ApiError, UnknownKind, ValueError) as exc:
+                gone = isinstance(exc, ApiError) and exc.status == 410
+                version = ""  # relist: after 410 the version is too old, after errors unknown
+                if streamed and isinstance(exc, ApiError) and exc.status in (400, 422):
+                    self.connection.refuse_watch_list()
+                    continue
+                if gone:
+                    continue
+                self.last_error = str(exc)
+                self.not_served = isinstance(exc, UnknownKind)
+                self._settle()
+                log.debug("informer %s/%s: %s", self.connection.name, self.kind, exc)
+                unreachable = isinstance(exc, ApiError) and exc.retryable and exc.status is None
+                await self._back_off(backoff * (0.5 + random.random()), unreachable)
+                backoff = min(backoff * 2, _MAX_BACKOFF_S)
 
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
@@ -309,6 +353,10 @@ def _ends_initial_events(bookmark: Object) -> bool:
 
 def _rv(obj: Object) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
+def _namespace(obj: Object) -> str | None:
+    return (obj.get("metadata") or {}).get("namespace")
 
 
 async def wait_synced(informers: Iterable[Informer]) -> None:

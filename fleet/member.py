@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -35,6 +35,12 @@ class ProbeResult:
     error: str | None = None
 
 
+def namespaces_of(member: Mapping[str, Any]) -> tuple[str, ...]:
+    """A MemberCluster's spec.namespaces (as the hub returns it), sorted, once each."""
+    listed = (member.get("spec") or {}).get("namespaces") or []
+    return tuple(sorted({n for n in listed if isinstance(n, str)}))
+
+
 @dataclass
 class MemberMonitor:
     """Connection, watches and health of one member cluster."""
@@ -48,6 +54,9 @@ class MemberMonitor:
     version: str | None = None
     enablements: list[dict[str, Any]] = field(default_factory=list)
     informers: list[Informer] = field(default_factory=list)
+    namespaces: tuple[str, ...] = ()
+    """The only namespaces the member may be used in (MemberCluster spec.namespaces;
+    empty: the whole cluster)."""
     _probes: int = field(default_factory=lambda: random.randrange(_DISCOVERY_EVERY))
     """Probes so far, from a random start: members added together (a controller
     starting) read their discovery again in different rounds, not all in one."""
@@ -70,10 +79,13 @@ class MemberMonitor:
         policy: HealthPolicy,
         allow_exec: bool,
         on_change: Callable[[], None],
+        namespaces: tuple[str, ...] = (),
     ) -> MemberMonitor:
         """Build the monitor; a missing or unusable kubeconfig gives a monitor that reports
         why in ``config_error`` instead of raising."""
-        monitor = cls(name=name, secret_version=secret_version, policy=policy)
+        monitor = cls(
+            name=name, secret_version=secret_version, policy=policy, namespaces=namespaces
+        )
         if kubeconfig is None:
             monitor.config_error = "the kubeconfig Secret (or its key) does not exist"
             return monitor

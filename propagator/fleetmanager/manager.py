@@ -29,7 +29,7 @@ from api.common import API_VERSION
 from fleet.connection import ApiError, KubeConnection
 from fleet.health import HealthPolicy
 from fleet.informer import Informer, wait_synced
-from fleet.member import MemberMonitor, ProbeResult
+from fleet.member import MemberMonitor, ProbeResult, namespaces_of
 from fleet.snapshot import ClusterInfo, ClusterInfoCache, SnapshotStore, cluster_info
 from propagator.conditions import WrittenStatuses, now_iso, status_changed
 from propagator.fleetmanager import status as fleetstatus
@@ -144,9 +144,9 @@ class FleetManager:
         return data, str(secret["metadata"].get("resourceVersion"))
 
     def _sync_monitors(self) -> None:
-        """Create, rebuild (Secret changed) or drop monitors to match the MemberClusters.
-        The registry, told through ``on_monitors``, runs each monitor's watches in the
-        member's unit and closes the connection of one dropped or replaced."""
+        """Create, rebuild (Secret or spec.namespaces changed) or drop monitors to match
+        the MemberClusters. The registry, told through ``on_monitors``, runs each monitor's
+        watches in the member's unit and closes the connection of one dropped or replaced."""
         wanted = {m["metadata"]["name"]: m for m in self.members.snapshot()}
         changed = False
         for name in list(self.monitors):
@@ -158,8 +158,12 @@ class FleetManager:
                 changed = True
         for name, member in wanted.items():
             encoded, version = self._kubeconfig_of(member)
+            scope = namespaces_of(member)
             current = self.monitors.get(name)
-            if current is not None and current.secret_version == version:
+            if current is not None and (current.secret_version, current.namespaces) == (
+                version,
+                scope,
+            ):
                 continue
             changed = True
             kubeconfig = (
@@ -173,6 +177,7 @@ class FleetManager:
                 policy=self.policy,
                 allow_exec=self.settings.allow_exec_kubeconfigs,
                 on_change=self._poke,
+                namespaces=scope,
             )
             if monitor.config_error and version.startswith("outside:"):
                 monitor.config_error = (

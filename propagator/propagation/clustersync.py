@@ -26,6 +26,7 @@ from typing import Any
 from fleet.connection import ApiError, Call, KubeConnection
 from fleet.discovery import UnknownKind
 from fleet.informer import Informer, cache_key
+from propagator.conditions import some_of
 from propagator.propagation.drift import fingerprint, in_line
 from propagator.propagation.resources import (
     MEMBER_LABEL,
@@ -81,6 +82,29 @@ async def in_default_namespace(
         else:
             out.append({**obj, "metadata": {**meta, "namespace": namespace}})
     return out
+
+
+async def refuse_outside_allowed(member: Member, objects: Sequence[dict[str, Any]]) -> None:
+    """Raise a non-retryable ApiError naming the objects a member limited to some
+    namespaces (MemberCluster spec.namespaces) may not hold: cluster-scoped ones (by the
+    member's discovery, whatever their metadata says) and those in other namespaces."""
+    allowed = member.allowed_namespaces
+    if not allowed:
+        return
+    outside = []
+    for obj in objects:
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        info = await member.connection.resource(obj["apiVersion"], obj["kind"])
+        if not info.namespaced:
+            outside.append(f"{describe(obj)} is cluster-scoped")
+        elif namespace not in allowed:
+            outside.append(f"{describe(obj)}: metadata.namespace {namespace!r} is not allowed")
+    if outside:
+        raise ApiError(
+            member.name,
+            f"{len(outside)} object(s) outside the namespaces MemberCluster {member.name} "
+            f"allows (spec.namespaces: {', '.join(allowed)}): {some_of(outside, '; ', 5)}",
+        )
 
 
 def _revision(obj: dict[str, Any]) -> str | None:
@@ -248,6 +272,7 @@ async def _sync(
     the object (see ``write_all``)."""
     conn, owner = member.connection, work.owner
     objects = await in_default_namespace(conn, work.objects, work.namespace)
+    await refuse_outside_allowed(member, objects)
     desired = [owner.stamp(o, revision_of([o]), member.name) for o in objects]
     kinds = work.kinds
     wanted = {key_of(o) for o in desired}

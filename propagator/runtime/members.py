@@ -4,11 +4,12 @@ keeps about it, started and stopped together.
 A unit has the member's monitor (its connection and health, made from the member's
 kubeconfig Secret and probed by the fleet manager, and the watches of its nodes and pods
 that capacity is summed from), its circuit breaker, its object caches (one label-filtered
-watch per kind propagated there, started the first time a sync of the kind is queued
-there), what was last applied there, and its own sync queue served by a few workers of
-its own. A unit starts all of its watches and workers, and stops them and closes its
-connection, as one: a new kubeconfig makes a new unit. A slow or dead member only holds
-its own workers: its keys wait in its queue, not in anyone else's.
+watch per kind propagated there, or one per namespace on a member limited to some, started
+the first time a sync of the kind is queued there), what was last applied there, and its
+own sync queue served by a few workers of its own. A unit starts all of its watches and
+workers, and stops them and closes its connection, as one: a new kubeconfig (or
+spec.namespaces) makes a new unit. A slow or dead member only holds its own workers: its
+keys wait in its queue, not in anyone else's.
 
 The registry follows the fleet manager's monitors when told they changed (no polling).
 Watches are tasks in the event loop (no thread); their events reach ``on_object`` there.
@@ -136,6 +137,12 @@ class Member:
     def cached(self, api_version: str, kind: str) -> Informer | None:
         return self.caches.get((api_version, kind))
 
+    @property
+    def allowed_namespaces(self) -> tuple[str, ...]:
+        """The only namespaces it may be used in (MemberCluster spec.namespaces; empty:
+        the whole cluster). Its caches watch each of them."""
+        return self.monitor.namespaces if self.monitor is not None else ()
+
 
 Caches = Callable[[Member, Iterable[KindKey], float], Awaitable[dict[KindKey, Informer]]]
 """The member's caches of the kinds, each listed, within the timeout (see
@@ -223,6 +230,7 @@ class MemberRegistry:
             WorkQueue(max_delay_s=self._max_delay_s),
             monitor,
         )
+        member.namespaces.update(monitor.namespaces)  # they must exist: none is created
         self.members[name] = member
         if self._on_pods is not None:
             monitor.pods_changed = functools.partial(self._on_pods, member)
@@ -300,6 +308,7 @@ class MemberRegistry:
                 api_version,
                 kind,
                 changed,
+                namespaces=member.allowed_namespaces,
                 label_selector=None if whole else self._selector(member.name),
                 transform=lambda obj: cached_form(obj, api_version, kind),
                 index=None if whole else self._index,
