@@ -227,12 +227,15 @@ class FakeMember:
 
     # -- what the member sync is given ----------------------------------------------------
 
-    def unit(self) -> Member:
+    def unit(self, allowed_namespaces: tuple[str, ...] = ()) -> Member:
+        """The member's unit (``allowed_namespaces``: its MemberCluster's spec.namespaces)."""
+        monitor = MemberMonitor(self.name, "1", HealthPolicy(), namespaces=allowed_namespaces)
         return Member(
             self.name,
             cast(KubeConnection, self),
             CircuitBreaker(self.name, failure_threshold=3, cool_down_s=30),
             WorkQueue(),
+            monitor if allowed_namespaces else None,
         )
 
     async def caches(

@@ -489,3 +489,53 @@ async def test_a_sync_that_fails_gives_up_the_writes_it_sent_ahead() -> None:
     # (their streams reset) rather than left open on the connection.
     assert sorted(key[3] for key in fake.dropped) == ["c1", "c2"]
     assert len(fake.reads) == 2  # the fresh sync's, then the refused one
+
+
+async def test_a_member_limited_to_namespaces_gets_its_objects_without_a_namespace_made() -> None:
+    # spec.namespaces: they exist (the member's admin made them); none is created or read.
+    fake = FakeMember(namespaces=("shop",))
+    objects = [deployment("web", "shop", "nginx:1.27"), config_map("web-config", "shop", a="1")]
+    report = await _sync(fake, _work(objects), fake.unit(allowed_namespaces=("shop", "tools")))
+    assert report.applied == 2
+    # Each written as a create: one request per object, nothing read.
+    assert sorted(verb for verb, _ in fake.requests) == ["apply new", "apply new"]
+    assert ("apps/v1", "Deployment", "shop", "web") in fake.objects
+
+
+@pytest.mark.parametrize(
+    ("obj", "why"),
+    [
+        (config_map("stray", "billing", a="1"), "v1 ConfigMap billing/stray: metadata.namespace "),
+        (
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "billing"}},
+            "v1 Namespace billing is cluster-scoped",
+        ),
+        (  # its metadata.namespace says nothing: the member's discovery decides
+            {
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": "widgets.example.com", "namespace": "shop"},
+            },
+            "CustomResourceDefinition shop/widgets.example.com is cluster-scoped",
+        ),
+    ],
+)
+async def test_a_member_limited_to_namespaces_refuses_what_is_outside_before_writing(
+    obj: dict[str, Any], why: str
+) -> None:
+    fake = FakeMember(namespaces=("shop",))
+    objects = [config_map("web-config", "shop", a="1"), obj]
+    with pytest.raises(ApiError) as raised:
+        await _sync(fake, _work(objects), fake.unit(allowed_namespaces=("shop", "tools")))
+    assert not raised.value.retryable
+    assert "1 object(s) outside the namespaces MemberCluster m1 allows" in str(raised.value)
+    assert "(spec.namespaces: shop, tools)" in str(raised.value)
+    assert why in str(raised.value)
+    assert fake.requests == []  # not even the object that was allowed
+
+
+async def test_a_member_of_the_whole_cluster_still_makes_the_namespaces_it_needs() -> None:
+    fake = FakeMember(namespaces=())
+    report = await _sync(fake, _work([config_map("stray", "billing", a="1")]))
+    assert report.applied == 1
+    assert ("create", ("v1", "Namespace", "", "billing")) in fake.requests

@@ -3,6 +3,7 @@ its status passes."""
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
@@ -18,6 +19,7 @@ from propagator.fleetmanager import FleetManager
 from propagator.fleetmanager import manager as manager_module
 from propagator.fleetmanager.manager import FRESH_SCAN_REUSE_S
 from propagator.settings import Settings
+from tests.fakes import KUBECONFIG
 
 
 def _member(name: str, ready: str, taints: list[dict[str, str]]) -> dict[str, Any]:
@@ -493,3 +495,34 @@ def test_members_that_stop_answering_at_once_hold_the_probers_a_handoff_each(
         assert (first, again) == (2.0, 2.0)
         assert rest < 1.9
     assert most_hanging == 3
+
+
+def test_a_change_of_spec_namespaces_makes_a_new_monitor_and_keeps_its_health() -> None:
+    manager = FleetManager(cast(KubeConnection, object()), Settings(), SnapshotStore())
+    told: list[dict[str, MemberMonitor]] = []
+    manager.on_monitors = lambda monitors: told.append(dict(monitors))
+    namespace = manager.settings.namespace
+    manager.secrets.cache[f"{namespace}/m1"] = {
+        "metadata": {"name": "m1", "namespace": namespace, "resourceVersion": "3"},
+        "data": {"kubeconfig": base64.b64encode(KUBECONFIG.encode()).decode()},
+    }
+    member = _member("m1", "True", [])
+    member["spec"]["secretRef"] = {"name": "m1", "namespace": namespace, "key": "kubeconfig"}
+    manager.members.cache["m1"] = member
+    manager._sync_monitors()
+    first = manager.monitors["m1"]
+    assert first.namespaces == ()
+    first.health = Health(True)
+    manager._sync_monitors()  # nothing changed: the same monitor, nobody told
+    assert manager.monitors["m1"] is first
+    assert len(told) == 1
+    member["spec"]["namespaces"] = ["tools", "shop", "tools"]
+    manager._sync_monitors()
+    limited = manager.monitors["m1"]
+    assert limited is not first
+    assert len(told) == 2
+    assert limited.namespaces == ("shop", "tools")
+    assert limited.health.ready  # a narrower reach does not reset readiness
+    # A new connection: the registry makes a new unit (caches of these namespaces only).
+    assert first.connection is not None
+    assert limited.connection is not first.connection

@@ -330,3 +330,151 @@ def test_the_index_between_the_watchs_events() -> None:
     assert [o["metadata"]["name"] for o in informer.indexed("y")] == ["a"]
     assert informer.indexed("x") == []
     assert informer._indexed.keys() == {"y"}  # an emptied value is dropped, not kept
+
+
+class NamespacedServer:
+    """A connection whose watches play scripted events per namespace (by the path asked
+    for), serving ``kind`` as namespaced or not, and which records the paths asked for."""
+
+    def __init__(self, scripts: dict[str, list[list[Event] | ApiError]], namespaced: bool = True):
+        self.name = "m1"
+        self.answered_at: float | None = None
+        self.namespaced = namespaced
+        self.paths: list[str] = []
+        self._scripts = scripts
+        self._idle: set[str] = set()
+        self.played = anyio.Event()
+
+    async def streams_initial_events(self) -> bool:
+        return True
+
+    async def resource(self, api_version: str, kind: str) -> ResourceInfo:
+        return ResourceInfo("", "v1", kind, "configmaps", self.namespaced)
+
+    async def stream(
+        self, path: str, params: dict[str, Any], read_timeout_s: float
+    ) -> AsyncIterator[Event]:
+        self.paths.append(path)
+        namespace = path.split("/")[4]
+        if not self._scripts[namespace]:
+            self._idle.add(namespace)
+            if self._idle == set(self._scripts):
+                self.played.set()
+            await anyio.sleep_forever()
+        script = self._scripts[namespace].pop(0)
+        if isinstance(script, ApiError):
+            raise script
+        for event in script:
+            yield event
+
+
+def _cm_in(namespace: str, name: str, rv: str) -> dict[str, Any]:
+    return {
+        **_cm(name, rv),
+        "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv},
+    }
+
+
+def _run_namespaces(
+    server: NamespacedServer, seen: list[tuple[str, str]], until_played: bool = True
+) -> Informer:
+    def handler(event: str, old: Any, new: Any) -> None:
+        meta = (new or old)["metadata"]
+        seen.append((event, f"{meta['namespace']}/{meta['name']}"))
+
+    informer = Informer(
+        cast(KubeConnection, server), "v1", "ConfigMap", handler, namespaces=("a", "b")
+    )
+
+    async def main() -> None:
+        with anyio.fail_after(30):  # hang guard
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(informer.run)
+                if until_played:
+                    await server.played.wait()
+                else:
+                    await anyio.wait_all_tasks_blocked()
+                tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    return informer
+
+
+def test_namespaces_are_each_watched_and_read_as_one_cache() -> None:
+    server = NamespacedServer(
+        {
+            "a": [[{"type": "ADDED", "object": _cm_in("a", "x", "3")}, _bookmark("3", end=True)]],
+            "b": [
+                [
+                    {"type": "ADDED", "object": _cm_in("b", "y", "4")},
+                    _bookmark("4", end=True),
+                    {"type": "MODIFIED", "object": _cm_in("b", "y", "6")},
+                ]
+            ],
+        }
+    )
+    seen: list[tuple[str, str]] = []
+    informer = _run_namespaces(server, seen)
+    assert informer.synced
+    assert sorted(informer.cache) == ["a/x", "b/y"]
+    assert informer.get("b/y") == _cm_in("b", "y", "6")
+    assert sorted(seen) == [("ADDED", "a/x"), ("ADDED", "b/y"), ("MODIFIED", "b/y")]
+    # Never a watch of the whole cluster: each namespace's own.
+    assert set(server.paths) == {
+        "/api/v1/namespaces/a/configmaps",
+        "/api/v1/namespaces/b/configmaps",
+    }
+
+
+def test_namespaces_are_listed_once_every_one_of_them_is() -> None:
+    server = NamespacedServer(
+        {
+            "a": [[{"type": "ADDED", "object": _cm_in("a", "x", "3")}, _bookmark("3", end=True)]],
+            "b": [[{"type": "ADDED", "object": _cm_in("b", "y", "4")}]],  # not ended: cut
+        }
+    )
+    informer = _run_namespaces(server, [], until_played=False)
+    assert not informer.synced
+    assert list(informer.cache) == ["a/x"]
+
+
+def test_one_namespace_starting_over_leaves_the_others_objects() -> None:
+    server = NamespacedServer(
+        {
+            "a": [
+                [
+                    {"type": "ADDED", "object": _cm_in("a", "x", "3")},
+                    {"type": "ADDED", "object": _cm_in("a", "z", "3")},
+                    _bookmark("3", end=True),
+                ],
+                ApiError("m1", "too old", status=410),
+                [{"type": "ADDED", "object": _cm_in("a", "z", "3")}, _bookmark("9", end=True)],
+            ],
+            "b": [[{"type": "ADDED", "object": _cm_in("b", "y", "4")}, _bookmark("4", end=True)]],
+        }
+    )
+    seen: list[tuple[str, str]] = []
+    informer = _run_namespaces(server, seen)
+    assert sorted(informer.cache) == ["a/z", "b/y"]
+    assert ("DELETED", "a/x") in seen
+    assert ("DELETED", "b/y") not in seen
+
+
+def test_a_cluster_scoped_kind_is_not_watched_in_namespaces() -> None:
+    server = NamespacedServer({"a": [], "b": []}, namespaced=False)
+    informer = _run_namespaces(server, [], until_played=False)
+    assert informer.synced
+    assert informer.snapshot() == []
+    assert server.paths == []
+
+
+def test_an_informer_takes_a_namespace_or_namespaces_not_both() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        Informer(
+            cast(KubeConnection, NamespacedServer({})),
+            "v1",
+            "ConfigMap",
+            lambda *_: None,
+            namespace="a",
+            namespaces=("b",),
+        )

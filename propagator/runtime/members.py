@@ -134,6 +134,9 @@ class Member:
     stopped: bool = False
     scopes: list[anyio.CancelScope] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.namespaces.update(self.allowed_namespaces)  # they must exist: none is created
+
     def cached(self, api_version: str, kind: str) -> Informer | None:
         return self.caches.get((api_version, kind))
 
@@ -230,7 +233,6 @@ class MemberRegistry:
             WorkQueue(max_delay_s=self._max_delay_s),
             monitor,
         )
-        member.namespaces.update(monitor.namespaces)  # they must exist: none is created
         self.members[name] = member
         if self._on_pods is not None:
             monitor.pods_changed = functools.partial(self._on_pods, member)
