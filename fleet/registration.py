@@ -25,7 +25,13 @@ from fleet.kubeconfig import LoadedKubeconfig, check_not_expired
 
 MEMBER_LABEL = "propagator.io/member-cluster"
 JOIN_MANAGER = "propagator-join"
-_FLAGS = {"layer": "--layer", "region": "--region", "zone": "--zone", "metadata": "NAME"}
+_FLAGS = {
+    "layer": "--layer",
+    "region": "--region",
+    "zone": "--zone",
+    "namespaces": "--member-namespace",
+    "metadata": "NAME",
+}
 
 
 class JoinError(RuntimeError):
@@ -36,8 +42,15 @@ def secret_name(cluster: str) -> str:
     return f"{cluster}-kubeconfig"
 
 
-async def verify_member(name: str, loaded: LoadedKubeconfig, options: ConnectionOptions) -> str:
-    """Talk to the member with these credentials; return its version or raise JoinError."""
+async def verify_member(
+    name: str,
+    loaded: LoadedKubeconfig,
+    options: ConnectionOptions,
+    namespaces: tuple[str, ...] = (),
+) -> str:
+    """Talk to the member with these credentials; return its version or raise JoinError.
+    With ``namespaces`` (the member is to be used only there), what they must read is in
+    those, not the whole cluster."""
     source = f"member {name!r} (context {loaded.context!r}, {loaded.credentials.server})"
     try:
         check_not_expired(loaded.credentials, source)
@@ -47,7 +60,11 @@ async def verify_member(name: str, loaded: LoadedKubeconfig, options: Connection
     try:
         await conn.readyz(options.read_timeout_s)
         version = (await conn.version()).get("gitVersion", "unknown")
-        await conn.list("v1", "Namespace", limit=1)  # the credentials can read, not only /readyz
+        # The credentials can read, not only /readyz.
+        for namespace in namespaces:
+            await conn.list("v1", "ConfigMap", namespace, limit=1)
+        if not namespaces:
+            await conn.list("v1", "Namespace", limit=1)
     except ApiError as exc:
         raise JoinError(f"{source}: {_explain(exc)}") from exc
     finally:
@@ -86,6 +103,8 @@ class JoinPlan:
     def describe(self) -> list[str]:
         spec = self.member["spec"]
         where = ", ".join(f"{k} {spec[k]}" for k in ("layer", "region", "zone") if k in spec)
+        if spec.get("namespaces"):
+            where += f"{', ' if where else ''}only namespaces {', '.join(spec['namespaces'])}"
         lines = [
             f"Secret {self.namespace}/{secret_name(self.cluster)}: kubeconfig of context "
             f"{self.kubeconfig.context!r} ({self.kubeconfig.credentials.server}, "
@@ -108,6 +127,7 @@ def plan_join(
     region: str | None = None,
     zone: str | None = None,
     labels: dict[str, str] | None = None,
+    namespaces: tuple[str, ...] = (),
 ) -> JoinPlan:
     """Build and validate the Secret and MemberCluster of a join (raises JoinError)."""
     for key, value in (labels or {}).items():
@@ -117,6 +137,8 @@ def plan_join(
         "secretRef": {"namespace": namespace, "name": secret_name(name), "key": "kubeconfig"}
     }
     spec.update({k: v for k, v in (("layer", layer), ("region", region), ("zone", zone)) if v})
+    if namespaces:
+        spec["namespaces"] = list(namespaces)
     member = {
         "apiVersion": API_VERSION,
         "kind": "MemberCluster",

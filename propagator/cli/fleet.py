@@ -83,6 +83,15 @@ def add_join_flags(parser: argparse.ArgumentParser, kubeconfig: str, context: st
         metavar="KEY=VALUE",
         help="label of the MemberCluster (repeatable)",
     )
+    parser.add_argument(
+        "--member-namespace",
+        dest="namespaces",
+        action="append",
+        default=[],
+        metavar="NAMESPACE",
+        help="use the member only in this namespace, which must exist (repeatable; "
+        "default: the whole cluster)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="check everything, write nothing")
     parser.set_defaults(kubeconfig_flag=kubeconfig)
 
@@ -99,6 +108,7 @@ class JoinRequest:
     region: str | None = None
     zone: str | None = None
     labels: tuple[str, ...] = ()
+    namespaces: tuple[str, ...] = ()
     dry_run: bool = False
     kubeconfig_flag: str = "--kubeconfig"
     """The flag that named the member's kubeconfig, for the messages."""
@@ -115,6 +125,7 @@ class JoinRequest:
             args.region,
             args.zone,
             tuple(args.label),
+            tuple(args.namespaces),
             args.dry_run,
             args.kubeconfig_flag,
         )
@@ -171,11 +182,14 @@ def join_member(request: JoinRequest, settings: Settings, prog: str) -> int:
             region=request.region,
             zone=request.zone,
             labels=_labels(request.labels),
+            namespaces=request.namespaces,
         )
         planned(request.name, loaded, "unknown")  # flags first, before any call
 
         async def run() -> JoinPlan:
-            version = await verify_member(request.name, loaded, settings.member_connection())
+            version = await verify_member(
+                request.name, loaded, settings.member_connection(), request.namespaces
+            )
             plan = planned(request.name, loaded, version)
             hub = settings.hub()
             try:

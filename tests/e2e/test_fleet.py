@@ -396,6 +396,11 @@ def _bad_kubeconfigs(fleet: Fleet) -> dict[str, tuple[dict[str, Any], list[str],
             ["--label", "bad key=x"],
             "--label bad key=x: label key 'bad key'",
         ),
+        "bad-namespace": (
+            _kubeconfig(fleet, "member-1"),
+            ["--member-namespace", "Shop_1"],
+            "--member-namespace='Shop_1': ",
+        ),
     }
 
 
@@ -409,6 +414,7 @@ def _bad_kubeconfigs(fleet: Fleet) -> dict[str, tuple[dict[str, Any], list[str],
         "exec",
         "bad-layer",
         "bad-label",
+        "bad-namespace",
     ],
 )
 def test_join_refuses_a_bad_kubeconfig_and_writes_nothing(
