@@ -136,6 +136,7 @@ async def _bare_loop(
     run: str,
     cached: bool = False,
     watched: bool = False,
+    namespaces_exist: bool = False,
 ) -> float:
     """The servers' limit: the same writes as a fresh cluster's sync (its namespace
     created, then its objects applied at once, the same bodies) sent straight to the
@@ -154,7 +155,11 @@ async def _bare_loop(
     meanwhile holds of those clusters select them: the members send it each write's
     event, as in a rollout of its own, and it drops them (no work of its names them).
     Otherwise they are stamped for clusters named as no registered member is, and no
-    such cache lists them (see _sync_all)."""
+    such cache lists them (see _sync_all).
+
+    ``namespaces_exist``: the namespaces were made beforehand (see
+    :func:`make_namespaces`), as for members used only in theirs: only the objects are
+    written, as a sync there writes them."""
     if cached and watched:
         raise ValueError("a bare loop is watched by its own caches or a controller's, not both")
     limiter = anyio.CapacityLimiter(concurrency)
@@ -175,7 +180,8 @@ async def _bare_loop(
         work = _work(f"bench/{name}", stamped_for[name], name, policy)
         namespace, objects = _written(work, name)
         async with limiter:
-            await conn.create(namespace)
+            if not namespaces_exist:
+                await conn.create(namespace)
             async with anyio.create_task_group() as tg:
                 for obj in objects:
                     tg.start_soon(functools.partial(conn.apply, obj))
@@ -279,6 +285,23 @@ async def _sync_all(
         wall = time.perf_counter() - start
         tg.cancel_scope.cancel()
     return wall, table, metrics
+
+
+async def make_namespaces(
+    direct: dict[str, KubeConnection], prefix: str, concurrency: int = 50
+) -> None:
+    """Create the namespace ``prefix`` + each far cluster's name, ``concurrency`` at a
+    time (those a bare loop with ``namespaces_exist`` writes into)."""
+    limiter = anyio.CapacityLimiter(concurrency)
+
+    async def make(name: str, conn: KubeConnection) -> None:
+        async with limiter:
+            body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": prefix + name}}
+            await conn.create(body)
+
+    async with anyio.create_task_group() as tg:
+        for name, conn in direct.items():
+            tg.start_soon(make, name, conn)
 
 
 async def delete_namespaces(

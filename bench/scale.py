@@ -49,7 +49,17 @@ runs as a child process. For each N it prints:
   replays. And how many ConfigMap events the servers sent to watches (their own counter
   too): in the rollout and the watched loop, each far cluster's objects to its cache.
 
+With ``--limited`` each far cluster is registered as what it is, a member used only in
+its own namespace (MemberCluster spec.namespaces: ``bench-<name>``, made first, as the
+admin of such a member does): the controller's caches watch that namespace, and a server
+offers each event only to that namespace's watches, as a real member does to the one
+controller watching it. The bare loops then write only the objects (their namespaces are
+made before they are timed), the latency limit counts two round trips per cluster (its
+objects, its caches' first list) and there is no watched loop (those caches see no other
+namespace's writes).
+
     python -m bench.scale [--quick] [--json] [--clusters 100,300,1000] [--latency-ms MS]
+                          [--limited]
 """
 
 from __future__ import annotations
@@ -73,11 +83,12 @@ from kubernetes import watch as k8s_watch
 
 from bench.apiservers import watch_counts, watch_counts_since
 from bench.cpu import CPU_COLUMNS, cpu_by_part, cpu_row
-from bench.fanout import OBJECTS, _bare_loop, _connections, delete_namespaces
+from bench.fanout import OBJECTS, _bare_loop, _connections, delete_namespaces, make_namespaces
 from bench.latency_proxy import LatencyProxy
 from bench.propagation import Controller, _condition, _setup_crds, _wait
 from bench.report import arguments, emit, percentile
 from fleet import local
+from fleet.connection import KubeConnection
 from fleet.local import cluster as local_cluster
 from propagator.runtime import eventloop
 from tests.e2e.manifests import GROUP, PLURAL, VERSION, application, config_map
@@ -106,10 +117,20 @@ def _far_name(index: int) -> str:
     return f"far-{index:04d}"
 
 
+APP_NAMESPACE_PREFIX = "bench-"
+
+
+def _app_namespace(cluster: str) -> str:
+    """The namespace the application's objects go to on far cluster ``cluster`` (its
+    override's ``bench-{{ cluster.name }}``)."""
+    return APP_NAMESPACE_PREFIX + cluster
+
+
 def _register(
-    hub: Any, state: local.FleetState, count: int, latency_s: float
+    hub: Any, state: local.FleetState, count: int, latency_s: float, limited: bool
 ) -> list[LatencyProxy]:
-    """N far MemberClusters (label bench=far) with their Secrets and proxies."""
+    """N far MemberClusters (label bench=far) with their Secrets and proxies; ``limited``:
+    each used only in its own namespace (spec.namespaces), which must exist."""
     core, custom = k8s.CoreV1Api(hub), k8s.CustomObjectsApi(hub)
     proxies = []
     kubeconfigs = [m.kubeconfig.read_text() for m in state.members]
@@ -144,6 +165,7 @@ def _register(
                         "name": f"{name}-kubeconfig",
                         "key": "kubeconfig",
                     },
+                    **({"namespaces": [_app_namespace(name)]} if limited else {}),
                 },
             },
         )
@@ -273,7 +295,11 @@ def _application(hub: Any, count: int) -> float:
     per_cluster = {
         "clusterSelector": {"matchLabels": {"bench": "far"}},
         "patches": [
-            {"op": "replace", "path": "/metadata/namespace", "value": "bench-{{ cluster.name }}"}
+            {
+                "op": "replace",
+                "path": "/metadata/namespace",
+                "value": APP_NAMESPACE_PREFIX + "{{ cluster.name }}",
+            }
         ],
     }
 
@@ -410,8 +436,30 @@ def _slow_member(hub: Any, proxies: list[LatencyProxy], count: int) -> dict[str,
     }
 
 
+def _direct(state: local.FleetState, count: int) -> dict[str, KubeConnection]:
+    """A connection per far cluster straight to its member, keyed by the name it is
+    registered under (the i-th reaches member i % 3)."""
+    conns, _ = _connections(state, count, None)
+    return {_far_name(i): conn for i, conn in enumerate(conns.values())}
+
+
+def _make_app_namespaces(state: local.FleetState, count: int) -> None:
+    """Make each far cluster's application namespace, as the admin of a member used only
+    in its own namespace does before it is joined."""
+
+    async def make() -> None:
+        direct = _direct(state, count)
+        try:
+            await make_namespaces(direct, APP_NAMESPACE_PREFIX, CONCURRENCY)
+        finally:
+            for conn in direct.values():
+                await conn.close()
+
+    anyio.run(make)
+
+
 def _servers_limit(
-    state: local.FleetState, count: int, phase: str, watched: bool = False
+    state: local.FleetState, count: int, phase: str, watched: bool = False, limited: bool = False
 ) -> dict[str, Any]:
     """Seconds the bare loop takes to write every far cluster's namespace and objects
     straight to the members, with the CPU each part used meanwhile (a row of
@@ -421,19 +469,24 @@ def _servers_limit(
 
     ``watched``: each far cluster's objects stamped as propagated to it, so that the
     running controller's caches of the far clusters receive their events, as in its
-    rollout (see :func:`bench.fanout._bare_loop`)."""
+    rollout (see :func:`bench.fanout._bare_loop`).
+
+    ``limited``: the far clusters are used only in their own namespaces, which exist: the
+    loop's namespaces are made before it is timed, and it writes only the objects."""
     run = "watched" if watched else "bare"
 
     async def measure() -> dict[str, Any]:
-        conns, _ = _connections(state, count, None)
-        # Keyed by the names registered: the i-th of each reaches member i % 3.
-        direct = {_far_name(i): conn for i, conn in enumerate(conns.values())}
+        direct = _direct(state, count)
         try:
             for conn in direct.values():
                 await conn.discovery.kinds()
+            if limited:
+                await make_namespaces(direct, f"bare-{run}-", CONCURRENCY)
             counts = watch_counts(state)
             before = cpu_by_part(state, time.process_time)
-            took = await _bare_loop(direct, CONCURRENCY, run, watched=watched)
+            took = await _bare_loop(
+                direct, CONCURRENCY, run, watched=watched, namespaces_exist=limited
+            )
             row = cpu_row(
                 before, cpu_by_part(state, time.process_time), took, clusters=count, phase=phase
             )
@@ -447,7 +500,9 @@ def _servers_limit(
     return eventloop.run(measure)  # the controller's loop: a fair bare loop
 
 
-def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
+def run_size(count: int, latency_s: float, tmp: Path, limited: bool = False) -> dict[str, Any]:
+    """One fleet size's figures; ``limited``: each far cluster is used only in its own
+    namespace (see the module's docstring)."""
     state = anyio.run(
         local.up,
         tmp / f"n{count}",
@@ -462,7 +517,9 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         core = k8s.CoreV1Api(hub)
         for namespace in (NAMESPACE, "scale"):
             core.create_namespace({"metadata": {"name": namespace}})  # type: ignore[arg-type]
-        proxies = _register(hub, state, count, latency_s)
+        proxies = _register(hub, state, count, latency_s, limited)
+        if limited:
+            _make_app_namespaces(state, count)
         k8s.CustomObjectsApi(hub).create_cluster_custom_object(
             GROUP,
             VERSION,
@@ -488,7 +545,7 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
                 "PROPAGATOR_PLATFORM_NAMESPACES": f"{NAMESPACE},scale,latency",
             }
         )
-        alone = _servers_limit(state, count, "bare loop, members alone")
+        alone = _servers_limit(state, count, "bare loop, members alone", limited=limited)
         started = time.perf_counter()
         controller.start()
         _wait(
@@ -514,7 +571,9 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
             phase="at rest",
         )
         at_rest.update(watch_counts_since(state, counts))
-        before_rollout = _servers_limit(state, count, "bare loop, before the rollout")
+        before_rollout = _servers_limit(
+            state, count, "bare loop, before the rollout", limited=limited
+        )
         counts = watch_counts(state)
         before = cpu_by_part(state, controller.cpu_s)
         applied_s = _application(hub, count)
@@ -522,8 +581,15 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
             before, cpu_by_part(state, controller.cpu_s), applied_s, clusters=count, phase="rollout"
         )
         rollout.update(watch_counts_since(state, counts))
-        after_rollout = _servers_limit(state, count, "bare loop, after the rollout")
-        watched_loop = _servers_limit(state, count, "bare loop the caches watch", watched=True)
+        after_rollout = _servers_limit(
+            state, count, "bare loop, after the rollout", limited=limited
+        )
+        # (Caches of a member used only in its namespace do not see another's writes.)
+        watched_loop = (
+            None
+            if limited
+            else _servers_limit(state, count, "bare loop the caches watch", watched=True)
+        )
         slow = _slow_member(hub, proxies, count) if count == SLOW_MEMBER_AT else {}
         outage_s = _outage(hub, proxies[0], _far_name(0))
         region = _region_hangs(hub, proxies, count)
@@ -534,7 +600,9 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
             proxy.close()
         hub.close()
         local.down(state)
-    latency_limit = math.ceil(count / CONCURRENCY) * 3 * latency_s
+    # A fresh cluster's round trips: its namespace, its objects, its caches' first list;
+    # where the namespace exists, only the last two.
+    latency_limit = math.ceil(count / CONCURRENCY) * (2 if limited else 3) * latency_s
     servers_s = min(before_rollout["wall_s"], after_rollout["wall_s"])
     ideal = max(latency_limit, servers_s)
     return {
@@ -552,9 +620,16 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         "ratio": applied_s / ideal,
         "alone_s": alone["wall_s"],
         "ratio_alone": applied_s / max(latency_limit, alone["wall_s"]),
-        "watched_s": watched_loop["wall_s"],
-        "ratio_watched": applied_s / max(latency_limit, watched_loop["wall_s"]),
-        "cpu": [alone, at_rest, before_rollout, rollout, after_rollout, watched_loop],
+        **(
+            {
+                "watched_s": watched_loop["wall_s"],
+                "ratio_watched": applied_s / max(latency_limit, watched_loop["wall_s"]),
+            }
+            if watched_loop
+            else {}
+        ),
+        "cpu": [alone, at_rest, before_rollout, rollout, after_rollout]
+        + ([watched_loop] if watched_loop else []),
         **slow,
     }
 
@@ -563,6 +638,11 @@ def main() -> None:
     def more(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--clusters", default="100,300,1000")
         parser.add_argument("--latency-ms", type=float, default=50.0)
+        parser.add_argument(
+            "--limited",
+            action="store_true",
+            help="register each far cluster as used only in its own namespace",
+        )
 
     args = arguments(__doc__, "100 clusters only", more)
     sizes = [100] if args.quick else [int(n) for n in args.clusters.split(",")]
@@ -572,11 +652,12 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         for count in sizes:
-            rows.append(run_size(count, args.latency_ms / 1000, Path(tmp)))
+            rows.append(run_size(count, args.latency_ms / 1000, Path(tmp), args.limited))
     cpu_rows = [cpu for r in rows for cpu in r.pop("cpu")]
     print(
         f"{OBJECTS} objects per cluster, {args.latency_ms:g} ms added per request, "
         f"concurrency {CONCURRENCY}"
+        + (", each far cluster used only in its own namespace" if args.limited else "")
     )
     emit(
         rows,
