@@ -88,7 +88,7 @@ class Informer:
     _stopped: bool = False
     _indexed: dict[str, dict[str, Object]] = field(default_factory=dict)
     _listed: set[str | None] = field(default_factory=set)
-    """The namespaces listed so far (None: the one list of a single ``namespace``)."""
+    """The namespaces listed so far (None: the whole cluster)."""
 
     def __post_init__(self) -> None:
         if self.namespace is not None and self.namespaces:
@@ -214,11 +214,10 @@ class Informer:
 
     async def _watch(self, version: str | None, namespace: str | None) -> str:
         """Follow changes (in ``namespace``) from ``version``, or (None) from the objects
-        there are now, sent
-        first as the stream's initial events and made the cache when the server says they
-        ended, as a list would. Returns the last version seen when the stream ends ("" if
-        it ended before the initial events did). Raises ApiError (410 included) on failure.
-        """
+        there are now, sent first as the stream's initial events and made the cache when
+        the server says they ended, as a list would. Returns the last version seen when the
+        stream ends ("" if it ended before the initial events did). Raises ApiError (410
+        included) on failure."""
         info = await self.connection.resource(self.api_version, self.kind)
         params = {
             **self._params(),

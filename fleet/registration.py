@@ -138,7 +138,7 @@ def plan_join(
     }
     spec.update({k: v for k, v in (("layer", layer), ("region", region), ("zone", zone)) if v})
     if namespaces:
-        spec["namespaces"] = list(namespaces)
+        spec["namespaces"] = sorted(set(namespaces))  # (a set on the hub: once each)
     member = {
         "apiVersion": API_VERSION,
         "kind": "MemberCluster",

@@ -158,11 +158,11 @@ class FleetManager:
                 changed = True
         for name, member in wanted.items():
             encoded, version = self._kubeconfig_of(member)
-            scope = namespaces_of(member)
+            namespaces = namespaces_of(member)
             current = self.monitors.get(name)
             if current is not None and (current.secret_version, current.namespaces) == (
                 version,
-                scope,
+                namespaces,
             ):
                 continue
             changed = True
@@ -177,7 +177,7 @@ class FleetManager:
                 policy=self.policy,
                 allow_exec=self.settings.allow_exec_kubeconfigs,
                 on_change=self._poke,
-                namespaces=scope,
+                namespaces=namespaces,
             )
             if monitor.config_error and version.startswith("outside:"):
                 monitor.config_error = (
