@@ -240,6 +240,18 @@ BAD_OBJECTS = [
         "spec.layer",
         "must be a DNS label",
     ),
+    BadObject(  # (it becomes part of a path on the member)
+        "mc-namespace-not-dns-label",
+        mc({"namespaces": ["shop", "../kube-system"]}),
+        "spec.namespaces[1]",
+        "must be a DNS label",
+    ),
+    BadObject(  # each costs a watch per kind propagated there
+        "mc-too-many-namespaces",
+        mc({"namespaces": [f"team-{i}" for i in range(65)]}),
+        "spec.namespaces",
+        "at most 64 items",
+    ),
     BadObject(
         "tq-unparsable-quantity",
         tq({"hard": {"cpu": "two cores"}}),
