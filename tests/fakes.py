@@ -229,13 +229,17 @@ class FakeMember:
 
     def unit(self, allowed_namespaces: tuple[str, ...] = ()) -> Member:
         """The member's unit (``allowed_namespaces``: its MemberCluster's spec.namespaces)."""
-        monitor = MemberMonitor(self.name, "1", HealthPolicy(), namespaces=allowed_namespaces)
+        monitor = (
+            MemberMonitor(self.name, "1", HealthPolicy(), namespaces=allowed_namespaces)
+            if allowed_namespaces
+            else None
+        )
         return Member(
             self.name,
             cast(KubeConnection, self),
             CircuitBreaker(self.name, failure_threshold=3, cool_down_s=30),
             WorkQueue(),
-            monitor if allowed_namespaces else None,
+            monitor,
         )
 
     async def caches(
