@@ -302,12 +302,20 @@ class Informer:
                         tg.start_soon(self._follow, namespace)
 
     async def _cluster_scoped(self) -> bool:
-        """Whether the kind is known to be cluster-scoped (an error: not known)."""
-        try:
-            info = await self.connection.resource(self.api_version, self.kind)
-        except (ApiError, UnknownKind):
-            return False
-        return not info.namespaced
+        """Whether the kind is cluster-scoped, asked until the member answers (guessed
+        namespaced, such a kind would be watched whole, once per namespace); False for a
+        kind it does not serve (the watches then say so)."""
+        backoff = 0.5
+        while True:
+            try:
+                info = await self.connection.resource(self.api_version, self.kind)
+            except UnknownKind:
+                return False
+            except ApiError as exc:
+                backoff = await self._after(exc, backoff)
+                continue
+            self.last_error = None
+            return not info.namespaced
 
     async def _follow(self, namespace: str | None) -> None:
         """List and watch (in ``namespace``) until cancelled, retrying with backoff."""
@@ -333,13 +341,18 @@ class Informer:
                     continue
                 if gone:
                     continue
-                self.last_error = str(exc)
-                self.not_served = isinstance(exc, UnknownKind)
-                self._settle()
-                log.debug("informer %s/%s: %s", self.connection.name, self.kind, exc)
-                unreachable = isinstance(exc, ApiError) and exc.retryable and exc.status is None
-                await self._back_off(backoff * (0.5 + random.random()), unreachable)
-                backoff = min(backoff * 2, _MAX_BACKOFF_S)
+                backoff = await self._after(exc, backoff)
+
+    async def _after(self, exc: ApiError | UnknownKind | ValueError, backoff: float) -> float:
+        """Record ``exc`` (waking whoever waits for the cache), then wait about
+        ``backoff``; returns the next backoff."""
+        self.last_error = str(exc)
+        self.not_served = isinstance(exc, UnknownKind)
+        self._settle()
+        log.debug("informer %s/%s: %s", self.connection.name, self.kind, exc)
+        unreachable = isinstance(exc, ApiError) and exc.retryable and exc.status is None
+        await self._back_off(backoff * (0.5 + random.random()), unreachable)
+        return min(backoff * 2, _MAX_BACKOFF_S)
 
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"

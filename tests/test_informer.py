@@ -341,6 +341,9 @@ class NamespacedServer:
         self.answered_at: float | None = None
         self.namespaced = namespaced
         self.paths: list[str] = []
+        self.discovery_failures = 0
+        """Discovery requests that fail as an unreachable server's do, before it answers."""
+        self.discovered = 0
         self._scripts = scripts
         self._idle: set[str] = set()
         self.played = anyio.Event()
@@ -349,6 +352,10 @@ class NamespacedServer:
         return True
 
     async def resource(self, api_version: str, kind: str) -> ResourceInfo:
+        self.discovered += 1
+        if self.discovery_failures:
+            self.discovery_failures -= 1
+            raise ApiError(self.name, "GET /api/v1: connection refused", retryable=True)
         return ResourceInfo("", "v1", kind, "configmaps", self.namespaced)
 
     async def stream(
@@ -465,6 +472,26 @@ def test_a_cluster_scoped_kind_is_not_watched_in_namespaces() -> None:
     informer = _run_namespaces(server, [], until_played=False)
     assert informer.synced
     assert informer.snapshot() == []
+    assert server.paths == []
+
+
+def test_a_kind_whose_scope_is_not_known_yet_is_asked_again_before_watching() -> None:
+    # Guessed namespaced, a cluster-scoped kind would be watched whole, once per namespace.
+    server = NamespacedServer({"a": [], "b": []}, namespaced=False)
+    server.discovery_failures = 1
+    informer = Informer(
+        cast(KubeConnection, server), "v1", "ConfigMap", lambda *_: None, namespaces=("a", "b")
+    )
+
+    async def main() -> None:
+        with anyio.fail_after(10):  # hang guard
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(informer.run)
+                await informer.wait_synced()
+                tg.cancel_scope.cancel()
+
+    anyio.run(main)
+    assert server.discovered == 2
     assert server.paths == []
 
 
