@@ -53,8 +53,11 @@ SERVED = {
 
 
 def _key(obj: dict[str, Any]) -> ObjectKey:
+    """Where the server keeps ``obj``: a cluster-scoped kind in no namespace, whatever its
+    metadata says."""
     meta = obj["metadata"]
-    return (obj["apiVersion"], obj["kind"], meta.get("namespace") or "", meta["name"])
+    namespace = "" if obj["kind"] in CLUSTER_SCOPED else meta.get("namespace") or ""
+    return (obj["apiVersion"], obj["kind"], namespace, meta["name"])
 
 
 def _normalise(value: Any) -> Any:
@@ -204,6 +207,8 @@ class FakeMember:
         kept); returns what the server answers."""
         self._version += 1
         stored = _normalise(copy.deepcopy(obj))
+        if obj["kind"] in CLUSTER_SCOPED:  # as the API server does, rather than refuse it
+            stored["metadata"].pop("namespace", None)
         before = self.objects.get(_key(obj))
         if before is not None and "status" in before:
             stored["status"] = before["status"]

@@ -372,6 +372,27 @@ async def test_objects_without_a_namespace_go_into_the_applications() -> None:
     assert ("v1", "ConfigMap", "shop", "plain") in fake.objects
 
 
+async def test_a_cluster_scoped_object_that_names_a_namespace_is_kept_and_left_alone() -> None:
+    # The API server drops its metadata.namespace: the sync must key it as stored, or the
+    # next one finds it missing (written again) and unwanted (deleted).
+    fake = FakeMember(namespaces=["shop"])
+    member = fake.unit()
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com", "namespace": "shop"},
+    }
+    kinds = frozenset({"apiextensions.k8s.io/v1/CustomResourceDefinition"})
+    assert (await _sync(fake, _work([crd], kinds), member)).applied == 1
+    key = ("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "widgets.example.com")
+    assert key in fake.objects
+    fake.requests.clear()
+    report = await _sync(fake, _work([crd], kinds), member)
+    assert (report.applied, report.deleted) == (0, 0)
+    assert fake.requests == []
+    assert key in fake.objects
+
+
 async def test_a_refusal_fails_the_sync_and_starts_nothing_new() -> None:
     fake = FakeMember(namespaces=["shop"])
     fake.failures = [ApiError("m1", "422 Invalid: spec.replicas", status=422)]
@@ -516,7 +537,7 @@ async def test_a_member_limited_to_namespaces_gets_its_objects_without_a_namespa
                 "kind": "CustomResourceDefinition",
                 "metadata": {"name": "widgets.example.com", "namespace": "shop"},
             },
-            "CustomResourceDefinition shop/widgets.example.com is cluster-scoped",
+            "CustomResourceDefinition widgets.example.com is cluster-scoped",
         ),
     ],
 )

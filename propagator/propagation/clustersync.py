@@ -72,30 +72,35 @@ class SyncReport:
 async def in_default_namespace(
     conn: KubeConnection, objects: Sequence[dict[str, Any]], namespace: str
 ) -> list[dict[str, Any]]:
-    """The objects with ``namespace`` set on the namespaced ones that have none."""
+    """The objects as the member keeps them: ``namespace`` set on the namespaced ones that
+    have none, and none on the cluster-scoped ones (its API server drops it; an object
+    keyed by it would be missed in the caches, written again, and pruned)."""
     out = []
     for obj in objects:
         meta = obj.get("metadata") or {}
         info = await conn.resource(obj["apiVersion"], obj["kind"])
-        if meta.get("namespace") or not info.namespaced:
-            out.append(obj)
-        else:
+        if not info.namespaced and "namespace" in meta:
+            out.append({**obj, "metadata": {k: v for k, v in meta.items() if k != "namespace"}})
+        elif info.namespaced and not meta.get("namespace"):
             out.append({**obj, "metadata": {**meta, "namespace": namespace}})
+        else:
+            out.append(obj)
     return out
 
 
-async def refuse_outside_allowed(member: Member, objects: Sequence[dict[str, Any]]) -> None:
+def refuse_outside_allowed(member: Member, objects: Sequence[dict[str, Any]]) -> None:
     """Raise a non-retryable ApiError naming the objects a member limited to some
-    namespaces (MemberCluster spec.namespaces) may not hold: cluster-scoped ones (by the
-    member's discovery, whatever their metadata says) and those in other namespaces."""
+    namespaces (MemberCluster spec.namespaces) may not hold: cluster-scoped ones and those
+    in other namespaces. ``objects`` as :func:`in_default_namespace` gives them: a
+    namespace on every namespaced object, none on the others (by the member's discovery,
+    whatever their metadata said)."""
     allowed = member.allowed_namespaces
     if not allowed:
         return
     outside = []
     for obj in objects:
         namespace = (obj.get("metadata") or {}).get("namespace")
-        info = await member.connection.resource(obj["apiVersion"], obj["kind"])
-        if not info.namespaced:
+        if not namespace:
             outside.append(f"{describe(obj)} is cluster-scoped")
         elif namespace not in allowed:
             outside.append(f"{describe(obj)}: metadata.namespace {namespace!r} is not allowed")
@@ -272,7 +277,7 @@ async def _sync(
     the object (see ``write_all``)."""
     conn, owner = member.connection, work.owner
     objects = await in_default_namespace(conn, work.objects, work.namespace)
-    await refuse_outside_allowed(member, objects)
+    refuse_outside_allowed(member, objects)
     desired = [owner.stamp(o, revision_of([o]), member.name) for o in objects]
     kinds = work.kinds
     wanted = {key_of(o) for o in desired}

@@ -737,6 +737,46 @@ def test_objects_without_a_namespace_go_into_the_applications(
     delete_ap(fleet, ns, name)
 
 
+def test_a_cluster_scoped_object_that_names_a_namespace_is_kept_and_pruned(
+    fleet: Fleet, controller: Controller
+) -> None:
+    # A platform application (only those may write cluster-scoped kinds), with a slip that
+    # kubectl forgives: a namespace on a ClusterRole. The API server drops it.
+    ns, name, role_name = "propagator-system", "scoped", "e2e-scoped-reader"
+    rule = {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": role_name, "namespace": ns},
+        "rules": [rule],
+    }
+    create(fleet, application(name, ns, [role]))
+    wait_ap(fleet, ns, name, "3/3 ready", ready_everywhere)
+
+    def live_role(cluster: str) -> Any:
+        try:
+            return k8s.RbacAuthorizationV1Api(fleet.api(cluster)).read_cluster_role(role_name)
+        except k8s.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    uids = {c: live_role(c).metadata.uid for c in MEMBERS}
+    # Another sync of every member: the role is found as the member keeps it, neither
+    # written again nor pruned as something the application no longer wants.
+    update_spec(
+        fleet, ns, name, lambda spec: spec["resources"]["manifests"].append(config_map(name, ns))
+    )
+    wait_ap(fleet, ns, name, "3/3 ready with the ConfigMap", ready_everywhere)
+    for cluster in MEMBERS:
+        assert member_object(fleet, cluster, "ConfigMap", ns, name) is not None
+        assert live_role(cluster).metadata.uid == uids[cluster], cluster
+    delete_ap(fleet, ns, name)
+    eventually(
+        lambda: all(live_role(c) is None for c in MEMBERS), "the role removed from every member"
+    )
+
+
 def test_a_tenant_found_by_namespace_labels_is_kept_in_its_quota(
     fleet: Fleet, controller: Controller
 ) -> None:
