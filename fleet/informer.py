@@ -312,7 +312,7 @@ class Informer:
             except UnknownKind:
                 return False
             except ApiError as exc:
-                backoff = await self._after(exc, backoff)
+                backoff = await self._after_error(exc, backoff)
                 continue
             self.last_error = None
             return not info.namespaced
@@ -341,9 +341,9 @@ class Informer:
                     continue
                 if gone:
                     continue
-                backoff = await self._after(exc, backoff)
+                backoff = await self._after_error(exc, backoff)
 
-    async def _after(self, exc: ApiError | UnknownKind | ValueError, backoff: float) -> float:
+    async def _after_error(self, exc: ApiError | UnknownKind | ValueError, backoff: float) -> float:
         """Record ``exc`` (waking whoever waits for the cache), then wait about
         ``backoff``; returns the next backoff."""
         self.last_error = str(exc)
