@@ -1,46 +1,73 @@
-"""Reading an API server's answer headers (HPACK, RFC 7541) for the few a client reads.
+"""Reading an API server's answer headers (HPACK, RFC 7541) for the few a client reads,
+checked as RFC 9113 asks, at a cost bounded by the block's size.
 
-Our SETTINGS ask the server for no compression table (SETTINGS_HEADER_TABLE_SIZE 0): from
-its acknowledgement on, every header arrives either as an index into HPACK's static table
-or as a literal that is not to be indexed. Such a block changes no state, so a header
-whose name is not one the client reads (``audit-id``, ``date``, the priority-and-fairness
-UIDs) is stepped over without decoding its Huffman-coded name or value. ``hpack``'s
-decoding, in Python, was 7-10 % of the controller's CPU with 1,000 members at rest and in
-a rollout: ~75 us for a kube-apiserver answer's headers against ~15 us here (a scratch
-measure on 300 answers of a local member). A block that does use or change the table (one
-the server sent before it took our SETTINGS, or any from a server that keeps indexing) is
-decoded by ``hpack`` whole, which keeps the table. Headers left out are never held, so
-what a block can cost is bounded by its size (:class:`fleet.http2state.ClientState` caps
-it), not by ``hpack``'s header list limit.
+Our SETTINGS give the server no compression table (SETTINGS_HEADER_TABLE_SIZE 0), and a
+server applies them before it reads any request of ours: every answer's block is encoded
+for a table of size 0. So a block is read without state — an index into HPACK's static
+table, or a literal (one "with incremental indexing" adds nothing to a table of size 0) —
+and a block that refers to the dynamic table, or sets its size above 0, is a compression
+error: no decoder is kept for it (``hpack``'s, in Python, could be kept busy by a slow
+stream of such blocks, and would hold a table for a server that ignores ours).
+
+What is decoded: every field name that is not in the static table (each to be checked:
+lower case, a token, no connection-specific field, pseudo-fields first and only
+``:status``; names seen before are remembered, a few hundred at most) and the values of
+the fields read (:data:`READ_HEADERS`, ``:status``), checked too. Other values are stepped
+over unread. Huffman decoding (in Python, ~0.5 us a byte) is bounded per block
+(:data:`HUFFMAN_BUDGET`), and so is the block's header list as RFC 9113 counts it (each
+field's name and value plus 32), so a block of the largest size costs a millisecond or
+two, whatever it holds. ``hpack``'s decoding was 7-10 % of the controller's CPU with
+1,000 members at rest: ~75 us for a kube-apiserver answer's headers against ~15 us here.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import hpack
-from hpack.huffman import HuffmanEncoder
-from hpack.huffman_constants import REQUEST_CODES, REQUEST_CODES_LENGTH
 from hpack.huffman_table import decode_huffman
 from hpack.table import HeaderTable
 
 READ_HEADERS = ("content-encoding", "retry-after", "etag")
 """The answer headers a call or a watch reads (over HTTP/2 the only ones decoded)."""
 
+HUFFMAN_BUDGET = 4096
+"""Huffman-coded bytes decoded per block at most (names not seen before and the values
+read): an API server's answer has a few dozen; past this the block is malformed."""
+MAX_READ_VALUE = 1024
+"""The longest value of a header read (an ETag, a Retry-After, a content coding)."""
+_KNOWN_NAMES = 512
+"""Literal names remembered as checked (all are forgotten when more come)."""
+_CONNECTION_SPECIFIC = frozenset(
+    {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade", b"te"}
+)
+"""Fields HTTP/2 forbids in an answer (RFC 9113 8.2.2)."""
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9a-z]+").fullmatch
+"""A field name as HTTP/2 sends it: a token (RFC 9110 5.6.2) in lower case."""
+_BAD_VALUE = re.compile(rb"[\x00\r\n]|^[ \t]|[ \t]$").search
+"""What a field value must not hold (RFC 9113 8.2.1)."""
+
 _STATIC = HeaderTable.STATIC_TABLE
 _STATIC_SIZE = len(_STATIC)
-_HUFFMAN = HuffmanEncoder(REQUEST_CODES, REQUEST_CODES_LENGTH)
 
 
-class _TableNeeded(Exception):
-    """The block uses or changes the dynamic table: ``hpack`` decodes it."""
+class MalformedHeaders(Exception):
+    """A block that decodes but breaks RFC 9113's rules for an answer's fields: the
+    answer (its stream) is malformed; the connection can go on."""
+
+
+class CompressionError(Exception):
+    """A block that cannot be decoded (cut short, an impossible integer, a reference to
+    the dynamic table our SETTINGS forbid): the connection cannot go on (RFC 9113
+    COMPRESSION_ERROR)."""
 
 
 def _integer(block: bytes, at: int, prefix_bits: int) -> tuple[int, int]:
     """The integer with a ``prefix_bits`` prefix at ``at`` (RFC 7541 5.1) and where
     what follows it starts."""
     if at >= len(block):
-        raise hpack.HPACKDecodingError("a header block cut short in an integer")
+        raise CompressionError("a header block cut short in an integer")
     mask = (1 << prefix_bits) - 1
     value = block[at] & mask
     at += 1
@@ -49,7 +76,7 @@ def _integer(block: bytes, at: int, prefix_bits: int) -> tuple[int, int]:
     shift = 0
     while True:
         if at >= len(block):
-            raise hpack.HPACKDecodingError("a header block cut short in an integer")
+            raise CompressionError("a header block cut short in an integer")
         octet = block[at]
         at += 1
         value += (octet & 0x7F) << shift
@@ -57,84 +84,145 @@ def _integer(block: bytes, at: int, prefix_bits: int) -> tuple[int, int]:
             return value, at
         shift += 7
         if shift > 28:  # past 2^35: no header block or string is that long
-            raise hpack.HPACKDecodingError("an integer too large in a header block")
+            raise CompressionError("an integer too large in a header block")
 
 
 class AnswerHeaderDecoder:
-    """Decodes the header blocks of one connection (in the order they arrive) to the
-    pseudo-headers (``:status``) and the headers named in ``read``, each name lower case
-    (HTTP/2's), in the order sent; every other header is left out."""
+    """Decodes the header blocks of one connection to the pseudo-fields (``:status``) and
+    the fields named in ``read``, in the order sent; every other field is checked by its
+    name and left out. Blocks are independent (no table), so any may be skipped."""
 
     def __init__(self, read: Iterable[str], max_header_list_size: int) -> None:
         self._read = frozenset(name.encode() for name in read)
-        self._full = hpack.Decoder(max_header_list_size=max_header_list_size)
-        # A literal name is matched as it is sent: plain, or Huffman-coded (a string's
-        # Huffman code, padded with ones as RFC 7541 5.2 requires, is unique).
-        names = self._read | {b":status"}
-        self._literal_names = {(False, name): name for name in names} | {
-            (True, _HUFFMAN.encode(name)): name for name in names
-        }
+        self._max_list = max_header_list_size
         self._kept_static: tuple[tuple[bytes, bytes] | None, ...] = (
             None,
             *(field if self._kept(field[0]) else None for field in _STATIC),
         )
         """By static index, the field if its name is read (index 0 is none)."""
+        self._static_size = (0, *(len(n) + len(v) + 32 for n, v in _STATIC))
+        """By static index, what the field counts toward the header list's size."""
+        self._names: dict[tuple[bool, bytes], bytes] = {}
+        """Literal names as sent (Huffman-coded or not) that were checked: the name."""
 
     def _kept(self, name: bytes) -> bool:
         return name in self._read or name.startswith(b":")
 
     def decode(self, block: bytes) -> list[tuple[bytes, bytes]]:
-        """The block's headers the client reads; raises hpack.HPACKError for one that
-        cannot be decoded."""
-        try:
-            return self._without_table(block)
-        except _TableNeeded:
-            pass
-        return [
-            (bytes(n), bytes(v)) for n, v in self._full.decode(block, raw=True) if self._kept(n)
-        ]
-
-    def _without_table(self, block: bytes) -> list[tuple[bytes, bytes]]:
+        """The block's fields the client reads. Raises :class:`CompressionError` for a
+        block that cannot be decoded, :class:`MalformedHeaders` for one whose fields break
+        RFC 9113 (an upper-case or invalid name, a connection-specific field, a
+        pseudo-field other than ``:status`` or after a regular one, a bad value of a field
+        read), or one past the header list size or the Huffman budget."""
         # Written out rather than in helpers: this runs for every answer of every member.
         headers: list[tuple[bytes, bytes]] = []
         kept = self._kept_static
         at, end = 0, len(block)
+        listed = 0  # the header list's size (RFC 9113 6.5.2)
+        budget = HUFFMAN_BUDGET
+        regular = False  # a regular field came: no pseudo-field may follow
+        first = True
         while at < end:
-            first = block[at]
-            if first & 0x80:  # an indexed field
-                index = first & 0x7F
-                if not 0 < index <= _STATIC_SIZE:  # the dynamic table's (or 0: invalid)
-                    raise _TableNeeded
-                at += 1
+            octet = block[at]
+            if octet & 0x80:  # an indexed field
+                index, at = _integer(block, at, 7)
+                if not 0 < index <= _STATIC_SIZE:
+                    raise CompressionError(f"header index {index}: not in the static table")
+                name = _STATIC[index - 1][0]
+                listed += self._static_size[index]
                 if (field := kept[index]) is not None:
                     headers.append(field)
+                elif name == b"transfer-encoding":
+                    raise MalformedHeaders(f"the connection-specific header {name!r}")
+            elif octet & 0xE0 == 0x20:  # a dynamic table size update
+                size, at = _integer(block, at, 5)
+                if size or not first:
+                    raise CompressionError(
+                        f"a table size update to {size}"
+                        + ("" if first else " after the first field")
+                        + " (our SETTINGS_HEADER_TABLE_SIZE is 0)"
+                    )
                 continue
-            if first & 0x60:  # to be indexed, or a table size update
-                raise _TableNeeded
-            index = first & 0x0F  # a literal, not indexed (or never)
-            if index == 0x0F:
-                index, at = _integer(block, at, 4)
-            else:
-                at += 1
-            name: bytes | None
-            if index:
-                if index > _STATIC_SIZE:
-                    raise _TableNeeded
-                name = field[0] if (field := kept[index]) is not None else None
-            else:
+            else:  # a literal: with incremental indexing (into nothing), without, never
+                index, at = _integer(block, at, 6 if octet & 0x40 else 4)
+                if index:
+                    if index > _STATIC_SIZE:
+                        raise CompressionError(f"header name index {index}: not in the table")
+                    name = _STATIC[index - 1][0]
+                    if name == b"transfer-encoding":
+                        raise MalformedHeaders(f"the connection-specific header {name!r}")
+                else:
+                    coded, huffman, at = _string(block, at)
+                    found = self._names.get((huffman, coded))
+                    if found is None:
+                        if huffman:
+                            budget -= len(coded)
+                            if budget < 0:
+                                raise MalformedHeaders(_over_budget())
+                        found = self._checked_name(_huffman(coded) if huffman else coded)
+                        if len(self._names) >= _KNOWN_NAMES:
+                            self._names.clear()
+                        self._names[huffman, coded] = found
+                    name = found
                 coded, huffman, at = _string(block, at)
-                name = self._literal_names.get((huffman, coded))
-            coded, huffman, at = _string(block, at)
-            if name is not None:
-                headers.append((name, decode_huffman(coded) if huffman else coded))
+                listed += len(name) + len(coded) + 32
+                if name in self._read or name[:1] == b":":
+                    if len(coded) > MAX_READ_VALUE:
+                        raise MalformedHeaders(f"a {name.decode()} of {len(coded)} bytes")
+                    if huffman:
+                        budget -= len(coded)
+                        if budget < 0:
+                            raise MalformedHeaders(_over_budget())
+                    value = _huffman(coded) if huffman else coded
+                    if _BAD_VALUE(value):
+                        raise MalformedHeaders(
+                            f"{name.decode()} has a line break, a NUL or surrounding space"
+                        )
+                    headers.append((name, value))
+            first = False
+            if listed > self._max_list:
+                raise MalformedHeaders(f"a header list larger than {self._max_list} bytes")
+            if name[:1] == b":":
+                if name != b":status":
+                    raise MalformedHeaders(f"the pseudo-header {name.decode()!r} in an answer")
+                if regular:
+                    raise MalformedHeaders(":status after a regular header")
+            else:
+                regular = True
         return headers
+
+    @staticmethod
+    def _checked_name(name: bytes) -> bytes:
+        """``name`` if an answer may carry it (RFC 9113 8.2 and 8.2.2); else
+        :class:`MalformedHeaders` naming it (cut, as bytes)."""
+        if name[:1] == b":":
+            if _TOKEN(name[1:]):
+                return name
+        elif _TOKEN(name) and name not in _CONNECTION_SPECIFIC:
+            return name
+        if name.lower() in _CONNECTION_SPECIFIC:
+            raise MalformedHeaders(f"the connection-specific header {name[:64]!r}")
+        raise MalformedHeaders(
+            f"the header name {name[:64]!r} is not a lower-case token (RFC 9113 8.2.1)"
+        )
+
+
+def _huffman(coded: bytes) -> bytes:
+    try:
+        return decode_huffman(coded)
+    except hpack.HPACKDecodingError as exc:
+        raise CompressionError(f"invalid Huffman code: {exc}") from None
+
+
+def _over_budget() -> str:
+    return f"more than {HUFFMAN_BUDGET} Huffman-coded bytes of names and values read"
 
 
 def _string(block: bytes, at: int) -> tuple[bytes, bool, int]:
     """The string literal at ``at`` as sent, whether it is Huffman-coded, and where what
     follows it starts."""
     if at >= len(block):
-        raise hpack.HPACKDecodingError("a header block cut short before a string")
+        raise CompressionError("a header block cut short before a string")
     first = block[at]
     length = first & 0x7F
     if length == 0x7F:
@@ -142,5 +230,5 @@ def _string(block: bytes, at: int) -> tuple[bytes, bool, int]:
     else:
         at += 1
     if at + length > len(block):
-        raise hpack.HPACKDecodingError("a header block cut short in a string")
+        raise CompressionError("a header block cut short in a string")
     return block[at : at + length], bool(first & 0x80), at + length

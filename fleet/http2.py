@@ -23,7 +23,15 @@ from urllib.parse import quote
 import anyio
 import httpx
 
-from fleet.http2conn import Answer, Http2Connection, Opened, Refused, ResponseBody, Stream
+from fleet.http2conn import (
+    Answer,
+    Http2Connection,
+    Opened,
+    Refused,
+    ResponseBody,
+    Stream,
+    deadline_after,
+)
 
 T = TypeVar("T")
 
@@ -83,7 +91,7 @@ class Http2Transport(httpx.AsyncBaseTransport):
         return httpx.Response(
             status,
             headers=answer_headers,
-            stream=ResponseBody(connection, stream, timeouts.get("read")),
+            stream=ResponseBody(connection, stream, deadline_after(timeouts.get("read"))),
             extensions={"http_version": b"HTTP/2"},
             request=request,
         )
@@ -169,14 +177,15 @@ class Http2Transport(httpx.AsyncBaseTransport):
         """A GET of ``target`` straight over HTTP/2 (as :meth:`exchange`) whose answer is
         read as it arrives (a watch): its status, headers and body, which the caller
         closes (that resets the stream if the server still sends); None when the server
-        is not reached over HTTP/2."""
+        is not reached over HTTP/2. The headers must come within ``timeouts["read"]``, and
+        so must the body, unless the caller moves its :attr:`ResponseBody.deadline`."""
         if self._http1:
             return None
         request_headers = _request_headers(origin, "GET", target, headers)
 
         async def send(connection: Http2Connection) -> Streamed:
             stream, status, answer_headers = await connection.open(request_headers, b"", timeouts)
-            body = ResponseBody(connection, stream, timeouts.get("read"))
+            body = ResponseBody(connection, stream, deadline_after(timeouts.get("read")))
             return status, dict(answer_headers), body
 
         return await self._send(_connect_to(origin, timeouts), send)

@@ -7,8 +7,15 @@ waking the task that waits for it; what the state has to send is written at once
 transport buffers it, so writes keep their order and a cancelled task never cuts a TLS
 record). A stream closed early is reset (what still arrives for it is dropped); the
 connection's window is given back on receipt and a stream's once read, so a slow reader
-holds back only its own stream; a timeout fails only its own request and, if the
-connection was silent too, a PING decides whether the connection is dead.
+holds back only its own stream; a request's deadline (its whole answer, not each part)
+fails only that request and, if the connection was silent too, a PING decides whether
+the connection is dead.
+
+A server is not trusted with the event loop (:mod:`fleet.http2limits`): what arrives is
+handled for at most a time slice per round of the loop (reading pauses meanwhile), reading
+pauses too while the server does not take what we send (acknowledgements pile up no
+further), body parts that arrive before their reader wakes are kept as one, and a server
+that breaks the protocol is told why (GOAWAY with the error) before it is dropped.
 
 Why a protocol and not an anyio stream: a task that reads the socket, wakes the task an
 answer is for and hands the reading over cost two task switches per answer, and anyio's
@@ -27,15 +34,15 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import anyio
-import hpack
 import httpx
 from hpack.hpack import encode_integer
 from hpack.table import HeaderTable
 
 from fleet.answerbody import BodyDecoder
+from fleet.http2limits import RECEIVE_SLICE_S
 from fleet.http2state import (
     ClientState,
     ConnectionTerminated,
@@ -45,6 +52,7 @@ from fleet.http2state import (
     RemoteSettingsChanged,
     ResponseReceived,
     StreamEnded,
+    StreamMalformed,
     StreamReset,
     StreamUnavailable,
     WindowUpdated,
@@ -75,48 +83,44 @@ _SENSITIVE = frozenset({b"authorization", b"proxy-authorization", b"cookie"})
 """Header names whose values are sent as never to be indexed (by any hop)."""
 
 
-class _LiteralEncoder(hpack.Encoder):
-    """HPACK without a dynamic table or Huffman coding: a header in the static table
-    whole is sent as its index, every other one as a literal (its name indexed when the
-    static table has it) that no decoder adds to its table; credentials as never
-    indexed. hpack's encoder searched and updated the dynamic table for every header, in
-    Python, and Huffman-coded what it sent (a bearer token is ~1 KB): 54 us of CPU per
-    request's headers here against 15. Each request carries a few hundred bytes more,
-    which costs less than that."""
+_PREFIXES: dict[tuple[bytes, bool], bytes] = {}
+"""A literal's first bytes (its representation and its name), by name and whether it is
+never indexed. (The names are those the client sends: a few dozen.)"""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._prefixes: dict[tuple[bytes, bool], bytes] = {}
 
-    def _prefix(self, name: bytes, never_indexed: bool) -> bytes:
-        """A literal's first bytes: its representation and its name."""
-        prefix = self._prefixes.get((name, never_indexed))
-        if prefix is None:
-            flag = 0x10 if never_indexed else 0x00
-            index = _STATIC_NAMES.get(name)
-            if index is not None:
-                first = encode_integer(index, 4)
-                first[0] |= flag
-                prefix = bytes(first)
-            else:
-                prefix = bytes((flag,)) + _string(name)
-            self._prefixes[name, never_indexed] = prefix
-        return prefix
+def _prefix(name: bytes, never_indexed: bool) -> bytes:
+    prefix = _PREFIXES.get((name, never_indexed))
+    if prefix is None:
+        flag = 0x10 if never_indexed else 0x00
+        index = _STATIC_NAMES.get(name)
+        if index is not None:
+            first = encode_integer(index, 4)
+            first[0] |= flag
+            prefix = bytes(first)
+        else:
+            prefix = bytes((flag,)) + _string(name)
+        _PREFIXES[name, never_indexed] = prefix
+    return prefix
 
-    def encode(self, headers: Any, huffman: bool = True) -> bytes:
-        block = []
-        if self.header_table.resized:  # the server's table size changed: say we heard
-            block.append(self._encode_table_size_change())
-            self.header_table.resized = False
-        for header in headers:
-            name, value = bytes(header[0]), bytes(header[1])
-            index = _STATIC_FIELDS.get((name, value))
-            if index is not None:  # (every index of the static table is under 128)
-                block.append(bytes((0x80 | index,)))
-                continue
-            block.append(self._prefix(name, name in _SENSITIVE))
-            block.append(_string(value))
-        return b"".join(block)
+
+def encode_headers(headers: list[tuple[bytes, bytes]]) -> bytes:
+    """A request's header block: HPACK without a dynamic table or Huffman coding. A
+    header in the static table whole is sent as its index, every other one as a literal
+    (its name indexed when the static table has it) that no decoder adds to its table;
+    credentials as never indexed. (hpack's encoder searched and updated the dynamic table
+    for every header, in Python, and Huffman-coded what it sent — a bearer token is ~1 KB:
+    54 us of CPU per request's headers against 15 here; and it queued every table size
+    the server set, to send them all on the next request. Each request carries a few
+    hundred bytes more, which costs less than that.)"""
+    block = []
+    for name, value in headers:
+        index = _STATIC_FIELDS.get((name, value))
+        if index is not None:  # (every index of the static table is under 128)
+            block.append(bytes((0x80 | index,)))
+            continue
+        block.append(_prefix(name, name in _SENSITIVE))
+        block.append(_string(value))
+    return b"".join(block)
 
 
 def _string(data: bytes) -> bytes:
@@ -173,12 +177,18 @@ class Stream:
     def arrived(self, event: Event) -> None:
         """``event`` arrived for this stream: keep it, and wake the reader if it waits for
         it (see :attr:`whole`)."""
-        self.events.append(event)
         if isinstance(event, DataReceived):
             self.unread += event.flow_controlled_length
+            last = self.events[-1] if self.events else None
+            if isinstance(last, DataReceived):  # not taken yet: one part (a server's
+                last.add(event)  # tiny frames are not an object each)
+            else:
+                self.events.append(event)
             if self.whole and self.unread < STREAM_WINDOW // 2:
                 return
-        elif self.whole and isinstance(event, ResponseReceived):
+        else:
+            self.events.append(event)
+        if self.whole and isinstance(event, ResponseReceived):
             return
         self.wake()
 
@@ -193,9 +203,9 @@ class Http2Connection(asyncio.Protocol):
         # connection reads). What we send is built here (method, path, authority, token,
         # accept): names in lower case, values without surrounding space (a token is
         # stripped as it is read), no hop-by-hop headers (left out where they are built),
-        # the credentials marked by _LiteralEncoder.
+        # the credentials marked by encode_headers.
         self._state = ClientState(
-            _LiteralEncoder(),
+            encode_headers,
             stream_window=STREAM_WINDOW,
             connection_window=CONNECTION_WINDOW,
             max_concurrent_streams=100,
@@ -207,6 +217,8 @@ class Http2Connection(asyncio.Protocol):
         server's SETTINGS, a larger send window, anything after a PING."""
         self._writable = asyncio.Event()  # clear while the transport's buffer is full
         self._writable.set()
+        self._backlogged = False
+        """Frames that arrived wait for the loop's next round (see :meth:`_take`)."""
         self._error: httpx.TransportError | None = None
         self._goaway = False
         self._settings_seen = False
@@ -298,7 +310,8 @@ class Http2Connection(asyncio.Protocol):
         limit: int | None,
     ) -> Answer:
         """One request, its answer read whole and decoded, at most ``limit`` bytes of it
-        (else :class:`fleet.answerbody.UnreadableAnswer`, the stream reset)."""
+        (else :class:`fleet.answerbody.UnreadableAnswer`, the stream reset), all of it
+        within ``timeouts["read"]`` (else httpx.ReadTimeout)."""
         stream = self.send_now(headers, body, whole=True)
         if stream is None:
             stream = await self._send(headers, body, timeouts, whole=True)
@@ -307,14 +320,16 @@ class Http2Connection(asyncio.Protocol):
     async def answer(
         self, stream: Stream, timeouts: dict[str, float | None], limit: int | None
     ) -> Answer:
-        """The whole answer to a request sent with ``whole`` (see :meth:`exchange`); the
-        stream is closed once it is read, or once reading it failed."""
-        status, answer_headers = await self._headers_of(stream, timeouts.get("read"))
+        """The whole answer to a request sent with ``whole`` (see :meth:`exchange`), within
+        ``timeouts["read"]`` from now, headers and body; the stream is closed once it is
+        read, or once reading it failed."""
+        deadline = deadline_after(timeouts.get("read"))
+        status, answer_headers = await self._headers_of(stream, deadline)
         found = dict(answer_headers)
-        chunks: list[bytes] = []
+        chunks: list[bytes | bytearray] = []
         try:
             decoder = BodyDecoder(found.get(b"content-encoding", b"").decode("latin-1"), limit)
-            async for chunk in ResponseBody(self, stream, timeouts.get("read")):
+            async for chunk in ResponseBody(self, stream, deadline):
                 chunks.extend(decoder.decode(chunk))
         finally:
             self.close_stream(stream)
@@ -353,9 +368,12 @@ class Http2Connection(asyncio.Protocol):
     async def open(
         self, headers: list[tuple[bytes, bytes]], body: bytes, timeouts: dict[str, float | None]
     ) -> Opened:
-        """Send a request; its stream once the answer's status and headers arrived."""
+        """Send a request; its stream once the answer's status and headers arrived (within
+        ``timeouts["read"]``)."""
         stream = await self._send(headers, body, timeouts, whole=False)
-        status, answer_headers = await self._headers_of(stream, timeouts.get("read"))
+        status, answer_headers = await self._headers_of(
+            stream, deadline_after(timeouts.get("read"))
+        )
         return stream, status, answer_headers
 
     async def _send(
@@ -382,13 +400,13 @@ class Http2Connection(asyncio.Protocol):
         return stream
 
     async def _headers_of(
-        self, stream: Stream, read_s: float | None
+        self, stream: Stream, deadline: float | None
     ) -> tuple[int, list[tuple[bytes, bytes]]]:
-        """The answer's status and headers, once they arrived (informational ones skipped);
-        the stream is closed if they do not come."""
+        """The answer's status and headers, once they arrived (informational ones skipped)
+        by ``deadline`` (loop time); the stream is closed if they do not come."""
         try:
             while True:
-                event = await self._next_event(stream, read_s)
+                event = await self._next_event(stream, deadline)
                 if isinstance(event, ResponseReceived):
                     status, answer_headers = _status(event)
                     if status >= 200:
@@ -407,7 +425,7 @@ class Http2Connection(asyncio.Protocol):
         view = self._queue_body(stream, memoryview(body))
         while view:  # the server has not read enough yet: wait for its WINDOW_UPDATE
             await self._flush(timeout_s)
-            event = await self._next_event(stream, timeout_s, until_window=True)
+            event = await self._next_event(stream, deadline_after(timeout_s), until_window=True)
             if event is not None:  # it answered before taking the whole body
                 stream.events.appendleft(event)
                 return
@@ -428,10 +446,10 @@ class Http2Connection(asyncio.Protocol):
         return view
 
     async def _next_event(
-        self, stream: Stream, timeout_s: float | None, until_window: bool = False
+        self, stream: Stream, deadline: float | None, until_window: bool = False
     ) -> Event | None:
         """The stream's next event (None once the send window grew, if ``until_window``);
-        httpx.ReadTimeout after ``timeout_s`` without one."""
+        httpx.ReadTimeout at ``deadline`` (loop time; None: none) without one."""
         window = self._state.window(stream.id) if until_window else 0
 
         def arrived() -> bool:
@@ -440,11 +458,11 @@ class Http2Connection(asyncio.Protocol):
         waited_from = time.monotonic()
         try:
             if not arrived():
-                await self._wait(stream, arrived, until_window, timeout_s)
+                await self._wait(stream, arrived, until_window, deadline)
         except TimeoutError:
             if self.received_at < waited_from:  # nothing at all arrived meanwhile
                 self._suspect()
-            raise httpx.ReadTimeout(f"no answer within {timeout_s} s") from None
+            raise httpx.ReadTimeout("no whole answer within its time") from None
         if not stream.events:
             return None
         event = stream.events.popleft()
@@ -453,6 +471,9 @@ class Http2Connection(asyncio.Protocol):
         if isinstance(event, StreamReset):
             stream.ended = True
             raise _reset_error(event)
+        if isinstance(event, StreamMalformed):
+            stream.ended = True
+            raise httpx.RemoteProtocolError(f"a malformed answer: {event.reason}")
         return event
 
     async def _wait(
@@ -460,15 +481,14 @@ class Http2Connection(asyncio.Protocol):
         stream: Stream,
         done: Callable[[], bool],
         for_connection: bool,
-        timeout_s: float | None = None,
+        deadline: float | None = None,
     ) -> None:
         """Until ``done()``, woken by an event for ``stream`` (or, ``for_connection``, by
-        anything that arrives); raises TimeoutError after ``timeout_s`` (None: no limit),
-        and once the connection broke."""
+        anything that arrives); raises TimeoutError at ``deadline`` (loop time; None: no
+        limit), and once the connection broke."""
         if for_connection:
             self._connection_waiters.add(stream)
         loop = asyncio.get_running_loop()
-        deadline = None if timeout_s is None else loop.time() + timeout_s
         try:
             while not done():
                 self._raise_if_broken()
@@ -513,17 +533,18 @@ class Http2Connection(asyncio.Protocol):
             self._room_changed()
 
     async def ping(self, timeout_s: float) -> None:
-        """PING the server: returns once anything arrives after it (the answer, or frames
-        sent before it); raises httpx.ReadTimeout after ``timeout_s`` without (another
-        TransportError if the connection broke). The connection is left as it is: a slow
-        link is not a dead one (a call that times out on a silent connection fails it)."""
-        sent = time.monotonic()
+        """PING the server: returns once it acknowledged this PING (other frames prove
+        nothing: a server may trickle bytes and answer nothing); raises httpx.ReadTimeout
+        after ``timeout_s`` without (another TransportError if the connection broke). The
+        connection is left as it is: a slow link is not a dead one (a call that times out
+        on a silent connection fails it)."""
         self._raise_if_broken()
-        self._state.ping(os.urandom(8))
+        payload = os.urandom(8)
+        self._state.ping(payload)
         await self._flush(timeout_s)
         with anyio.move_on_after(timeout_s):
-            await self._wait_for_connection(lambda: self.received_at > sent)
-        if self.received_at <= sent:
+            await self._wait_for_connection(lambda: not self._state.awaits_ping(payload))
+        if self._state.awaits_ping(payload):
             raise httpx.ReadTimeout(f"no answer to a PING within {timeout_s:g} s")
 
     def _raise_if_broken(self) -> None:
@@ -541,15 +562,26 @@ class Http2Connection(asyncio.Protocol):
         self._write()
 
     def data_received(self, data: bytes) -> None:
-        """What arrived, its events handed out at once."""
+        """What arrived, its events handed out at once (see :meth:`_take`)."""
         self.received_at = time.monotonic()
-        if self._error is not None:
-            return
+        if self._error is None:
+            self._take(data)
+
+    def _take(self, data: bytes) -> None:
+        """Hand ``data`` to the state for :data:`RECEIVE_SLICE_S` at most: what is left
+        waits for the loop's next round, reading paused meanwhile (a server's flood of
+        small frames holds the loop no longer than that, whoever else waits)."""
         try:
-            events = self._state.receive(data)
+            events = self._state.receive(data, time.perf_counter() + RECEIVE_SLICE_S)
         except ProtocolViolation as exc:
-            self._fail(httpx.RemoteProtocolError(f"HTTP/2 protocol error: {exc}"))
+            self._violated(exc)
             return
+        backlog = self._state.backlog
+        if backlog != self._backlogged:
+            self._backlogged = backlog
+            self._reading()
+        if backlog:
+            asyncio.get_running_loop().call_soon(self._take_backlog)
         for event in events:
             self._dispatch(event)
         if self._goaway:
@@ -561,20 +593,50 @@ class Http2Connection(asyncio.Protocol):
             waiter.wake()  # (each checks whether what it waits for came)
         self._write()  # acknowledgements: SETTINGS, PING, windows
 
+    def _take_backlog(self) -> None:
+        if self._error is None:
+            self._take(b"")
+
+    def _reading(self) -> None:
+        """Read from the socket unless frames wait to be handled or the server does not
+        take what we send (our acknowledgements of its PINGs and SETTINGS among it)."""
+        if self._transport is None or self._error is not None:
+            return
+        if self._backlogged or not self._writable.is_set():
+            self._transport.pause_reading()
+        else:
+            self._transport.resume_reading()
+
+    def _violated(self, exc: ProtocolViolation) -> None:
+        """The server broke the protocol: tell it why (GOAWAY with the error), then drop
+        the connection (its requests fail retryably)."""
+        if self._error is None and self._transport is not None:
+            self._state.close(exc.code)
+            self._write()
+        flushed = self._transport is not None and not self._transport.get_write_buffer_size()
+        # (a server that reads nothing is not waited for)
+        self._fail(
+            httpx.RemoteProtocolError(f"HTTP/2 protocol error: {exc}"), drop_unsent=not flushed
+        )
+
     def connection_lost(self, exc: Exception | None) -> None:
         why = f" ({type(exc).__name__})" if exc is not None else ""
         self._fail(httpx.ReadError(f"the server closed the connection{why}"))
 
     def pause_writing(self) -> None:
         self._writable.clear()
+        self._reading()
 
     def resume_writing(self) -> None:
         self._writable.set()
+        self._reading()
 
     def _dispatch(self, event: Event) -> None:
         # (The connection's window is given back on receipt by the state; a stream's once
         # it is read: consumed().)
-        if isinstance(event, (DataReceived, ResponseReceived, StreamEnded, StreamReset)):
+        if isinstance(
+            event, (DataReceived, ResponseReceived, StreamEnded, StreamReset, StreamMalformed)
+        ):
             stream = self._streams.get(event.stream_id)
             if stream is not None:
                 stream.arrived(event)
@@ -674,26 +736,34 @@ class Http2Connection(asyncio.Protocol):
 
 
 class ResponseBody(httpx.AsyncByteStream):
-    """An answer's body as it arrives; closing it early resets its stream."""
+    """An answer's body as it arrives, until :attr:`deadline` (then httpx.ReadTimeout);
+    closing it early resets its stream."""
 
-    def __init__(self, connection: Http2Connection, stream: Stream, read_s: float | None) -> None:
+    def __init__(self, connection: Http2Connection, stream: Stream, deadline: float | None) -> None:
         self._connection = connection
         self._stream = stream
-        self._read_s = read_s
+        self.deadline = deadline
+        """When the body must have ended (loop time; None: no limit); a watch's reader
+        moves it on as events come."""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         stream = self._stream
         while not stream.ended:
-            event = await self._connection._next_event(stream, self._read_s)
+            event = await self._connection._next_event(stream, self.deadline)
             if isinstance(event, DataReceived):
                 self._connection.consumed(stream, event.flow_controlled_length)
                 if event.data:
-                    yield event.data
+                    yield bytes(event.data)
             elif isinstance(event, StreamEnded):
                 stream.ended = True
 
     async def aclose(self) -> None:
         self._connection.close_stream(self._stream)
+
+
+def deadline_after(timeout_s: float | None) -> float | None:
+    """The loop time ``timeout_s`` from now (None: no deadline)."""
+    return None if timeout_s is None else asyncio.get_running_loop().time() + timeout_s
 
 
 def _status(event: ResponseReceived) -> tuple[int, list[tuple[bytes, bytes]]]:

@@ -2,29 +2,37 @@
 in, events out; requests, window updates, pings and resets turned into frames to send.
 
 Only what a client of an API server needs: no server push (refused in our SETTINGS), no
-priorities (ignored), no extension frames (skipped). Any breach of the protocol by the
-server is a connection error (:class:`ProtocolViolation`): the connection is dropped and
-its requests fail retryably, where the RFC would allow resetting a single stream; a
-server that breaks the protocol is not one to keep talking to.
+priorities (ignored), no extension frames (skipped), no compression table (our SETTINGS
+give the server none, and ours is never used). A breach of the protocol by the server is
+a connection error (:class:`ProtocolViolation`): the connection is dropped and its
+requests fail retryably, where the RFC would allow resetting a single stream; a server
+that breaks the protocol is not one to keep talking to. An answer whose fields break
+HTTP/2's rules (RFC 9113 8.2) fails only its own stream (:class:`StreamMalformed`).
+
+A member's API server is not trusted with the hub's CPU or memory
+(:mod:`fleet.http2limits`): frames that carry nothing draw on an allowance, a header
+block is bounded in frames and bytes, blocks for streams we closed are not decoded, empty
+DATA frames make no event, and :meth:`ClientState.receive` stops after a time slice,
+keeping the rest for the next call.
 
 Why not h2: its general state machine (every frame an object, every transition an
 enum-keyed table, a ``repr`` of every frame received for a trace log nobody reads) was a
 quarter of the controller's CPU at rest with 1,000 members and of each API call's; this
 one parses a frame with one ``struct`` call and keeps a stream's state in five fields.
 Header blocks are decoded by :class:`fleet.hpackread.AnswerHeaderDecoder` (only the
-headers read; ``hpack`` for a block that uses the compression table, which our SETTINGS
-ask the server not to); :class:`fleet.http2conn._LiteralEncoder` encodes ours.
+headers read); ``encode`` (:func:`fleet.http2conn.encode_headers`) encodes ours.
 """
 
 from __future__ import annotations
 
 import re
 import struct
+import time
+from collections.abc import Callable
 from typing import Any
 
-import hpack
-
-from fleet.hpackread import READ_HEADERS, AnswerHeaderDecoder
+from fleet.hpackread import READ_HEADERS, AnswerHeaderDecoder, CompressionError, MalformedHeaders
+from fleet.http2limits import MAX_CONTINUATIONS, Allowance
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -39,7 +47,7 @@ HEADER_TABLE_SIZE, ENABLE_PUSH, MAX_CONCURRENT_STREAMS = 1, 2, 3
 INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE = 4, 5, 6
 
 NO_ERROR, PROTOCOL_ERROR, FLOW_CONTROL_ERROR, FRAME_SIZE_ERROR = 0x0, 0x1, 0x3, 0x6
-CANCEL, COMPRESSION_ERROR = 0x8, 0x9
+CANCEL, COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 0x8, 0x9, 0xB
 ERROR_NAMES = {
     0x0: "NO_ERROR",
     0x1: "PROTOCOL_ERROR",
@@ -68,6 +76,10 @@ _FRAME_HEADER = struct.Struct(">HBBBL")  # length (24 bits, as 16 + 8), type, fl
 _SETTING = struct.Struct(">HL")
 _U32 = struct.Struct(">L")
 _TWO_U32 = struct.Struct(">LL")
+_PINGS_KEPT = 16
+"""PINGs of ours awaited at once at most (one per probe, at the probe interval)."""
+_TABLE_SIZE_ZERO = b"\x20"
+"""An HPACK dynamic table size update to 0 (RFC 7541 6.3)."""
 _FORBIDDEN_IN_VALUE = re.compile(rb"[\r\n\0]").search
 """(One search per value: three ``in`` tests over each, a ~1 KB token among them, were
 1 % of the controller's samples at rest.)"""
@@ -115,8 +127,15 @@ class DataReceived:
 
     def __init__(self, stream_id: int, data: bytes, flow_controlled_length: int) -> None:
         self.stream_id = stream_id
-        self.data = data
+        self.data: bytes | bytearray = data
         self.flow_controlled_length = flow_controlled_length
+
+    def add(self, later: DataReceived) -> None:
+        """Take the bytes of ``later`` (of the same stream) after these."""
+        if not isinstance(self.data, bytearray):
+            self.data = bytearray(self.data)
+        self.data += later.data
+        self.flow_controlled_length += later.flow_controlled_length
 
 
 class StreamEnded:
@@ -136,6 +155,17 @@ class StreamReset:
     def __init__(self, stream_id: int, error_code: int) -> None:
         self.stream_id = stream_id
         self.error_code = error_code
+
+
+class StreamMalformed:
+    """A stream's answer broke HTTP/2's rules for fields (``reason``); the stream was
+    reset (PROTOCOL_ERROR), the connection goes on."""
+
+    __slots__ = ("reason", "stream_id")
+
+    def __init__(self, stream_id: int, reason: str) -> None:
+        self.stream_id = stream_id
+        self.reason = reason
 
 
 class ConnectionTerminated:
@@ -172,6 +202,7 @@ Event = (
     | DataReceived
     | StreamEnded
     | StreamReset
+    | StreamMalformed
     | ConnectionTerminated
     | WindowUpdated
     | RemoteSettingsChanged
@@ -199,7 +230,7 @@ class ClientState:
 
     def __init__(
         self,
-        encoder: hpack.Encoder,
+        encode: Callable[[list[tuple[bytes, bytes]]], bytes],
         *,
         stream_window: int,
         connection_window: int,
@@ -210,7 +241,8 @@ class ClientState:
             raise ValueError(f"connection_window {connection_window} out of range")
         if not 0 <= stream_window <= MAX_WINDOW:
             raise ValueError(f"stream_window {stream_window} out of range")
-        self._encoder = encoder
+        self._encode = encode
+        """A request's header block: never indexed, so no table of ours to keep."""
         self._decoder = AnswerHeaderDecoder(READ_HEADERS, max_header_list_size)
         self._local_settings = {
             HEADER_TABLE_SIZE: 0,  # see fleet.hpackread
@@ -221,9 +253,10 @@ class ClientState:
         }
         self._stream_window = stream_window
         self._connection_window = connection_window
-        self._max_block = 4 * max_header_list_size
+        self._max_block = max_header_list_size
         """The largest header block (HEADERS and its CONTINUATIONs) taken: a server that
-        never ends one would otherwise fill memory."""
+        never ends one would otherwise fill memory. (An encoded block is smaller than the
+        header list it holds, which our SETTINGS bound by this.)"""
         self._out = bytearray()
         self._pending = b""  # the start of a frame not whole yet
         self._streams: dict[int, _Stream] = {}
@@ -231,6 +264,22 @@ class ClientState:
         self._block: bytearray | None = None
         self._block_stream = 0
         self._block_ends_stream = False
+        self._continuations = 0
+        """CONTINUATION frames of the header block under way."""
+        self._allowance = Allowance()
+        """For frames that carry nothing (see :mod:`fleet.http2limits`)."""
+        self._pings: dict[bytes, None] = {}
+        """The payloads of PINGs sent and not acknowledged yet (the last few)."""
+        self._settings_seen = 0
+        """SETTINGS the server sent (its first is its preface)."""
+        self._acks_due = 1
+        """Acknowledgements of our SETTINGS still to come (we send one)."""
+        self._table_size = 4096
+        """Our compression table's size as the server's decoder takes it: 4096 (HPACK's
+        initial) until the server lowers its limit, then 0, said once (a server's flood of
+        changes is not queued)."""
+        self._announce_table = False
+        """The next header block starts with a table size update to 0."""
         self.send_window = DEFAULT_WINDOW
         """How much the connection's window lets us send now (each stream has its own too)."""
         self._receive_window = DEFAULT_WINDOW
@@ -286,7 +335,10 @@ class ClientState:
         if not self.ids_left:
             raise StreamUnavailable("no stream id left on this connection")
         stream_id = self._next_id
-        block = self._encoder.encode(headers)
+        block = self._encode(headers)
+        if self._announce_table:
+            block = _TABLE_SIZE_ZERO + block
+            self._announce_table = False
         self._next_id += 2
         stream = _Stream(self.remote_initial_window, self._stream_window)
         self._streams[stream_id] = stream
@@ -324,6 +376,7 @@ class ClientState:
             raise StreamUnavailable(f"{size} bytes are more than stream {stream_id} may send now")
         stream.send_window -= size
         self.send_window -= size
+        self._allowance.earn(size)
         self._frame(DATA, END_STREAM if end_stream else 0, stream_id, data)
         if end_stream:
             stream.sent_end = True
@@ -345,12 +398,20 @@ class ClientState:
             self._frame(RST_STREAM, 0, stream_id, _U32.pack(code))
 
     def ping(self, payload: bytes) -> None:
-        """Queue a PING (8 bytes of ``payload``)."""
-        self._frame(PING, 0, 0, payload[:8].ljust(8, b"\0"))
+        """Queue a PING (8 bytes of ``payload``: see :meth:`awaits_ping`)."""
+        payload = payload[:8].ljust(8, b"\0")
+        self._pings[payload] = None
+        if len(self._pings) > _PINGS_KEPT:
+            del self._pings[next(iter(self._pings))]
+        self._frame(PING, 0, 0, payload)
 
-    def close(self) -> None:
-        """Queue GOAWAY (no error): no new stream will be opened."""
-        self._frame(GOAWAY, 0, 0, _TWO_U32.pack(0, NO_ERROR))
+    def awaits_ping(self, payload: bytes) -> bool:
+        """Whether the PING of ``payload`` has been neither acknowledged nor forgotten."""
+        return payload[:8].ljust(8, b"\0") in self._pings
+
+    def close(self, code: int = NO_ERROR) -> None:
+        """Queue GOAWAY (``code``: why): no new stream will be opened."""
+        self._frame(GOAWAY, 0, 0, _TWO_U32.pack(0, code))
 
     def data_to_send(self) -> bytes:
         """What was queued since the last call, in order."""
@@ -365,15 +426,20 @@ class ClientState:
 
     # -- receiving -----------------------------------------------------------------------
 
-    def receive(self, data: bytes) -> list[Event]:
-        """The events in ``data`` (and in what was kept of the last call's, a frame not
-        whole yet); ProtocolViolation when the server broke the protocol (the connection
-        cannot be used after it). Acknowledgements (SETTINGS, PING) and the connection's
-        window, given back as data arrives, are queued to send."""
+    def receive(self, data: bytes, until: float | None = None) -> list[Event]:
+        """The events in ``data`` (and in what was kept of the last call's: a frame not
+        whole yet, or frames left at the last call's ``until``); ProtocolViolation when the
+        server broke the protocol (the connection cannot be used after it).
+        Acknowledgements (SETTINGS, PING) and the connection's window, given back as data
+        arrives, are queued to send. With ``until`` (time.perf_counter()), frames are
+        taken until then and the rest kept (:attr:`backlog`): call again with no data."""
         buffer = self._pending + data if self._pending else data
         events: list[Event] = []
         position, end = 0, len(buffer)
+        clock = time.perf_counter
         while end - position >= 9:
+            if until is not None and position and clock() >= until:
+                break
             high, low, kind, flags, stream_id = _FRAME_HEADER.unpack_from(buffer, position)
             size = high << 8 | low
             if size > FRAME_SIZE:
@@ -387,6 +453,22 @@ class ClientState:
             )
         self._pending = buffer[position:]
         return events
+
+    @property
+    def backlog(self) -> bool:
+        """A whole frame was kept by :meth:`receive` (its time was up)."""
+        pending = self._pending
+        if len(pending) < 9:
+            return False
+        return len(pending) - 9 >= pending[0] << 16 | pending[1] << 8 | pending[2]
+
+    def _unuseful(self, what: str) -> None:
+        """A frame that carries nothing: ProtocolViolation (ENHANCE_YOUR_CALM) once the
+        server is past its allowance (see :mod:`fleet.http2limits`)."""
+        if not self._allowance.spend():
+            raise ProtocolViolation(
+                ENHANCE_YOUR_CALM, f"too many frames that carry nothing ({what}, among others)"
+            )
 
     def _receive_frame(
         self, kind: int, flags: int, stream_id: int, payload: bytes, events: list[Event]
@@ -407,13 +489,20 @@ class ClientState:
             if stream_id or len(payload) != 8:
                 raise ProtocolViolation(FRAME_SIZE_ERROR, "a PING not of 8 bytes on stream 0")
             if not flags & ACK:
+                self._unuseful("PING")
                 self._frame(PING, ACK, 0, payload)
+            elif payload in self._pings:
+                del self._pings[payload]
+            else:
+                self._unuseful("a PING acknowledgement of no PING")
         elif kind == RST_STREAM:
             if len(payload) != 4:
                 raise ProtocolViolation(FRAME_SIZE_ERROR, "an RST_STREAM not of 4 bytes")
             self._known(stream_id, "RST_STREAM")
             if self._streams.pop(stream_id, None) is not None:
                 events.append(StreamReset(stream_id, _U32.unpack(payload)[0]))
+            else:
+                self._unuseful("RST_STREAM of a closed stream")
         elif kind == GOAWAY:
             if stream_id or len(payload) < 8:
                 raise ProtocolViolation(FRAME_SIZE_ERROR, "a GOAWAY under 8 bytes or on a stream")
@@ -421,9 +510,12 @@ class ClientState:
             events.append(ConnectionTerminated(last & LAST_STREAM_ID, code, payload[8:]))
         elif kind == PUSH_PROMISE:
             raise ProtocolViolation(PROTOCOL_ERROR, "a PUSH_PROMISE, though push is off")
-        elif kind == PRIORITY and len(payload) != 5:
-            raise ProtocolViolation(FRAME_SIZE_ERROR, "a PRIORITY not of 5 bytes")
-        # other types are extensions, which a receiver ignores
+        elif kind == PRIORITY:
+            if len(payload) != 5:
+                raise ProtocolViolation(FRAME_SIZE_ERROR, "a PRIORITY not of 5 bytes")
+            self._unuseful("PRIORITY")
+        else:  # an extension's, which a receiver ignores
+            self._unuseful(f"a frame of unknown type {kind}")
 
     def _known(self, stream_id: int, what: str) -> None:
         """ProtocolViolation unless the stream is one we opened (open or closed since): not
@@ -455,8 +547,11 @@ class ClientState:
             self._unacknowledged = 0
         self._known(stream_id, "DATA")
         stream = self._streams.get(stream_id)
-        if stream is None:
-            return  # (closed by us: what was in flight still arrives)
+        data = self._unpadded(flags, payload)
+        self._allowance.earn(len(data))
+        if stream is None:  # closed by us: what was in flight still arrives, within reason
+            self._unuseful("DATA on a closed stream")
+            return
         if not stream.answered or stream.received_end:
             raise ProtocolViolation(PROTOCOL_ERROR, f"DATA on stream {stream_id} out of turn")
         stream.receive_window -= size
@@ -464,27 +559,40 @@ class ClientState:
             raise ProtocolViolation(
                 FLOW_CONTROL_ERROR, f"more data than stream {stream_id}'s window"
             )
-        events.append(DataReceived(stream_id, self._unpadded(flags, payload), size))
+        if data or size:  # (padding alone: its window is given back as it is read)
+            events.append(DataReceived(stream_id, data, size))
         if flags & END_STREAM:
             self._ended(stream_id, stream, events)
+        elif not data:
+            self._unuseful("an empty DATA frame")
 
     def _receive_headers(
         self, flags: int, stream_id: int, payload: bytes, events: list[Event]
     ) -> None:
         self._known(stream_id, "HEADERS")
         block = self._unpadded(flags, payload, 5 if flags & PRIORITY_FLAG else 0)
+        if len(block) > self._max_block:
+            raise ProtocolViolation(PROTOCOL_ERROR, f"a header block past {self._max_block} bytes")
         self._block_stream = stream_id
         self._block_ends_stream = bool(flags & END_STREAM)
         if flags & END_HEADERS:
             self._headers_done(stream_id, block, events)
         else:
+            if not block:
+                self._unuseful("an empty HEADERS frame")
             self._block = bytearray(block)
+            self._continuations = 0
 
     def _receive_continuation(
         self, flags: int, stream_id: int, payload: bytes, events: list[Event]
     ) -> None:
         if self._block is None or stream_id != self._block_stream:
             raise ProtocolViolation(PROTOCOL_ERROR, "a CONTINUATION without its HEADERS")
+        self._continuations += 1
+        if self._continuations > MAX_CONTINUATIONS:
+            raise ProtocolViolation(
+                ENHANCE_YOUR_CALM, f"a header block in more than {MAX_CONTINUATIONS} CONTINUATIONs"
+            )
         self._block += payload
         if len(self._block) > self._max_block:
             raise ProtocolViolation(PROTOCOL_ERROR, f"a header block past {self._max_block} bytes")
@@ -493,16 +601,23 @@ class ClientState:
             self._headers_done(stream_id, block, events)
 
     def _headers_done(self, stream_id: int, block: bytes, events: list[Event]) -> None:
-        try:
-            # Decoded whatever the stream: the compression table is the connection's.
-            headers = self._decoder.decode(block)
-        except hpack.HPACKError as exc:
-            raise ProtocolViolation(COMPRESSION_ERROR, f"undecodable headers: {exc}") from None
         stream = self._streams.get(stream_id)
-        if stream is None:
-            return  # closed by us
+        if stream is None:  # closed by us; no table to keep, so not decoded
+            self._unuseful("HEADERS on a closed stream")
+            return
         if stream.received_end:
             raise ProtocolViolation(PROTOCOL_ERROR, f"HEADERS on ended stream {stream_id}")
+        try:
+            headers = self._decoder.decode(block)
+            # (of trailers, only pseudo-fields and those read are kept: enough to check)
+            if stream.answered and any(name[:1] == b":" for name, _ in headers):
+                raise MalformedHeaders("a pseudo-header in trailers")
+        except CompressionError as exc:
+            raise ProtocolViolation(COMPRESSION_ERROR, f"undecodable headers: {exc}") from None
+        except MalformedHeaders as exc:
+            self.reset_stream(stream_id, PROTOCOL_ERROR)
+            events.append(StreamMalformed(stream_id, str(exc)))
+            return
         if not stream.answered:
             status = next((value for name, value in headers if name == b":status"), b"")
             if len(status) == 3 and status[:1] == b"1" and status.isdigit():
@@ -510,6 +625,7 @@ class ClientState:
                     raise ProtocolViolation(
                         PROTOCOL_ERROR, "an informational answer ended its stream"
                     )
+                self._unuseful("an informational answer")
                 return  # 1xx: the final answer comes next
             stream.answered = True
             events.append(ResponseReceived(stream_id, list(headers)))
@@ -530,6 +646,7 @@ class ClientState:
         increment = _U32.unpack(payload)[0] & LAST_STREAM_ID
         if increment == 0:
             raise ProtocolViolation(PROTOCOL_ERROR, "a WINDOW_UPDATE of 0")
+        self._unuseful("WINDOW_UPDATE")  # (earned back by what we send)
         if stream_id == 0:
             self.send_window += increment
             if self.send_window > MAX_WINDOW:
@@ -554,14 +671,28 @@ class ClientState:
         if flags & ACK:
             if payload:
                 raise ProtocolViolation(FRAME_SIZE_ERROR, "a SETTINGS acknowledgement with a body")
+            if self._acks_due:
+                self._acks_due -= 1
+            else:
+                self._unuseful("a SETTINGS acknowledgement of no SETTINGS")
             return
         if len(payload) % 6:
             raise ProtocolViolation(FRAME_SIZE_ERROR, "SETTINGS not in 6-byte entries")
-        changed = dict(_SETTING.iter_unpack(payload))
+        self._settings_seen += 1
+        if self._settings_seen > 1:  # (its first is its preface)
+            self._unuseful("SETTINGS")
+        entries = list(_SETTING.iter_unpack(payload))
+        if self._table_size and any(
+            c == HEADER_TABLE_SIZE and v < self._table_size for c, v in entries
+        ):
+            # Our table (never used) is said to be 0, once: RFC 7541 4.2 asks for the
+            # smallest size the server set since our last block, and 0 is below any.
+            self._table_size = 0
+            self._announce_table = True
+        # (In order, the last of a code counting: what applying each in turn leaves.)
+        changed = dict(entries)
         for code, value in changed.items():
-            if code == HEADER_TABLE_SIZE:
-                self._encoder.header_table_size = value
-            elif code == ENABLE_PUSH and value > 1:
+            if code == ENABLE_PUSH and value > 1:
                 raise ProtocolViolation(PROTOCOL_ERROR, f"SETTINGS_ENABLE_PUSH {value}")
             elif code == MAX_CONCURRENT_STREAMS:
                 self.max_concurrent_streams = value

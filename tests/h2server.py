@@ -11,8 +11,8 @@ refusing it), ``/gzip`` (the request's path, compressed), ``/bomb?n=N`` (N zero 
 compressed), ``/gzip-watch`` (a watch, compressed as it goes), ``/endless-event`` (a watch
 event that never ends), ``/bye`` (answered, then once idle the connection is closed, as an
 idle timeout does), ``/busy`` (429, Retry-After 7), ``/etag`` (an ETag and 304s;
-``?crlf``: a tag with a line break), ``/bad-status?v=V`` (``:status`` V, or none without
-``v``).
+``?crlf``: a tag with a line break, ``?bare``: one without quotes), ``/bad-status?v=V``
+(``:status`` V, or none without ``v``).
 Also a benchmark's server (bench/calls.py).
 """
 
@@ -243,6 +243,8 @@ class H2Server:
                 await link.answer(sid, 304, b"")
             elif query == "crlf":  # a tag that would put a header of its own into a request
                 await link.answer(sid, 200, b"{}", [(b"etag", b'"v1"\r\nx-injected: 1')])
+            elif query == "bare":  # a tag without its quotes: no entity tag
+                await link.answer(sid, 200, b"{}", [(b"etag", b"v1")])
             else:
                 await link.answer(sid, 200, b'{"kinds": 1}', [(b"etag", b'"v1"')])
         elif path == "/bad-status":  # ?v=VALUE, or no :status at all without v

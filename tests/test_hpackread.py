@@ -1,5 +1,6 @@
-"""Answer headers: only those read are decoded; a block that uses the compression table
-goes to hpack, which keeps the table across blocks."""
+"""Answer headers: only those read are decoded, every name is checked as RFC 9113 asks,
+and a block that uses the compression table our SETTINGS forbid is a compression error;
+what a block can cost is bounded by its size."""
 
 from __future__ import annotations
 
@@ -11,15 +12,24 @@ from hpack.huffman_constants import REQUEST_CODES, REQUEST_CODES_LENGTH
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleet.hpackread import READ_HEADERS, AnswerHeaderDecoder
+import fleet.hpackread
+from fleet.hpackread import (
+    HUFFMAN_BUDGET,
+    MAX_READ_VALUE,
+    READ_HEADERS,
+    AnswerHeaderDecoder,
+    CompressionError,
+    MalformedHeaders,
+)
 
 HUFFMAN = HuffmanEncoder(REQUEST_CODES, REQUEST_CODES_LENGTH)
 
 
 def _string(value: bytes, huffman: bool) -> bytes:
     data = HUFFMAN.encode(value) if huffman else value
-    assert len(data) < 127
-    return bytes([(0x80 if huffman else 0) | len(data)]) + data
+    length = encode_integer(len(data), 7)
+    length[0] |= 0x80 if huffman else 0
+    return bytes(length) + data
 
 
 def _literal(
@@ -71,36 +81,110 @@ def test_a_status_not_in_the_static_table_comes_as_a_literal_with_its_name_index
         b"\x00\x85ab",  # a literal name longer than the block
         b"\x0f\x0b",  # content-encoding (26) with no value at all
         b"\x80",  # index 0
+        b"\xbe",  # index 62: the dynamic table's first entry, which ours never has
+        b"\x7e\x01x",  # a literal whose name is index 62
+        b"\x3f\xe1\x1f",  # a table size update to 4096
+        b"\x88\x20",  # a table size update after a field
+        b"\x00\x81\xff\x01x",  # a name whose Huffman code is EOS
     ],
 )
-def test_a_broken_block_is_a_decoding_error(block: bytes) -> None:
-    with pytest.raises(hpack.HPACKError):
+def test_a_broken_block_is_a_compression_error(block: bytes) -> None:
+    with pytest.raises(CompressionError):
         _decoder().decode(block)
 
 
+@pytest.mark.parametrize(
+    ("block", "says"),
+    [
+        (_literal(b"Content-Encoding", b"gzip"), "not a lower-case token"),
+        (_literal(b"Content-Encoding", b"gzip", huffman=False), "not a lower-case token"),
+        (_literal(b"x-ok", b"1") + _literal(b"X-Audit", b"1"), "not a lower-case token"),
+        (_literal(b"bad name", b"1"), "not a lower-case token"),
+        (_literal(b"", b"1"), "not a lower-case token"),
+        (_literal(b"connection", b"close"), "connection-specific"),
+        (_literal(b"Transfer-Encoding", b"chunked"), "connection-specific"),
+        (_literal(57, b"chunked"), "connection-specific"),  # transfer-encoding's index
+        (b"\xb9", "connection-specific"),  # transfer-encoding, indexed whole
+        (_literal(b"te", b"trailers"), "connection-specific"),
+        (b"\x84", "pseudo-header ':path'"),  # :path /, indexed
+        (_literal(b":method", b"GET"), "pseudo-header ':method'"),
+        (_literal(b":bogus", b"1"), "pseudo-header ':bogus'"),
+        (_literal(b"audit-id", b"1") + b"\x88", ":status after a regular header"),
+        (_literal(b"etag", b'"a"\r\nx-injected: 1'), "etag has a line break"),
+        (_literal(b"retry-after", b" 7"), "surrounding space"),
+        (_literal(26, b"gzip\x00"), "a NUL"),
+    ],
+)
+def test_fields_that_break_rfc_9113_make_the_answer_malformed(block: bytes, says: str) -> None:
+    with pytest.raises((MalformedHeaders, CompressionError), match=says):
+        _decoder().decode(block)
+
+
+def test_a_read_value_past_its_limit_or_a_list_past_its_size_is_malformed() -> None:
+    long = _literal(b"etag", b"x" * (MAX_READ_VALUE + 1), huffman=False)
+    with pytest.raises(MalformedHeaders, match=f"etag of {MAX_READ_VALUE + 1} bytes"):
+        _decoder().decode(long)
+    # Values not read are not decoded, but count toward the list as RFC 9113 counts it.
+    unread = _literal(b"x-padding", b"v" * 100, huffman=False)
+    decoder = AnswerHeaderDecoder(READ_HEADERS, 1000)
+    assert decoder.decode(b"\x88" + unread * 6) == [(b":status", b"200")]
+    with pytest.raises(MalformedHeaders, match="header list larger than 1000 bytes"):
+        decoder.decode(b"\x88" + unread * 7)
+
+
+def test_huffman_decoding_is_bounded_per_block_whatever_it_holds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A block of new Huffman-coded names (each decoded once to be checked) stops at the
+    budget: what one block costs is bounded, however a server fills it."""
+    decoded: list[int] = []
+    real = fleet.hpackread.decode_huffman
+
+    def counting(coded: bytes) -> bytes:
+        decoded.append(len(coded))
+        return real(coded)
+
+    monkeypatch.setattr(fleet.hpackread, "decode_huffman", counting)
+    names = b"".join(_literal(f"x-name-{i:05}".encode(), b"1") for i in range(2000))
+    with pytest.raises(MalformedHeaders, match=f"more than {HUFFMAN_BUDGET} Huffman-coded"):
+        _decoder().decode(names[: 1 << 16])
+    assert sum(decoded) <= HUFFMAN_BUDGET
+    # Names seen before are not decoded again: an API server's answers cost nothing more.
+    decoder, decoded[:] = _decoder(), []
+    block = _literal(b"audit-id", b"1") + _literal(b"x-kubernetes-pf-flowschema-uid", b"2")
+    for _ in range(100):
+        decoder.decode(block)
+    assert len(decoded) == 2
+
+
+token = st.text("abcdefghijklmnopqrstuvwxyz0123456789-_.", min_size=1, max_size=24).map(str.encode)
 headers = st.lists(
     st.tuples(
-        st.sampled_from(
-            [b":status", b"content-type", b"audit-id", b"date", *(n.encode() for n in READ_HEADERS)]
+        st.one_of(
+            st.sampled_from(
+                [b"content-type", b"audit-id", b"date", *(n.encode() for n in READ_HEADERS)]
+            ),
+            token,
         ),
         st.binary(min_size=0, max_size=20).map(lambda b: b.hex().encode()),
     ),
-    min_size=1,
+    min_size=0,
     max_size=8,
 )
 
 
-@given(st.lists(headers, min_size=1, max_size=6), st.integers(min_value=0, max_value=4096))
-def test_blocks_that_use_the_table_decode_as_hpack_decodes_them(
-    blocks: list[list[tuple[bytes, bytes]]], table_size: int
+@given(st.lists(headers, min_size=1, max_size=6), st.sampled_from([b"200", b"404", b"422"]))
+def test_blocks_of_a_server_that_took_our_settings_decode_as_hpack_decodes_them(
+    blocks: list[list[tuple[bytes, bytes]]], status: bytes
 ) -> None:
-    """A server that keeps indexing (or one before it took our SETTINGS): each block
-    as hpack decodes it, less the headers not read, block after block."""
+    """What a compliant server sends once it applied our SETTINGS (hpack's encoder with a
+    table of size 0: its first block says so; literals "with incremental indexing" into
+    nothing): each block as hpack decodes it, less the headers not read."""
     encoder = hpack.Encoder()
-    encoder.header_table_size = table_size
+    encoder.header_table_size = 0
     ours, reference = _decoder(), hpack.Decoder()
     for block_headers in blocks:
-        block = encoder.encode(block_headers)
+        block = encoder.encode([(b":status", status), *block_headers])
         expected = [
             (bytes(n), bytes(v))
             for n, v in reference.decode(block, raw=True)
@@ -109,20 +193,11 @@ def test_blocks_that_use_the_table_decode_as_hpack_decodes_them(
         assert ours.decode(block) == expected
 
 
-def test_after_the_table_is_dropped_blocks_decode_without_it() -> None:
-    """The server's acknowledgement of our SETTINGS: its next block starts with a table size
-    update to 0 (hpack's), the ones after use no table."""
-    encoder = hpack.Encoder()
+def test_a_server_that_keeps_indexing_is_refused() -> None:
+    """A block that refers to an entry a server added to its table (a table our SETTINGS
+    do not give it) cannot be read: a compression error, not a decoder kept for it."""
+    encoder = hpack.Encoder()  # the initial 4096-byte table, never lowered
     decoder = _decoder()
-    assert decoder.decode(encoder.encode([(b":status", b"200"), (b"etag", b'"1"')])) == [
-        (b":status", b"200"),
-        (b"etag", b'"1"'),
-    ]
-    assert decoder.decode(b"\x20" + b"\x88" + _literal(b"etag", b'"2"')) == [
-        (b":status", b"200"),
-        (b"etag", b'"2"'),
-    ]
-    assert decoder.decode(b"\x88" + _literal(34, b'"3"')) == [
-        (b":status", b"200"),
-        (b"etag", b'"3"'),
-    ]
+    decoder.decode(encoder.encode([(b":status", b"200"), (b"etag", b'"1"')]))  # adds "etag"
+    with pytest.raises(CompressionError, match="not in the static table"):
+        decoder.decode(encoder.encode([(b":status", b"200"), (b"etag", b'"1"')]))

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleet.http2conn import _LiteralEncoder
+from fleet.http2conn import encode_headers
 from fleet.http2state import (
     CONTINUATION,
     DATA,
@@ -34,6 +34,7 @@ from fleet.http2state import (
     RemoteSettingsChanged,
     ResponseReceived,
     StreamEnded,
+    StreamMalformed,
     StreamReset,
     StreamUnavailable,
     WindowUpdated,
@@ -52,7 +53,7 @@ REQUEST = [
 
 def _client() -> ClientState:
     client = ClientState(
-        _LiteralEncoder(),
+        encode_headers,
         stream_window=STREAM_WINDOW,
         connection_window=CONNECTION_WINDOW,
         max_concurrent_streams=100,
@@ -279,10 +280,8 @@ def test_a_header_value_with_a_line_break_or_nul_is_never_sent(value: bytes) -> 
         (lambda s: _frame(HEADERS, 0, s, b"") + _frame(PING, 0, 0, b"8" * 8), "cut by another"),
         (lambda s: _frame(CONTINUATION, END_HEADERS, s, b""), "CONTINUATION without"),
         (
-            lambda s: (
-                _frame(HEADERS, 0, s, b"") + _frame(CONTINUATION, 0, s, b"\x00" * 16_384) * 17
-            ),
-            "header block past 262144 bytes",
+            lambda s: _frame(HEADERS, 0, s, b"") + _frame(CONTINUATION, 0, s, b"\x00" * 16_384) * 5,
+            "header block past 65536 bytes",
         ),
         (lambda s: _frame(HEADERS, END_HEADERS, s, b"\xff\xff\xff\xff"), "COMPRESSION_ERROR"),
         (lambda s: _frame(HEADERS, END_HEADERS | PADDED, s, b"\x09abc"), "padding longer"),
@@ -355,5 +354,140 @@ def test_whatever_a_server_sends_is_events_or_a_protocol_violation(
                 assert isinstance(event, Event)
     except ProtocolViolation:
         pass
-    # What it queued meanwhile is whole frames, and only acknowledgements and windows.
-    assert set(_frame_types(client.data_to_send())) <= {SETTINGS, PING, WINDOW_UPDATE}
+    # What it queued meanwhile is whole frames, and only acknowledgements, windows and
+    # resets of malformed answers.
+    assert set(_frame_types(client.data_to_send())) <= {SETTINGS, PING, WINDOW_UPDATE, 3}
+
+
+# -- what a hostile server can make the client do, bounded ----------------------------------
+
+
+def _answered() -> tuple[ClientState, int]:
+    """A client with one stream answered (200), its body to come."""
+    client, stream_id = _opened()
+    client.receive(_frame(HEADERS, END_HEADERS, stream_id, _headers_block([(b":status", b"200")])))
+    return client, stream_id
+
+
+@pytest.mark.parametrize(
+    ("frame", "per_frame"),
+    [
+        (_frame(PING, 0, 0, b"12345678"), "PING"),
+        (_frame(PING, 0x1, 0, b"12345678"), "acknowledgement of no PING"),
+        (_frame(SETTINGS, 0, 0, struct.pack(">HL", 1, 4096)), "SETTINGS"),
+        (_frame(SETTINGS, 0x1, 0, b""), "acknowledgement of no SETTINGS"),
+        (_frame(DATA, 0, 1, b""), "empty DATA"),
+        (_frame(DATA, PADDED, 1, b"\x00"), "empty DATA"),
+        (_frame(2, 0, 1, bytes(5)), "PRIORITY"),  # PRIORITY
+        (_frame(0x42, 0, 0, b"x"), "unknown type 66"),
+        (_frame(3, 0, 3, struct.pack(">L", 8)), "RST_STREAM of a closed stream"),
+        (_frame(WINDOW_UPDATE, 0, 0, struct.pack(">L", 1)), "WINDOW_UPDATE"),
+        (_frame(HEADERS, END_HEADERS, 3, b"\x88"), "HEADERS on a closed stream"),
+        (_frame(DATA, 0, 3, b"x"), "DATA on a closed stream"),
+    ],
+)
+def test_a_flood_of_frames_that_carry_nothing_is_enhance_your_calm(
+    frame: bytes, per_frame: str
+) -> None:
+    """CVE-2019-9512, -9515, -9518 and their kin: a thousand such frames pass (a server's
+    housekeeping), a flood does not, and says which frame it was."""
+    client, _ = _answered()
+    client.send_headers(REQUEST, end_stream=True)  # stream 3, closed at once by us
+    client.reset_stream(3)
+    client.receive(_frame(SETTINGS, 0x1, 0, b""))  # the acknowledgement of ours: due
+    client.data_to_send()
+    client.receive(frame * 900)
+    with pytest.raises(ProtocolViolation, match="ENHANCE_YOUR_CALM") as caught:
+        client.receive(frame * 300)
+    assert per_frame in str(caught.value)
+
+
+def test_useful_data_earns_the_allowance_a_busy_server_needs() -> None:
+    """A server at work sends window updates and empty frames in proportion to the data:
+    never a flood, however long the connection lives."""
+    client, stream_id = _answered()
+    for _ in range(200):
+        events = client.receive(
+            _frame(DATA, 0, stream_id, b"d" * 16_384) + _frame(DATA, 0, stream_id, b"") * 10
+        )
+        assert [type(e) for e in events] == [DataReceived]  # no event for an empty frame
+        client.acknowledge(stream_id, 16_384)
+        client.data_to_send()
+
+
+def test_a_ping_acknowledgement_is_awaited_by_its_payload() -> None:
+    client, _ = _opened()
+    client.ping(b"probe-01")
+    assert client.awaits_ping(b"probe-01")
+    client.receive(_frame(PING, 0x1, 0, b"other-00") * 3)  # not ours: proves nothing
+    assert client.awaits_ping(b"probe-01")
+    client.receive(_frame(PING, 0x1, 0, b"probe-01"))
+    assert not client.awaits_ping(b"probe-01")
+
+
+def test_a_header_block_in_more_than_eight_continuations_is_refused() -> None:
+    """CVE-2024-27316: empty CONTINUATION frames would keep a block open forever (the
+    byte cap never reached) and hold every stream of the connection."""
+    client, stream_id = _opened()
+    start = _frame(HEADERS, 0, stream_id, b"\x88")
+    client.receive(start + _frame(CONTINUATION, 0, stream_id, b"") * 8)
+    with pytest.raises(ProtocolViolation, match="more than 8 CONTINUATIONs"):
+        client.receive(_frame(CONTINUATION, 0, stream_id, b""))
+    whole = _frame(HEADERS, 0, stream_id, b"") + _frame(CONTINUATION, 0, stream_id, b"") * 7
+    client, stream_id = _opened()
+    [answer] = client.receive(whole + _frame(CONTINUATION, END_HEADERS, stream_id, b"\x88"))
+    assert isinstance(answer, ResponseReceived)
+
+
+def test_a_malformed_answer_fails_its_stream_and_the_connection_goes_on() -> None:
+    client, stream_id = _opened()
+    upper = b"\x00\x10Content-Encoding\x04gzip"
+    [malformed] = client.receive(_frame(HEADERS, END_HEADERS, stream_id, b"\x88" + upper))
+    assert isinstance(malformed, StreamMalformed)
+    assert "Content-Encoding" in malformed.reason
+    assert client.data_to_send() == _frame(3, 0, stream_id, struct.pack(">L", 1))  # PROTOCOL
+    assert not client.is_open(stream_id)
+    second = client.send_headers(REQUEST, end_stream=True)
+    [answer] = client.receive(_frame(HEADERS, END_HEADERS, second, b"\x88"))
+    assert isinstance(answer, ResponseReceived)
+    # Trailers may carry no pseudo-header.
+    client.receive(_frame(DATA, 0, second, b"{}"))
+    [malformed] = client.receive(_frame(HEADERS, END_HEADERS | END_STREAM, second, b"\x88"))
+    assert isinstance(malformed, StreamMalformed)
+
+
+def test_a_block_for_a_stream_we_closed_is_not_decoded() -> None:
+    """No table is kept, so nothing of it is needed: a server cannot make us decode
+    blocks that nobody reads."""
+    client, stream_id = _opened()
+    client.reset_stream(stream_id)
+    garbage = b"\xff" * 100  # would be a compression error if decoded
+    assert client.receive(_frame(HEADERS, END_HEADERS, stream_id, garbage)) == []
+
+
+def test_a_table_size_change_is_said_once_whatever_the_server_sets() -> None:
+    """SETTINGS floods of table sizes (each queued by hpack's encoder until the next
+    request) leave one size update to 0 on the next block, and none after it."""
+    client, _ = _opened()
+    sizes = b"".join(struct.pack(">HL", 1, n) for n in (0, 4096, 100, 1 << 20))
+    client.receive(_frame(SETTINGS, 0, 0, sizes) * 50)
+    client.data_to_send()
+    first = client.send_headers(REQUEST, end_stream=True)
+    sent = client.data_to_send()
+    assert sent[9:10] == b"\x20"  # the block starts with "table size 0"
+    assert hpack.Decoder().decode(sent[9:]) == [(n.decode(), v.decode()) for n, v in REQUEST]
+    client.receive(_frame(SETTINGS, 0, 0, sizes))
+    client.send_headers(REQUEST, end_stream=True)
+    assert client.data_to_send()[9:10] != b"\x20"
+    assert first == 3
+
+
+def test_frames_are_taken_until_the_time_is_up_and_the_rest_kept() -> None:
+    client, stream_id = _answered()
+    frames = _frame(DATA, 0, stream_id, b"d" * 100) * 50
+    taken = client.receive(frames, until=0.0)  # the time is up at once: one frame
+    assert [len(e.data) for e in taken if isinstance(e, DataReceived)] == [100]
+    assert client.backlog
+    rest = client.receive(b"")
+    assert sum(len(e.data) for e in rest if isinstance(e, DataReceived)) == 49 * 100
+    assert not client.backlog
