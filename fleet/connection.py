@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import math
 import os
 import re
 import ssl
@@ -32,6 +33,7 @@ from fleet.answerbody import BodyDecoder, LineSplitter, UnreadableAnswer
 from fleet.discovery import Discovery, ResourceInfo
 from fleet.hpackread import READ_HEADERS
 from fleet.http2 import Http2Transport, Origin, Sent
+from fleet.http2conn import ResponseBody
 from fleet.kubeconfig import Credentials, ExecConfig, token_problem
 from fleet.redact import capped
 
@@ -375,6 +377,34 @@ def _apply_call(
     return path, params, obj
 
 
+class Progress:
+    """When a watch's body must have brought its next event: set again by each event,
+    and never past the watch's end. Over HTTP/2 the body itself stops there
+    (:attr:`fleet.http2conn.ResponseBody.deadline`); over HTTP/1.1 the reader checks
+    :meth:`overdue` after each read (each bounded by the read timeout)."""
+
+    def __init__(self, body: ResponseBody | None = None) -> None:
+        self._body = body
+        self._end = math.inf
+        self.deadline = math.inf
+
+    def ends_in(self, lifetime_s: float | None) -> None:
+        """The watch ends ``lifetime_s`` from now, whatever comes (None: when the server
+        ends it)."""
+        if lifetime_s is not None:
+            self._end = anyio.current_time() + lifetime_s
+            self.made(math.inf)
+
+    def made(self, quiet_s: float) -> None:
+        """An event came: the next one must come within ``quiet_s``."""
+        self.deadline = min(anyio.current_time() + quiet_s, self._end)
+        if self._body is not None:
+            self._body.deadline = None if self.deadline == math.inf else self.deadline
+
+    def overdue(self) -> bool:
+        return anyio.current_time() >= self.deadline
+
+
 class KubeConnection:
     """Calls to one API server. One instance per cluster, used from one event loop."""
 
@@ -646,19 +676,24 @@ class KubeConnection:
             if answer is not None:
                 status, found, data = answer.status, _read_headers(answer.headers), answer.content
             else:
-                async with client.stream(
-                    method,
-                    path + _query(params),
-                    content=content,
-                    headers=headers,
-                    timeout=httpx.Timeout(timeout_s, connect=self._options.connect_timeout_s)
-                    if timeout_s
-                    else httpx.USE_CLIENT_DEFAULT,
-                    extensions=self._extensions(),
-                ) as resp:
-                    status, found = resp.status_code, _read_headers(resp.headers)
-                    encoding = found.get("content-encoding", "")
-                    data = await self._read_whole(encoding, resp.aiter_raw())
+                # The whole answer within the call's time, as over HTTP/2 (httpx's timeouts
+                # bound each read: a server trickling bytes would hold it for ever).
+                with anyio.fail_after(timeout_s or self._options.read_timeout_s):
+                    async with client.stream(
+                        method,
+                        path + _query(params),
+                        content=content,
+                        headers=headers,
+                        timeout=httpx.Timeout(timeout_s, connect=self._options.connect_timeout_s)
+                        if timeout_s
+                        else httpx.USE_CLIENT_DEFAULT,
+                        extensions=self._extensions(),
+                    ) as resp:
+                        status, found = resp.status_code, _read_headers(resp.headers)
+                        encoding = found.get("content-encoding", "")
+                        data = await self._read_whole(encoding, resp.aiter_raw())
+        except TimeoutError as exc:
+            raise self._transport_error(httpx.ReadTimeout(str(exc)), what) from exc
         except httpx.TransportError as exc:
             raise self._transport_error(exc, what) from exc
         except UnreadableAnswer as exc:
@@ -691,9 +726,9 @@ class KubeConnection:
         return out
 
     def _timeouts(self, timeout_s: float | None) -> dict[str, float | None]:
-        """``timeout_s`` (default: the read timeout) for reading, writing and waiting for
-        a free stream (a connection whose streams are all taken fails the call, retryably,
-        rather than holding it forever)."""
+        """``timeout_s`` (default: the read timeout) for the whole answer (headers and
+        body), for writing and for waiting for a free stream (a connection whose streams
+        are all taken fails the call, retryably, rather than holding it forever)."""
         every = timeout_s or self._options.read_timeout_s
         return {
             "connect": self._options.connect_timeout_s,
@@ -703,11 +738,18 @@ class KubeConnection:
         }
 
     async def stream(
-        self, path: str, params: dict[str, Any], read_timeout_s: float
+        self,
+        path: str,
+        params: dict[str, Any],
+        read_timeout_s: float,
+        lifetime_s: float | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         """A watch: yields each event ({"type", "object"}) until the server ends the
-        stream, or says nothing for ``read_timeout_s`` (then the stream just ends: the
-        caller watches again from the last version it saw)."""
+        stream, or sends no whole event for ``read_timeout_s``, or ``lifetime_s`` passed
+        (then the stream just ends: the caller watches again from the last version it
+        saw). Only whole events count as the server answering (:attr:`answered_at`):
+        bytes that trickle in without making one neither keep a watch open nor a member
+        look healthy."""
         what = f"WATCH {path}"
         opened = False
         try:
@@ -715,6 +757,7 @@ class KubeConnection:
                 status,
                 headers,
                 chunks,
+                progress,
             ):
                 self.answered_at = time.monotonic()
                 encoding = headers.get("content-encoding", "")
@@ -722,14 +765,20 @@ class KubeConnection:
                     data = await self._read_whole(encoding, chunks)
                     raise self._error_for(status, data, headers.get("retry-after"), what)
                 opened = True
+                progress.ends_in(lifetime_s)
+                progress.made(read_timeout_s)
                 decoder = BodyDecoder(encoding, None)
                 lines = LineSplitter(self._options.max_event_bytes)
                 async for chunk in chunks:
-                    self.answered_at = time.monotonic()
                     for piece in decoder.decode(chunk):
                         for line in lines.feed(piece):
                             if line.strip():
-                                yield json.loads(line)
+                                event = json.loads(line)
+                                self.answered_at = time.monotonic()
+                                progress.made(read_timeout_s)
+                                yield event
+                    if progress.overdue():  # (over HTTP/1.1: a read at a time is bounded)
+                        return
                 if lines.rest().strip():
                     yield json.loads(lines.rest())
         except httpx.ReadTimeout as exc:
@@ -746,11 +795,12 @@ class KubeConnection:
     @contextlib.asynccontextmanager
     async def _answer_as_it_arrives(
         self, target: str, read_timeout_s: float
-    ) -> AsyncIterator[tuple[int, dict[str, str], AsyncIterator[bytes]]]:
-        """A GET's status, headers (names in lower case) and body as it arrives: straight
-        over HTTP/2 when the server speaks it (a watch started through httpx's objects
-        cost a third more; at 1,000 members a few restart every second at rest), else
-        through httpx. The stream is closed on leaving."""
+    ) -> AsyncIterator[tuple[int, dict[str, str], AsyncIterator[bytes], Progress]]:
+        """A GET's status, headers (names in lower case), body as it arrives, and its
+        deadline (:class:`Progress`): straight over HTTP/2 when the server speaks it (a
+        watch started through httpx's objects cost a third more; at 1,000 members a few
+        restart every second at rest), else through httpx. The stream is closed on
+        leaving."""
         client = await self._http()
         direct, origin = self._direct, self._origin
         if direct is not None and origin is not None:
@@ -759,7 +809,7 @@ class KubeConnection:
             if streamed is not None:
                 status, found, body = streamed
                 try:
-                    yield status, _read_headers(found), aiter(body)
+                    yield status, _read_headers(found), aiter(body), Progress(body)
                 finally:
                     await body.aclose()
                 return
@@ -770,7 +820,7 @@ class KubeConnection:
             timeout=httpx.Timeout(read_timeout_s, connect=self._options.connect_timeout_s),
             extensions=self._extensions(),
         ) as resp:
-            yield resp.status_code, _read_headers(resp.headers), resp.aiter_raw()
+            yield resp.status_code, _read_headers(resp.headers), resp.aiter_raw(), Progress()
 
     # -- resources -----------------------------------------------------------------------
 

@@ -4,11 +4,12 @@ against a broken or hostile API server, and the allowance for frames that carry 
 
 Each limit answers one class of attack on HTTP/2 peers, as mature stacks bound them:
 
-- frames that cost us work but carry nothing (PINGs we must answer, SETTINGS, empty DATA
-  or header fragments, PRIORITY, unknown types, resets and window updates for streams
-  that are gone: CVE-2019-9512, -9515, -9516, -9518, and the client's side of
-  CVE-2023-44487) draw on an :class:`Allowance` that useful bytes and time refill; a
-  server past it gets GOAWAY ENHANCE_YOUR_CALM, as nghttp2's and h2o's glitch limits do;
+- frames that cost us work but carry nothing (PINGs we must answer, SETTINGS, empty or
+  tiny DATA frames, empty header fragments, PRIORITY, unknown types, resets and window
+  updates for streams that are gone: CVE-2019-9512, -9515, -9516, -9518, and the
+  client's side of CVE-2023-44487) draw on an :class:`Allowance` that useful bytes and
+  time refill; a server past it gets GOAWAY ENHANCE_YOUR_CALM, as nghttp2's and h2o's
+  glitch limits do;
 - a header block takes at most :data:`MAX_CONTINUATIONS` CONTINUATION frames and the
   header list size we advertise (CVE-2024-27316 and its siblings; nghttp2 allows 8);
 - a server that does not read what we send (acknowledgements among it) is not read from
@@ -32,6 +33,10 @@ UNUSEFUL_PER_S = 100.0
 USEFUL_BYTES_PER_FRAME = 1024
 """Body bytes (either way) that earn one more such frame: a server busy with real work
 sends window updates and the odd empty frame in proportion to it."""
+SMALL_DATA = 16
+"""A DATA frame with fewer body bytes than this (not ending its stream) counts as one that
+carries nothing: a body sent a byte a frame costs a frame's work per byte (an API server
+writes a watch event, a hundred bytes or more, as one frame)."""
 RECEIVE_SLICE_S = 0.002
 """How long one connection's frames are handled in one go before the event loop's other
 work gets its turn."""

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fleet.hpackread import READ_HEADERS, AnswerHeaderDecoder, CompressionError, MalformedHeaders
-from fleet.http2limits import MAX_CONTINUATIONS, Allowance
+from fleet.http2limits import MAX_CONTINUATIONS, SMALL_DATA, Allowance
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -563,8 +563,8 @@ class ClientState:
             events.append(DataReceived(stream_id, data, size))
         if flags & END_STREAM:
             self._ended(stream_id, stream, events)
-        elif not data:
-            self._unuseful("an empty DATA frame")
+        elif len(data) < SMALL_DATA:
+            self._unuseful("an empty or tiny DATA frame")
 
     def _receive_headers(
         self, flags: int, stream_id: int, payload: bytes, events: list[Event]

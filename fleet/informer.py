@@ -22,6 +22,7 @@ import anyio
 
 from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
+from fleet.redact import capped
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +35,16 @@ WATCH_TIMEOUT_S = (300, 600)
 does): a shorter watch makes every member's watches start over more often, which at
 1,000 members (~5,000 watches) costs the controller a good part of a core at rest."""
 QUIET_S = 90.0
-"""A watch that hears nothing (not even a bookmark, sent about every minute) for this long
-is started again from its last version: its connection may be gone without a word."""
+"""A watch that brings no event (not even a bookmark, sent about every minute) for this
+long is started again from its last version: its connection may be gone without a word,
+or its server may trickle bytes that make no event."""
+OVERDUE_S = 60.0
+"""A watch still open this long after the time it asked the server to end it is ended
+(and started again from its last version) by us."""
+SHORT_WATCH_S = 1.0
+"""A watch that the server ended normally sooner than this is followed by a backoff, as
+after an error (client-go's reflector does the same): a server that ends every watch at
+once would otherwise get them back as fast as they can be made."""
 _MAX_BACKOFF_S = 30.0
 BACK_CHECK_S = 0.5
 """While backing off from an unreachable server: how often to look whether it answers."""
@@ -208,7 +217,13 @@ class Informer:
         listing = await self.connection.request(
             "GET", info.path(namespace), params=self._params() | self._first_fill(namespace)
         )
-        fresh = {cache_key(o): self._prepare(o) for o in listing.get("items") or []}
+        items = listing.get("items") if isinstance(listing, dict) else None
+        if not isinstance(items, list | None):
+            raise self._malformed("a list whose items are not a list")
+        fresh = {}
+        for item in items or []:
+            obj = self._prepare(self._checked_object(item, "a list"))
+            fresh[cache_key(obj)] = obj
         self._replace(fresh, namespace)
         return str((listing.get("metadata") or {}).get("resourceVersion", ""))
 
@@ -219,11 +234,12 @@ class Informer:
         stream ends ("" if it ended before the initial events did). Raises ApiError (410
         included) on failure."""
         info = await self.connection.resource(self.api_version, self.kind)
+        lifetime_s = random.randint(*WATCH_TIMEOUT_S)
         params = {
             **self._params(),
             "watch": "1",
             "allowWatchBookmarks": "true",
-            "timeoutSeconds": random.randint(*WATCH_TIMEOUT_S),
+            "timeoutSeconds": lifetime_s,
         }
         # Until the server says the initial events ended: the objects it has.
         initial: dict[str, Object] | None = None
@@ -238,10 +254,12 @@ class Informer:
         # Closed as soon as this returns or raises (an ERROR event): on an HTTP/2
         # connection a stream left to the garbage collector keeps a stream slot and
         # keeps receiving.
-        stream = self.connection.stream(info.path(namespace), params, read_timeout_s=QUIET_S)
+        stream = self.connection.stream(
+            info.path(namespace), params, read_timeout_s=QUIET_S, lifetime_s=lifetime_s + OVERDUE_S
+        )
         async with contextlib.aclosing(stream) as events:
             async for event in events:
-                kind, obj = str(event.get("type")), event.get("object") or {}
+                kind, obj = self._checked_event(event)
                 if kind == "ERROR":
                     code = obj.get("code")
                     raise ApiError(
@@ -268,6 +286,33 @@ class Informer:
                 else:
                     self.handler(kind, self._put(key, obj), obj)
         return last if initial is None else ""
+
+    def _checked_event(self, event: object) -> tuple[str, Object]:
+        """A watch event's type and object, as a member's API server sends them; a
+        retryable ApiError for anything else (a broken or hostile member)."""
+        if not isinstance(event, dict):
+            raise self._malformed("a watch event that is not an object")
+        kind, obj = event.get("type"), event.get("object")
+        if kind not in _EVENT_TYPES or not isinstance(obj, dict):
+            raise self._malformed(f"a watch event of type {str(kind)[:32]!r} or without an object")
+        if kind in ("ERROR", "BOOKMARK"):
+            return kind, obj
+        return kind, self._checked_object(obj, "a watch event")
+
+    def _checked_object(self, obj: object, where: str) -> Object:
+        """``obj`` if it is an object with a name (what the cache keys it by)."""
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+            raise self._malformed(f"{where} with an object that has no metadata.name")
+        namespace = meta.get("namespace")
+        if namespace is not None and not isinstance(namespace, str):
+            raise self._malformed(f"{where} with an object whose metadata.namespace is no string")
+        return obj  # type: ignore[return-value]
+
+    def _malformed(self, what: str) -> ApiError:
+        return ApiError(
+            self.connection.name, f"{self.kind}: the member sent {what}", retryable=True
+        )
 
     async def _back_off(self, delay_s: float, unreachable: bool) -> None:
         """Wait ``delay_s`` before trying again; after the server was unreachable, only
@@ -311,7 +356,7 @@ class Informer:
                 info = await self.connection.resource(self.api_version, self.kind)
             except UnknownKind:
                 return False
-            except ApiError as exc:
+            except Exception as exc:  # (any: one member's answer never ends the informer)
                 backoff = await self._after_error(exc, backoff)
                 continue
             self.last_error = None
@@ -326,13 +371,18 @@ class Informer:
             try:
                 streamed = not version and await self.connection.streams_initial_events()
                 if streamed:
+                    watched_from = time.monotonic()
                     version = await self._watch(None, namespace)
                 else:
                     if not version:
                         version = await self._relist(namespace)
+                    watched_from = time.monotonic()
                     version = await self._watch(version, namespace)
-                backoff = 0.5
                 self.last_error = None
+                if time.monotonic() - watched_from >= SHORT_WATCH_S:
+                    backoff = 0.5
+                else:  # ended at once: as after an error, but from the version it reached
+                    backoff = await self._after_error(None, backoff)
             except (ApiError, UnknownKind, ValueError) as exc:
                 gone = isinstance(exc, ApiError) and exc.status == 410
                 version = ""  # relist: after 410 the version is too old, after errors unknown
@@ -342,20 +392,32 @@ class Informer:
                 if gone:
                     continue
                 backoff = await self._after_error(exc, backoff)
+            except Exception as exc:  # a bug of ours, or an answer nobody foresaw
+                log.exception("informer %s/%s failed", self.connection.name, self.kind)
+                version = ""
+                backoff = await self._after_error(exc, backoff)
 
-    async def _after_error(self, exc: ApiError | UnknownKind | ValueError, backoff: float) -> float:
-        """Record ``exc`` (waking whoever waits for the cache), then wait about
-        ``backoff``; returns the next backoff."""
-        self.last_error = str(exc)
-        self.not_served = isinstance(exc, UnknownKind)
-        self._settle()
-        log.debug("informer %s/%s: %s", self.connection.name, self.kind, exc)
+    async def _after_error(self, exc: Exception | None, backoff: float) -> float:
+        """Record ``exc`` (waking whoever waits for the cache; None: a watch the server
+        ended too soon, which is no error to show), then wait about ``backoff``; returns
+        the next backoff."""
+        if exc is not None:
+            self.last_error = str(exc) if isinstance(exc, ApiError | UnknownKind) else _said(exc)
+            self.not_served = isinstance(exc, UnknownKind)
+            self._settle()
+            log.debug("informer %s/%s: %s", self.connection.name, self.kind, exc)
         unreachable = isinstance(exc, ApiError) and exc.retryable and exc.status is None
         await self._back_off(backoff * (0.5 + random.random()), unreachable)
         return min(backoff * 2, _MAX_BACKOFF_S)
 
 
+_EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"})
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+def _said(exc: Exception) -> str:
+    """An unforeseen error, as a status may show it (capped and redacted)."""
+    return capped(f"{type(exc).__name__}: {exc}", 300)
 
 
 def _ends_initial_events(bookmark: Object) -> bool:

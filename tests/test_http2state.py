@@ -376,8 +376,9 @@ def _answered() -> tuple[ClientState, int]:
         (_frame(PING, 0x1, 0, b"12345678"), "acknowledgement of no PING"),
         (_frame(SETTINGS, 0, 0, struct.pack(">HL", 1, 4096)), "SETTINGS"),
         (_frame(SETTINGS, 0x1, 0, b""), "acknowledgement of no SETTINGS"),
-        (_frame(DATA, 0, 1, b""), "empty DATA"),
-        (_frame(DATA, PADDED, 1, b"\x00"), "empty DATA"),
+        (_frame(DATA, 0, 1, b""), "empty or tiny DATA"),
+        (_frame(DATA, PADDED, 1, b"\x00"), "empty or tiny DATA"),
+        (_frame(DATA, 0, 1, b"x" * 15), "empty or tiny DATA"),
         (_frame(2, 0, 1, bytes(5)), "PRIORITY"),  # PRIORITY
         (_frame(0x42, 0, 0, b"x"), "unknown type 66"),
         (_frame(3, 0, 3, struct.pack(">L", 8)), "RST_STREAM of a closed stream"),
