@@ -493,3 +493,60 @@ def test_frames_are_taken_until_the_time_is_up_and_the_rest_kept() -> None:
     rest = client.receive(b"")
     assert sum(len(e.data) for e in rest if isinstance(e, DataReceived)) == 49 * 100
     assert not client.backlog
+
+
+_ANY_FRAME = st.tuples(
+    st.sampled_from(
+        [DATA, HEADERS, 2, 3, SETTINGS, PUSH_PROMISE, PING, 7, WINDOW_UPDATE, CONTINUATION, 0x42]
+    ),
+    st.sampled_from([0, END_STREAM, END_HEADERS, END_STREAM | END_HEADERS, PADDED, 0xFF]),
+    st.sampled_from([0, 1, 3, 5, 7]),
+    st.one_of(
+        st.binary(max_size=40),
+        st.sampled_from(
+            [
+                b"",
+                b"\x88",
+                b'\x88\x00\x04etag\x03"1"',
+                b"\x00\x10Content-Encoding\x04gzip",
+                b"\xbe",
+                b"\x20\x88",
+                struct.pack(">L", 1),
+                struct.pack(">L", 0x7FFFFFFF),
+                struct.pack(">HL", 1, 0) * 3,
+                struct.pack(">HL", 4, 1 << 20),
+                bytes(8),
+                bytes(5),
+            ]
+        ),
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(frames=st.lists(_ANY_FRAME, max_size=200), cut=st.integers(1, 4096))
+def test_random_frame_sequences_raise_only_protocol_violations_and_stay_bounded(
+    frames: list[tuple[int, int, int, bytes]], cut: int
+) -> None:
+    """The framing state machine fuzzed: whatever a server sends, in whatever pieces, the
+    client raises nothing but ProtocolViolation and holds nothing without bound (what it
+    keeps and what it queues to send grow with what it was sent, never past its limits)."""
+    client, _ = _opened()
+    for _ in range(3):
+        client.send_headers(REQUEST, end_stream=False)  # streams 3, 5, 7, open both ways
+    client.data_to_send()
+    data = b"".join(_frame(kind, flags, sid, payload) for kind, flags, sid, payload in frames)
+    queued = 0
+    try:
+        for i in range(0, len(data), cut):
+            for event in client.receive(data[i : i + cut], until=None):
+                assert isinstance(event, Event)
+            queued += len(client.data_to_send())
+            assert len(client._pending) < 9 + 16_384 + cut
+            assert client._block is None or len(client._block) <= 1 << 16
+    except ProtocolViolation:
+        pass
+    # Acknowledgements, windows and resets: at most one frame of ours per frame received.
+    assert queued <= 17 * len(frames)
+    assert len(client._pings) <= 16
+    assert client.open_streams <= 4
