@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import hpack
 import pytest
 
@@ -681,3 +682,60 @@ def test_calls_sent_together_go_out_in_one_write(tmp_path: Path) -> None:
         assert [await c.result() for c in apart] == [{"bytes": 8}] * 3
 
     _run(tmp_path, test)
+
+
+class _Transport:
+    """Just enough of an asyncio transport to watch the connection pause its reading."""
+
+    def __init__(self) -> None:
+        self.paused = False
+        self.written = bytearray()
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def abort(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_reading_pauses_while_the_server_takes_nothing_or_frames_wait_their_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server that does not read what we send (our acknowledgements of its PINGs among
+    it) is not read from either, so they pile up no further; and frames past a time slice
+    wait for the loop's next round, reading paused meanwhile."""
+    import struct
+
+    async def main() -> None:
+        transport = _Transport()
+        conn = fleet.http2conn.Http2Connection()
+        conn.connection_made(transport)  # type: ignore[arg-type]
+        conn.pause_writing()
+        assert transport.paused
+        conn.resume_writing()
+        assert not transport.paused
+        monkeypatch.setattr(fleet.http2conn, "RECEIVE_SLICE_S", -1.0)  # one frame a round
+        pings = b"".join(
+            struct.pack(">HBBBL", 0, 8, fleet.http2state.PING, 0, 0) + bytes(8) for _ in range(5)
+        )
+        conn.data_received(struct.pack(">HBBBL", 0, 0, fleet.http2state.SETTINGS, 0, 0) + pings)
+        assert transport.paused  # four PINGs wait
+        for _ in range(10):
+            await anyio.lowlevel.checkpoint()
+        assert not transport.paused
+        ack = struct.pack(">HBBBL", 0, 8, fleet.http2state.PING, fleet.http2state.ACK, 0)
+        assert transport.written.count(ack + bytes(8)) == 5  # each PING acknowledged
+
+    eventloop.run(main, event_loop=_EVENT_LOOP[0])
