@@ -6,10 +6,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from fleet.connection import ConnectionOptions, KubeConnection
-from fleet.kubeconfig import Credentials, KubeconfigError, load_kubeconfig
+from fleet.kubeconfig import (
+    MAX_KUBECONFIG_BYTES,
+    Credentials,
+    KubeconfigError,
+    load_kubeconfig,
+    parse_yaml,
+)
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 """Where the kubelet mounts a pod's service-account token and the cluster's CA."""
@@ -56,15 +60,24 @@ def merged_kubeconfig(paths: list[Path]) -> tuple[dict[str, Any], str]:
     read = []
     for path in paths:
         try:
-            text = path.read_text()
+            with path.open("rb") as file:
+                raw = file.read(MAX_KUBECONFIG_BYTES + 1)
         except FileNotFoundError:
             continue  # kubectl skips files of the list that do not exist
         except OSError as exc:
             raise KubeconfigError(f"hub kubeconfig {path}: {exc.strerror or exc}") from exc
+        if len(raw) > MAX_KUBECONFIG_BYTES:
+            raise KubeconfigError(
+                f"hub kubeconfig {path}: larger than a kubeconfig may be "
+                f"({MAX_KUBECONFIG_BYTES >> 20} MiB)"
+            )
         try:
-            doc = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            raise KubeconfigError(f"hub kubeconfig {path}: not valid YAML: {exc}") from exc
+            text = raw.decode()
+        except UnicodeDecodeError as exc:
+            raise KubeconfigError(
+                f"hub kubeconfig {path}: not UTF-8 text (byte {exc.start}); is it a kubeconfig?"
+            ) from None
+        doc = parse_yaml(text, f"hub kubeconfig {path}") or {}
         if not isinstance(doc, dict):
             raise KubeconfigError(f"hub kubeconfig {path}: not a kubeconfig")
         read.append(path)

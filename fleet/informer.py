@@ -22,7 +22,7 @@ import anyio
 
 from fleet.connection import ApiError, KubeConnection
 from fleet.discovery import UnknownKind
-from fleet.redact import capped
+from fleet.redact import unforeseen
 
 log = logging.getLogger(__name__)
 
@@ -402,7 +402,9 @@ class Informer:
         ended too soon, which is no error to show), then wait about ``backoff``; returns
         the next backoff."""
         if exc is not None:
-            self.last_error = str(exc) if isinstance(exc, ApiError | UnknownKind) else _said(exc)
+            self.last_error = (
+                str(exc) if isinstance(exc, ApiError | UnknownKind) else unforeseen(exc)
+            )
             self.not_served = isinstance(exc, UnknownKind)
             self._settle()
             log.debug("informer %s/%s: %s", self.connection.name, self.kind, exc)
@@ -413,11 +415,6 @@ class Informer:
 
 _EVENT_TYPES = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"})
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
-
-
-def _said(exc: Exception) -> str:
-    """An unforeseen error, as a status may show it (capped and redacted)."""
-    return capped(f"{type(exc).__name__}: {exc}", 300)
 
 
 def _ends_initial_events(bookmark: Object) -> bool:

@@ -8,6 +8,7 @@ listing on every probe.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -22,6 +23,9 @@ from fleet.connection import ApiError, ConnectionOptions, KubeConnection, tls_pr
 from fleet.health import Health, HealthPolicy
 from fleet.informer import Informer
 from fleet.kubeconfig import KubeconfigError, check_not_expired, load_kubeconfig
+from fleet.redact import unforeseen
+
+log = logging.getLogger(__name__)
 
 _DISCOVERY_EVERY = 30  # probes between two discovery refreshes
 POD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
@@ -95,10 +99,14 @@ class MemberMonitor:
             check_not_expired(loaded.credentials, source)
             if problem := tls_problem(loaded.credentials):
                 raise KubeconfigError(f"{source}: {problem}")
+            conn = KubeConnection(name, loaded.credentials, options)
         except KubeconfigError as exc:
             monitor.config_error = str(exc)
             return monitor
-        conn = KubeConnection(name, loaded.credentials, options)
+        except Exception as exc:  # whatever the Secret holds: this member only
+            log.exception("MemberCluster %s: its kubeconfig cannot be used", name)
+            monitor.config_error = f"{source} cannot be used: {unforeseen(exc)}"
+            return monitor
         monitor.connection = conn
 
         def resum() -> None:
@@ -165,7 +173,10 @@ class MemberMonitor:
                 self.version = version
         except ApiError as exc:
             # /readyz failures carry every check; the first line says which failed.
-            return ProbeResult(False, exc.message.splitlines()[0][:300])
+            return ProbeResult(False, (exc.message.splitlines() or [""])[0][:300])
+        except Exception as exc:  # an answer nobody foresaw: this member fails its probe
+            log.exception("MemberCluster %s: probe failed", self.name)
+            return ProbeResult(False, f"probe failed: {unforeseen(exc)}")
         return ProbeResult(True)
 
     async def _answering(self, conn: KubeConnection, timeout_s: float, now: float) -> bool:
@@ -186,7 +197,11 @@ class MemberMonitor:
         watch has listed."""
         if len(self.informers) < 2 or not self.informers[1].synced:
             return None
-        return quota_usage(self.informers[1].indexed(namespace))
+        try:
+            return quota_usage(self.informers[1].indexed(namespace))
+        except Exception:  # pods a member made up: their use is not known
+            log.exception("MemberCluster %s: pods in %s cannot be summed", self.name, namespace)
+            return None
 
     def capacity(self) -> dict[str, Any] | None:
         """``nodes`` and ``resources`` from the watched nodes and pods, once both listed
@@ -196,5 +211,9 @@ class MemberMonitor:
             return None
         if self._capacity is None:
             nodes, pods = self.informers
-            self._capacity = summarize(nodes.snapshot(), pods.snapshot())
+            try:
+                self._capacity = summarize(nodes.snapshot(), pods.snapshot())
+            except Exception:  # nodes or pods a member made up: its room is not known
+                log.exception("MemberCluster %s: capacity cannot be summed", self.name)
+                return None
         return self._capacity

@@ -66,3 +66,9 @@ def capped(text: str, limit: int = MAX_MESSAGE) -> str:
     if total <= limit and len(text) <= limit:
         return text
     return f"{text[:limit]}… ({max(total, len(text)) - limit} more characters)"
+
+
+def unforeseen(exc: BaseException, limit: int = 300) -> str:
+    """An error nobody foresaw, as a status or a message may show it: its type and what
+    it says, redacted and capped."""
+    return capped(f"{type(exc).__name__}: {exc}", limit)

@@ -7,6 +7,7 @@ variable, its flag, the value given and what is allowed.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import re
 from pathlib import Path
@@ -22,7 +23,7 @@ from fleet.hub import SERVICE_ACCOUNT_DIR, hub_connection
 from propagator.observability.tracing import OtlpTarget, otlp_target
 from propagator.runtime.eventloop import DEFAULT as DEFAULT_EVENT_LOOP
 from propagator.runtime.eventloop import EventLoop
-from propagator.scheduler.registry import DEFAULT_PLUGINS
+from propagator.scheduler.registry import DEFAULT_PLUGINS, build_profile
 from propagator.tenancy.policy import (
     DEFAULT_DENIED_KINDS,
     DEFAULT_DENIED_NAMESPACES,
@@ -180,6 +181,25 @@ class Settings(BaseSettings):
     point it anywhere else."""
 
     @model_validator(mode="after")
+    def _listeners(self) -> Settings:
+        if not _is_host(self.bind_address):
+            raise ValueError(
+                f"PROPAGATOR_BIND_ADDRESS: {self.bind_address[:100]!r} is not an IP address "
+                "or a host name (such as 0.0.0.0, ::, 127.0.0.1 or localhost)"
+            )
+        if self.metrics_port and self.metrics_port == self.health_port:
+            raise ValueError(
+                f"PROPAGATOR_METRICS_PORT and PROPAGATOR_HEALTH_PORT are both {self.health_port}: "
+                "the metrics and health servers need a port each (0 turns one off)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _plugins(self) -> Settings:
+        build_profile(self.scheduler_plugins)  # raises naming the setting and the plugin
+        return self
+
+    @model_validator(mode="after")
     def _analysis_addresses(self) -> Settings:
         self.analysis_address_list()  # raises naming the setting and the bad entry
         return self
@@ -275,6 +295,20 @@ class Settings(BaseSettings):
             self.member_connection(),
             self.service_account_dir,
         )
+
+
+_HOST_NAME = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
+
+
+def _is_host(text: str) -> bool:
+    """An IP address (v4 or v6) or a host name (RFC 1123)."""
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return bool(_HOST_NAME.fullmatch(text))
+    return True
 
 
 def _entries(text: str) -> list[str]:

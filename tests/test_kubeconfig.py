@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fleet.kubeconfig import KubeconfigError, check_not_expired, load_kubeconfig
+from fleet.kubeconfig import (
+    MAX_KUBECONFIG_BYTES,
+    ExecConfig,
+    KubeconfigError,
+    check_not_expired,
+    load_kubeconfig,
+)
 from fleet.local.pki import CertificateAuthority
 
 
@@ -137,3 +144,84 @@ def test_expired_client_certificate_is_refused(ca: CertificateAuthority) -> None
 def test_garbage_is_not_a_kubeconfig(text: str) -> None:
     with pytest.raises(KubeconfigError, match="src: not"):
         load_kubeconfig(text, source="src")
+
+
+TOKEN = "Zq8pL3xW9vB2nK7mT4cR6yH1dF5gJ0sAe"  # 33 characters, as in the report
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"users:\n- name: u\n  user:\n    token: [{TOKEN}\ncontexts: []\n",
+        f"users:\n- name: u\n  user: {{token: {TOKEN}\n",
+        f"users:\n- user:\n    token: {TOKEN}\n   bad: x\n",
+        f"x: '{TOKEN}\n",
+        f"{TOKEN}: [\n",
+    ],
+)
+def test_a_yaml_error_says_where_and_never_quotes_a_line(text: str) -> None:
+    """YAML errors quote the line they stopped at, from anywhere in it: a token cut from
+    its key escaped redaction (32 of its 33 characters reached a MemberCluster's status)."""
+    with pytest.raises(KubeconfigError) as caught:
+        load_kubeconfig(text, source="kubeconfig Secret of MemberCluster m1")
+    message = str(caught.value)
+    assert "not valid YAML at line" in message
+    assert not any(TOKEN[i : i + 6] in message for i in range(len(TOKEN) - 5))
+
+
+def test_the_printed_credentials_show_what_is_set_never_a_credential(
+    ca: CertificateAuthority,
+) -> None:
+    loaded = load_kubeconfig(_config(ca, user={"token": TOKEN}), source="t")
+    creds = dataclasses.replace(loaded.credentials, server=f"https://admin:{TOKEN}@10.0.0.1")
+    exec_creds = dataclasses.replace(
+        creds, exec=ExecConfig("aws", ("--token", TOKEN), (("SECRET", TOKEN),))
+    )
+    for shown in (repr(creds), str(creds), repr(exec_creds), repr(loaded)):
+        assert TOKEN not in shown
+        assert "token=<set>" in shown
+
+
+def test_a_server_address_with_credentials_is_refused_without_quoting_them(
+    ca: CertificateAuthority,
+) -> None:
+    with pytest.raises(KubeconfigError, match="has credentials in its address") as caught:
+        load_kubeconfig(_config(ca, server=f"https://admin:{TOKEN}@10.0.0.1:6443"), source="t")
+    assert TOKEN not in str(caught.value)
+
+
+def test_a_client_certificate_that_is_no_certificate_is_a_kubeconfig_error(
+    ca: CertificateAuthority,
+) -> None:
+    """Before, its expiry check raised ValueError out of the fleet manager, and the
+    controller stopped."""
+    user = {"client-certificate-data": _b64(b"junk, not PEM"), "client-key-data": _b64(b"k")}
+    loaded = load_kubeconfig(_config(ca, user=user), source="m1")
+    with pytest.raises(KubeconfigError, match="client-certificate-data is not a PEM certificate"):
+        check_not_expired(loaded.credentials, "m1")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"contexts": [{"name": "ctx", "context": "a string"}]},
+        {"clusters": [{"name": "c1", "cluster": ["a", "list"]}]},
+        {"users": [{"name": "u1", "user": {"exec": ["not", "a", "map"]}}]},
+        {"users": [{"name": "u1", "user": {"exec": {"command": "x", "env": [{"name": 1}]}}}]},
+        {"users": [{"name": "u1", "user": {"exec": {"command": "x", "args": 5}}}]},
+        {"users": [{"name": "u1", "user": {"token": ["a"]}}]},
+        {"clusters": [{"name": "c1", "cluster": {"server": 443}}]},
+        {"current-context": ["ctx"]},
+    ],
+)
+def test_fields_of_the_wrong_type_are_kubeconfig_errors(
+    ca: CertificateAuthority, change: dict[str, Any]
+) -> None:
+    with pytest.raises(KubeconfigError, match="m1: "):
+        load_kubeconfig({**_config(ca), **change}, source="m1", allow_exec=True)
+
+
+def test_a_kubeconfig_past_its_size_is_refused_before_it_is_parsed() -> None:
+    huge = "a: " + "x" * (MAX_KUBECONFIG_BYTES + 1)
+    with pytest.raises(KubeconfigError, match="more than a kubeconfig may hold"):
+        load_kubeconfig(huge, source="m1")

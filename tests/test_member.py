@@ -284,3 +284,76 @@ def test_what_arrived_since_the_last_probe_stands_in_for_a_ping_not_for_a_due_re
         return seen
 
     assert anyio.run(run) == ["readyz", "nothing sent", "ping", "readyz"]
+
+
+_TOKEN = "Zq8pL3xW9vB2nK7mT4cR6yH1dF5gJ0sAe"
+
+
+def _broken_kubeconfigs() -> list[str]:
+    import base64
+
+    import yaml
+
+    good = yaml.safe_load(KUBECONFIG)
+
+    def but(path: tuple[str | int, ...], value: Any) -> str:
+        doc = yaml.safe_load(KUBECONFIG)
+        at = doc
+        for step in path[:-1]:
+            at = at[step]
+        at[path[-1]] = value
+        return yaml.safe_dump(doc)
+
+    junk = base64.b64encode(b"junk, not PEM").decode()
+    assert good["users"][0]["user"]
+    return [
+        "",
+        "\x00\x01\x02 not yaml at all {[",
+        f"users:\n- user:\n    token: [{_TOKEN}\n",
+        "a: " + "x" * (5 << 20),
+        but(("users", 0, "user"), {"client-certificate-data": junk, "client-key-data": junk}),
+        but(("users", 0, "user"), {"exec": ["a", "list"]}),
+        but(("users", 0, "user"), {"exec": {"command": "sh", "args": [_TOKEN]}}),
+        but(("users", 0, "user"), {"token": 5}),
+        but(("clusters", 0, "cluster", "server"), f"https://u:{_TOKEN}@10.0.0.1"),
+        but(("clusters", 0, "cluster", "certificate-authority-data"), junk),
+        but(("contexts",), "not a list"),
+        but(("contexts", 0, "context"), ["a", "list"]),
+    ]
+
+
+@pytest.mark.parametrize("kubeconfig", _broken_kubeconfigs())
+def test_whatever_a_member_secret_holds_its_monitor_says_why_it_cannot_connect(
+    kubeconfig: str,
+) -> None:
+    """A battery of broken Secrets: each gives a monitor without a connection that says
+    why (never a credential), never an exception out of the fleet manager."""
+    monitor = MemberMonitor.from_kubeconfig(
+        "m1",
+        kubeconfig,
+        "1",
+        options=ConnectionOptions(),
+        policy=HealthPolicy(),
+        allow_exec=False,
+        on_change=lambda: None,
+    )
+    assert monitor.connection is None
+    assert monitor.config_error
+    assert "MemberCluster m1" in monitor.config_error
+    assert _TOKEN[:8] not in monitor.config_error
+    result = anyio.run(monitor.probe, 1.0)
+    assert result == ProbeResult(False, monitor.config_error)
+
+
+def test_a_probe_that_meets_an_answer_nobody_foresaw_fails_that_member_only() -> None:
+    conn = _Connection()
+
+    async def odd_version() -> Any:
+        return ["a", "list"]  # a version that is no object: .get() fails
+
+    conn.version = odd_version  # type: ignore[method-assign]
+    monitor = MemberMonitor("m", "1", HealthPolicy(), connection=cast(KubeConnection, conn))
+    result = anyio.run(monitor.probe, 1.0)
+    assert not result.ok
+    assert result.error is not None
+    assert result.error.startswith("probe failed: AttributeError")

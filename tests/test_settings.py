@@ -67,6 +67,19 @@ def test_flags_override_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             ["--analysis-addresses", "http://u:p@prom:9090"],
             "is not an http(s) address without credentials",
         ),
+        (
+            ["--bind-address", "not an address"],
+            "PROPAGATOR_BIND_ADDRESS: 'not an address' is not an IP address or a host name",
+        ),
+        (["--bind-address=-x.example"], "is not an IP address or a host name"),
+        (
+            ["--metrics-port", "9000", "--health-port", "9000"],
+            "PROPAGATOR_METRICS_PORT and PROPAGATOR_HEALTH_PORT are both 9000",
+        ),
+        (
+            ["--scheduler-plugins", "Capacity,Teleport"],
+            "PROPAGATOR_SCHEDULER_PLUGINS: unknown scheduler plugin 'Teleport' (known: ",
+        ),
     ],
 )
 def test_bad_values_name_the_setting_value_and_bounds(argv: list[str], says: str) -> None:
@@ -81,6 +94,14 @@ def test_bad_environment_is_named_too(monkeypatch: pytest.MonkeyPatch) -> None:
         SettingsError, match="PROPAGATOR_PROBE_FAILURE_THRESHOLD / --probe-failure-threshold = '-2'"
     ):
         load_settings(parse())
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0", "::", "127.0.0.1", "localhost", "hub.example"])
+def test_listen_addresses_and_ports_that_work_are_taken(address: str) -> None:
+    settings = load_settings(
+        parse("--bind-address", address, "--metrics-port", "0", "--health-port", "0")
+    )
+    assert settings.bind_address == address
 
 
 def test_every_setting_has_help() -> None:

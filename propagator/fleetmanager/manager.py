@@ -166,19 +166,7 @@ class FleetManager:
             ):
                 continue
             changed = True
-            kubeconfig = (
-                None if encoded is None else base64.b64decode(encoded).decode(errors="replace")
-            )
-            monitor = MemberMonitor.from_kubeconfig(
-                name,
-                kubeconfig,
-                version,
-                options=self.settings.member_connection(),
-                policy=self.policy,
-                allow_exec=self.settings.allow_exec_kubeconfigs,
-                on_change=self._poke,
-                namespaces=namespaces,
-            )
+            monitor = self._monitor(name, encoded, version, namespaces)
             if monitor.config_error and version.startswith("outside:"):
                 monitor.config_error = (
                     f"secretRef namespace {version.removeprefix('outside:')!r} is not the "
@@ -195,6 +183,33 @@ class FleetManager:
                 self._probes_wake.set()
             if self.on_monitors is not None:
                 self.on_monitors(self.monitors)
+
+    def _monitor(
+        self, name: str, encoded: str | None, version: str, namespaces: tuple[str, ...]
+    ) -> MemberMonitor:
+        """A monitor for member ``name`` from its Secret's kubeconfig (base64); whatever
+        that holds, a monitor (one that says why it cannot connect, at worst)."""
+        try:
+            kubeconfig = (
+                None
+                if encoded is None
+                else base64.b64decode(encoded, validate=True).decode(errors="replace")
+            )
+        except ValueError:  # (the hub's API server never stores that)
+            error = "the kubeconfig Secret's data is not base64"
+            return MemberMonitor(
+                name, version, self.policy, config_error=error, namespaces=namespaces
+            )
+        return MemberMonitor.from_kubeconfig(
+            name,
+            kubeconfig,
+            version,
+            options=self.settings.member_connection(),
+            policy=self.policy,
+            allow_exec=self.settings.allow_exec_kubeconfigs,
+            on_change=self._poke,
+            namespaces=namespaces,
+        )
 
     # -- loops ----------------------------------------------------------------------------
 
@@ -309,12 +324,16 @@ class FleetManager:
                 await self._wake.wait()
             await anyio.sleep(_DEBOUNCE_S)  # let a burst of events settle into one pass
             self._wake = anyio.Event()
-            self._sync_monitors()
             try:
+                self._sync_monitors()
                 await self.write_status()
             except ApiError as exc:
                 log.warning("fleet status pass failed: %s", exc)
                 self._poke()  # retry on the next wake-up
+                await anyio.sleep(1)
+            except Exception:  # a bug, or what a member sent: the pass is tried again
+                log.exception("fleet status pass failed")
+                self._poke()
                 await anyio.sleep(1)
 
     # -- the status pass -------------------------------------------------------------------
