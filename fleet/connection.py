@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -155,8 +155,8 @@ def _load_cert_chain(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
 
 @dataclass
 class _ExecToken:
-    token: str | None
-    client: tuple[bytes, bytes] | None
+    token: str | None = field(repr=False)
+    client: tuple[bytes, bytes] | None = field(repr=False)
     expires: dt.datetime | None
 
 

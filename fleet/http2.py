@@ -16,7 +16,7 @@ import contextlib
 import math
 import ssl
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 from urllib.parse import quote
 
@@ -282,8 +282,8 @@ class Sent:
 
     connection: Http2Connection
     stream: Stream
-    headers: list[tuple[bytes, bytes]]
-    body: bytes
+    headers: list[tuple[bytes, bytes]] = field(repr=False)  # (a bearer token among them)
+    body: bytes = field(repr=False)
 
     def drop(self) -> None:
         """Give up on the answer: the stream is closed (reset if the server still sends)."""

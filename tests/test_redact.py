@@ -117,3 +117,25 @@ def test_a_credential_plugin_token_a_header_cannot_carry_is_refused_unquoted(
 def test_capped_says_how_much_was_cut() -> None:
     assert capped("a" * 10, 4) == "aaaa… (6 more characters)"
     assert capped("short") == "short"
+
+
+def test_the_printed_forms_of_what_carries_a_credential_never_show_it() -> None:
+    """Every object that holds a token prints without it (a log line or a traceback's
+    locals may show any of them)."""
+    import datetime as dt
+    from typing import cast
+
+    from fleet.connection import _ExecToken
+    from fleet.http2 import Sent
+    from fleet.http2conn import Http2Connection, Stream
+
+    secret = "s3cr3t-" + "x" * 30
+    held = _ExecToken(secret, (b"cert", secret.encode()), dt.datetime(2030, 1, 1, tzinfo=dt.UTC))
+    sent = Sent(
+        cast(Http2Connection, None),
+        Stream(1),
+        [(b"authorization", f"Bearer {secret}".encode())],
+        b"",
+    )
+    for shown in (repr(held), str(held), repr(sent)):
+        assert secret not in shown
