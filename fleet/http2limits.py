@@ -34,9 +34,11 @@ USEFUL_BYTES_PER_FRAME = 1024
 """Body bytes (either way) that earn one more such frame: a server busy with real work
 sends window updates and the odd empty frame in proportion to it."""
 SMALL_DATA = 16
-"""A DATA frame with fewer body bytes than this (not ending its stream) counts as one that
-carries nothing: a body sent a byte a frame costs a frame's work per byte (an API server
-writes a watch event, a hundred bytes or more, as one frame)."""
+"""A DATA frame with fewer body bytes than this (not ending its stream) right after
+another such frame of its stream counts as one that carries nothing: a body sent a byte a
+frame costs a frame's work per byte (an API server writes a watch event, a hundred bytes
+or more, as one frame; a small answer's body may come in a frame of its own before the
+one that ends it)."""
 RECEIVE_SLICE_S = 0.002
 """How long one connection's frames are handled in one go before the event loop's other
 work gets its turn."""

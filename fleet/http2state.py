@@ -76,6 +76,8 @@ _FRAME_HEADER = struct.Struct(">HBBBL")  # length (24 bits, as 16 + 8), type, fl
 _SETTING = struct.Struct(">HL")
 _U32 = struct.Struct(">L")
 _TWO_U32 = struct.Struct(">LL")
+_RESETS_KEPT = 1024
+"""Streams we reset that are remembered (see ClientState._reset)."""
 _PINGS_KEPT = 16
 """PINGs of ours awaited at once at most (one per probe, at the probe interval)."""
 _TABLE_SIZE_ZERO = b"\x20"
@@ -212,7 +214,14 @@ Event = (
 class _Stream:
     """One of our streams while it is open."""
 
-    __slots__ = ("answered", "receive_window", "received_end", "send_window", "sent_end")
+    __slots__ = (
+        "answered",
+        "receive_window",
+        "received_end",
+        "send_window",
+        "sent_end",
+        "small_data",
+    )
 
     def __init__(self, send_window: int, receive_window: int) -> None:
         self.send_window = send_window
@@ -221,6 +230,8 @@ class _Stream:
         self.received_end = False
         self.answered = False
         """Its final answer headers arrived: DATA may follow, and HEADERS only as trailers."""
+        self.small_data = False
+        """Its last DATA frame had fewer than SMALL_DATA bytes."""
 
 
 class ClientState:
@@ -268,6 +279,8 @@ class ClientState:
         """CONTINUATION frames of the header block under way."""
         self._allowance = Allowance()
         """For frames that carry nothing (see :mod:`fleet.http2limits`)."""
+        self._reset: dict[int, None] = {}
+        """Streams we reset lately, whose answer's headers may still be on their way."""
         self._pings: dict[bytes, None] = {}
         """The payloads of PINGs sent and not acknowledged yet (the last few)."""
         self._settings_seen = 0
@@ -396,6 +409,9 @@ class ClientState:
         """Close the stream, telling the server (RST_STREAM) when it is still open."""
         if self._streams.pop(stream_id, None) is not None:
             self._frame(RST_STREAM, 0, stream_id, _U32.pack(code))
+            self._reset[stream_id] = None
+            if len(self._reset) > _RESETS_KEPT:
+                del self._reset[next(iter(self._reset))]
 
     def ping(self, payload: bytes) -> None:
         """Queue a PING (8 bytes of ``payload``: see :meth:`awaits_ping`)."""
@@ -563,8 +579,11 @@ class ClientState:
             events.append(DataReceived(stream_id, data, size))
         if flags & END_STREAM:
             self._ended(stream_id, stream, events)
-        elif len(data) < SMALL_DATA:
+        elif not data or (stream.small_data and len(data) < SMALL_DATA):
+            # (a small answer's body, then its end, is two frames; a body a byte a frame
+            # is not)
             self._unuseful("an empty or tiny DATA frame")
+        stream.small_data = len(data) < SMALL_DATA
 
     def _receive_headers(
         self, flags: int, stream_id: int, payload: bytes, events: list[Event]
@@ -603,7 +622,10 @@ class ClientState:
     def _headers_done(self, stream_id: int, block: bytes, events: list[Event]) -> None:
         stream = self._streams.get(stream_id)
         if stream is None:  # closed by us; no table to keep, so not decoded
-            self._unuseful("HEADERS on a closed stream")
+            if stream_id in self._reset:  # its answer, in flight when we reset it
+                del self._reset[stream_id]
+            else:
+                self._unuseful("HEADERS on a closed stream")
             return
         if stream.received_end:
             raise ProtocolViolation(PROTOCOL_ERROR, f"HEADERS on ended stream {stream_id}")

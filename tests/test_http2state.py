@@ -416,6 +416,22 @@ def test_useful_data_earns_the_allowance_a_busy_server_needs() -> None:
         client.data_to_send()
 
 
+def test_small_answers_whose_end_comes_in_a_frame_of_its_own_are_never_a_flood() -> None:
+    """A small body in a DATA frame, then an empty one that ends the stream (as h2's server
+    and some proxies send an answer): thousands of calls in a row cost no allowance."""
+    client, _ = _opened()
+    client.reset_stream(1)
+    for _ in range(3000):
+        stream_id = client.send_headers(REQUEST, end_stream=True)
+        events = client.receive(
+            _frame(HEADERS, END_HEADERS, stream_id, b"\x88")
+            + _frame(DATA, 0, stream_id, b'{"bytes": 9}')
+            + _frame(DATA, END_STREAM, stream_id, b"")
+        )
+        assert [type(e) for e in events] == [ResponseReceived, DataReceived, StreamEnded]
+        client.data_to_send()
+
+
 def test_a_ping_acknowledgement_is_awaited_by_its_payload() -> None:
     client, _ = _opened()
     client.ping(b"probe-01")
@@ -550,3 +566,21 @@ def test_random_frame_sequences_raise_only_protocol_violations_and_stay_bounded(
     assert queued <= 17 * len(frames)
     assert len(client._pings) <= 16
     assert client.open_streams <= 4
+
+
+def test_answers_in_flight_to_streams_we_reset_are_no_flood() -> None:
+    """Calls given up on (a sync cancelled, a deadline passed) still get their answers:
+    a thousand of them at once cost nothing; headers again on such a stream do."""
+    client, _ = _opened()
+    streams = []
+    for _ in range(1500):
+        streams.append(client.send_headers(REQUEST, end_stream=True))
+        client.reset_stream(streams[-1])
+    client.data_to_send()
+    answers = b"".join(
+        _frame(HEADERS, END_HEADERS, s, b"\x88") + _frame(DATA, END_STREAM, s, b"{}" * 600)
+        for s in streams[-1000:]
+    )
+    assert client.receive(answers) == []
+    with pytest.raises(ProtocolViolation, match="HEADERS on a closed stream"):
+        client.receive(_frame(HEADERS, END_HEADERS, streams[-1], b"\x88") * 1100)
