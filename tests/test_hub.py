@@ -123,3 +123,24 @@ def test_an_ipv6_service_address_is_bracketed(
     creds = _in_cluster(tmp_path / "sa")
     assert creds is not None
     assert creds.server == "https://[fd00::1]:443"
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"\xff\xfe binary", "not UTF-8 text (byte 0); is it a kubeconfig?"),
+        (b"a: " + b"x" * (5 << 20), "larger than a kubeconfig may be (4 MiB)"),
+        (b"users:\n- user:\n    token: [abcdefghijklmnopqrstuvwxyz012345\n", "not valid YAML at"),
+    ],
+)
+def test_a_hub_kubeconfig_that_cannot_be_one_is_a_one_line_error(
+    tmp_path: Path, content: bytes, says: str
+) -> None:
+    """What ``propagator schedule --hub-kubeconfig`` printed a traceback for, or took
+    ~20 s over (50 MiB), or quoted a token of."""
+    path = tmp_path / "hub.yaml"
+    path.write_bytes(content)
+    with pytest.raises(KubeconfigError, match=f"hub kubeconfig {path}: ") as caught:
+        merged_kubeconfig([path])
+    assert says in str(caught.value)
+    assert "abcdefgh" not in str(caught.value)
