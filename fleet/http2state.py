@@ -575,7 +575,7 @@ class ClientState:
             raise ProtocolViolation(
                 FLOW_CONTROL_ERROR, f"more data than stream {stream_id}'s window"
             )
-        if data or size:  # (padding alone: its window is given back as it is read)
+        if size:  # (padding alone too: its window is given back as it is read)
             events.append(DataReceived(stream_id, data, size))
         if flags & END_STREAM:
             self._ended(stream_id, stream, events)
