@@ -67,6 +67,9 @@ class MemberMonitor:
     _readyz_at: float | None = None
     """When ``/readyz`` last passed (time.monotonic())."""
     _capacity: dict[str, Any] | None = None
+    _unsummable: bool = False
+    """Summing the watched nodes and pods failed (a member made them up): not tried again,
+    nor logged again, until one of them changes."""
     """What :meth:`capacity` summed last; dropped when a node or pod changes."""
     pods_changed: Callable[[str], None] | None = None
     """Told the namespace of each pod that comes, goes or starts being deleted (set by
@@ -111,6 +114,7 @@ class MemberMonitor:
 
         def resum() -> None:
             monitor._capacity = None
+            monitor._unsummable = False
             on_change()
 
         def node_changed(_event: str, old: Any, new: Any) -> None:
@@ -207,7 +211,7 @@ class MemberMonitor:
         """``nodes`` and ``resources`` from the watched nodes and pods, once both listed
         (summed again only after a change: every status pass reads it for every member;
         the same dict until then, not to be modified)."""
-        if not self.informers or not all(i.synced for i in self.informers):
+        if not self.informers or not all(i.synced for i in self.informers) or self._unsummable:
             return None
         if self._capacity is None:
             nodes, pods = self.informers
@@ -215,5 +219,6 @@ class MemberMonitor:
                 self._capacity = summarize(nodes.snapshot(), pods.snapshot())
             except Exception:  # nodes or pods a member made up: its room is not known
                 log.exception("MemberCluster %s: capacity cannot be summed", self.name)
+                self._unsummable = True
                 return None
         return self._capacity

@@ -357,3 +357,30 @@ def test_a_probe_that_meets_an_answer_nobody_foresaw_fails_that_member_only() ->
     assert not result.ok
     assert result.error is not None
     assert result.error.startswith("probe failed: AttributeError")
+
+
+def test_capacity_that_cannot_be_summed_is_unknown_until_a_node_or_pod_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whatever a member's nodes and pods hold, the status pass (which asks every member
+    each pass) gets "unknown", not an exception, and the sum is not tried (nor logged)
+    again until one of them changes."""
+    import fleet.member
+
+    calls: list[int] = []
+
+    def broken(nodes: Any, pods: Any) -> Any:
+        calls.append(1)
+        raise TypeError("a node made up")
+
+    monkeypatch.setattr(fleet.member, "summarize", broken)
+    monitor = _watching([])
+    nodes, pods = monitor.informers
+    nodes.mark_synced()
+    pods.mark_synced()
+    assert monitor.capacity() is None
+    assert monitor.capacity() is None
+    assert calls == [1]
+    nodes.handler("ADDED", None, _node("n1", "4"))
+    assert monitor.capacity() is None
+    assert calls == [1, 1]
