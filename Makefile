@@ -45,7 +45,7 @@ lint: install
 typecheck: install
 	$(PY) -m mypy
 
-unit: install
+unit: install testbin
 	$(PY) -m pytest tests --ignore=tests/e2e
 
 e2e: install testbin prometheus helm jaeger

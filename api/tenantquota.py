@@ -52,6 +52,86 @@ class ClusterQuota(KubeModel):
     )
 
 
+PodSecurityLevel = Literal["privileged", "baseline", "restricted"]
+ServiceType = Literal["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"]
+_CLUSTER_IP_ONLY: list[ServiceType] = ["ClusterIP"]
+
+
+class PodSecurity(KubeModel):
+    """The Pod Security Standard the tenant's pods meet on every member."""
+
+    level: PodSecurityLevel | None = None
+    """``restricted``, ``baseline`` or ``privileged`` (only where the platform allows it:
+    PROPAGATOR_POD_SECURITY_PRIVILEGED); default: the platform's
+    (PROPAGATOR_POD_SECURITY_DEFAULT, ``baseline`` unless set). The hub refuses an
+    application with a pod template below it, and the tenant's member namespaces carry the
+    matching ``pod-security.kubernetes.io`` labels, so each member's Pod Security Admission
+    refuses such pods too."""
+
+
+class ServiceExposure(KubeModel):
+    """How the tenant's applications may expose what they run."""
+
+    types: list[ServiceType] = Field(
+        default_factory=lambda: _CLUSTER_IP_ONLY.copy(),
+        max_length=4,
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+    )
+    """Service types the tenant may use (default ClusterIP only; a LoadBalancer's node
+    ports come with it)."""
+    external_ips: bool = Field(default=False, alias="externalIPs")
+    """Whether a Service may set ``spec.externalIPs`` (traffic to those addresses anywhere
+    in the member goes to the tenant's pods: never, unless the platform says so)."""
+    ingress_classes: list[ObjectName] | None = Field(
+        default=None, max_length=50, json_schema_extra={"x-kubernetes-list-type": "set"}
+    )
+    """IngressClasses an Ingress must name (``spec.ingressClassName``); unset: any."""
+    gateway_classes: list[ObjectName] | None = Field(
+        default=None, max_length=50, json_schema_extra={"x-kubernetes-list-type": "set"}
+    )
+    """GatewayClasses a Gateway must name (``spec.gatewayClassName``); unset: any."""
+
+
+class LimitRangeItem(KubeModel):
+    """One entry of the default LimitRange (as a LimitRange's ``spec.limits`` entry)."""
+
+    type: Literal["Container", "Pod", "PersistentVolumeClaim"]
+    """What the entry limits."""
+    default: ResourceList = Field(default_factory=dict)
+    """Limits given to containers that state none (type Container)."""
+    default_request: ResourceList = Field(default_factory=dict)
+    """Requests given to containers that state none (type Container)."""
+    max: ResourceList = Field(default_factory=dict)
+    """Largest limit allowed."""
+    min: ResourceList = Field(default_factory=dict)
+    """Smallest request allowed."""
+    max_limit_request_ratio: ResourceList = Field(default_factory=dict)
+    """Largest limit-to-request ratio allowed."""
+
+
+class NetworkIsolation(KubeModel):
+    """The default NetworkPolicy of each tenant namespace: which pods may connect to the
+    tenant's pods."""
+
+    ingress_from: Literal["SameTenant", "SameNamespace"] = "SameTenant"
+    """``SameTenant``: pods in any of the tenant's namespaces on that member;
+    ``SameNamespace``: pods of the same namespace only."""
+    allowed_namespaces: list[LabelSelector] = Field(default_factory=list, max_length=20)
+    """Namespaces (by label) whose pods may connect as well, e.g. an ingress controller's
+    (``kubernetes.io/metadata.name: ingress-nginx``)."""
+
+
+class NamespaceDefaults(KubeModel):
+    """Objects the platform keeps in each of the tenant's namespaces on every member (the
+    tenant may not write these kinds itself: PROPAGATOR_PLATFORM_OWNED_KINDS)."""
+
+    limits: list[LimitRangeItem] | None = Field(default=None, min_length=1, max_length=10)
+    """A LimitRange ``propagator-tenant-<tenant>`` with these entries."""
+    network_policy: NetworkIsolation | None = None
+    """A NetworkPolicy ``propagator-tenant-<tenant>`` selecting every pod of the
+    namespace."""
+
+
 class TenantQuotaSpec(KubeModel):
     """The tenant's namespaces on the hub and its limits on each member cluster."""
 
@@ -73,6 +153,13 @@ class TenantQuotaSpec(KubeModel):
     """Default limits per member cluster: cpu, memory, pods, count/<resource>."""
     clusters: list[ClusterQuota] = Field(default_factory=list, max_length=100)
     """Per-cluster limits; the first entry that matches a cluster wins over hard."""
+    pod_security: PodSecurity | None = None
+    """The Pod Security Standard of the tenant's pods (default: the platform's)."""
+    services: ServiceExposure | None = None
+    """Service types, external IPs, ingress and gateway classes the tenant may use
+    (default: ClusterIP Services only)."""
+    namespace_defaults: NamespaceDefaults | None = None
+    """A LimitRange and a NetworkPolicy kept in each of the tenant's member namespaces."""
 
     rules = (
         Rule(

@@ -24,9 +24,12 @@ from propagator.observability.tracing import OtlpTarget, otlp_target
 from propagator.runtime.eventloop import DEFAULT as DEFAULT_EVENT_LOOP
 from propagator.runtime.eventloop import EventLoop
 from propagator.scheduler.registry import DEFAULT_PLUGINS, build_profile
+from propagator.tenancy.podsecurity import Level as PodSecurityLevel
 from propagator.tenancy.policy import (
     DEFAULT_DENIED_KINDS,
     DEFAULT_DENIED_NAMESPACES,
+    DEFAULT_PLATFORM_OWNED_KINDS,
+    GroupKind,
     Platform,
     parse_group_kind,
 )
@@ -173,6 +176,16 @@ class Settings(BaseSettings):
     denied_namespaces: str = Field(",".join(DEFAULT_DENIED_NAMESPACES), max_length=4096)
     """Member namespaces (comma-separated, * and ? patterns) only platform namespaces may
     write."""
+    platform_owned_kinds: str = Field(",".join(DEFAULT_PLATFORM_OWNED_KINDS), max_length=8192)
+    """Kinds inside tenant namespaces (comma-separated group/Kind, core/Kind, group/*) that
+    only platform namespaces may propagate: a TenantQuota's quota and namespace defaults
+    stand in for them."""
+    pod_security_default: PodSecurityLevel = "baseline"
+    """Pod Security level (privileged, baseline, restricted) of tenants whose TenantQuota
+    states none, and of applications that belong to no tenant."""
+    pod_security_privileged: bool = False
+    """Whether a TenantQuota may give its tenant the privileged Pod Security level
+    (otherwise such a tenant gets the default)."""
 
     analysis_addresses: str = Field("", max_length=8192)
     """Prometheus servers canary metric checks may query (comma-separated address
@@ -269,16 +282,13 @@ class Settings(BaseSettings):
                     f"PROPAGATOR_PLATFORM_NAMESPACES: {name!r} is not a namespace name "
                     "(a DNS label: lower-case letters, digits and '-')"
                 )
-        kinds = set()
-        for entry in _entries(self.denied_kinds):
-            try:
-                kinds.add(parse_group_kind(entry))
-            except ValueError as exc:
-                raise ValueError(f"PROPAGATOR_DENIED_KINDS: {exc}") from None
         return Platform(
             namespaces=frozenset(namespaces),
-            denied_kinds=frozenset(kinds),
+            denied_kinds=_group_kinds("PROPAGATOR_DENIED_KINDS", self.denied_kinds),
             denied_namespaces=tuple(_entries(self.denied_namespaces)),
+            owned_kinds=_group_kinds("PROPAGATOR_PLATFORM_OWNED_KINDS", self.platform_owned_kinds),
+            pod_security_default=self.pod_security_default,
+            privileged_allowed=self.pod_security_privileged,
         )
 
     def member_connection(self) -> ConnectionOptions:
@@ -313,6 +323,17 @@ def _is_host(text: str) -> bool:
 
 def _entries(text: str) -> list[str]:
     return [e.strip() for e in text.split(",") if e.strip()]
+
+
+def _group_kinds(setting: str, text: str) -> frozenset[GroupKind]:
+    """The group/Kind entries of a setting; raises naming the setting and the bad entry."""
+    kinds = set()
+    for entry in _entries(text):
+        try:
+            kinds.add(parse_group_kind(entry))
+        except ValueError as exc:
+            raise ValueError(f"{setting}: {exc}") from None
+    return frozenset(kinds)
 
 
 def _flag(name: str) -> str:

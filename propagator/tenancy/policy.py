@@ -2,12 +2,15 @@
 stay inside before anything is written anywhere.
 
 A tenant is a TenantQuota: its hub namespaces, the member namespaces its applications may
-write (``spec.destinations``, default: the application's own hub namespace name) and the
+write (``spec.destinations``, default: the application's own hub namespace name), the
 cluster-scoped kinds it may create (``spec.clusterScopedKinds``, default none; a Namespace
-only when it is one of the destinations). A hub namespace that belongs to no tenant gets
-that default. Above every tenant, the platform's deny list (kinds that bind or escalate,
-admission webhooks, CRDs, API services, ``kube-*`` namespaces) that only applications in a
-platform namespace may propagate.
+only when it is one of the destinations), the Pod Security level its pod templates meet
+(``spec.podSecurity``, default the platform's) and how it may expose them
+(``spec.services``, default ClusterIP Services only). A hub namespace that belongs to no
+tenant gets those defaults. Above every tenant, the platform's deny list (kinds that bind or
+escalate, admission webhooks, CRDs, API services, ``kube-*`` namespaces) and the kinds it
+owns inside tenant namespaces (quotas, limit ranges, network policies), which only
+applications in a platform namespace may propagate, and the namespace labels it keeps.
 
 Pure: the caller says which kinds are namespaced (:data:`Scope`).
 """
@@ -16,10 +19,14 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from propagator.conditions import some_of
+from propagator.tenancy.exposure import Exposure, exposure_problem
+from propagator.tenancy.namespacelabels import platform_label
+from propagator.tenancy.podsecurity import LEVELS, Level
+from propagator.tenancy.podtemplates import pod_security_problem
 
 Scope = Callable[[str, str], bool | None]
 """scope(apiVersion, kind): True when namespaced, False when cluster-scoped, None unknown."""
@@ -42,6 +49,13 @@ DEFAULT_DENIED_KINDS = (
 )
 """``group/Kind`` (``*`` for every kind of a group; ``core`` for the core group)."""
 DEFAULT_DENIED_NAMESPACES = ("kube-*",)
+DEFAULT_PLATFORM_OWNED_KINDS = (
+    "core/ResourceQuota",
+    "core/LimitRange",
+    "networking.k8s.io/NetworkPolicy",
+)
+"""Kinds inside tenant namespaces that are the platform's (the TenantQuota's quota and
+namespace defaults): a tenant's own would undo them."""
 
 
 def group_of(api_version: str) -> str:
@@ -66,9 +80,31 @@ class Platform:
     denied_kinds: frozenset[GroupKind]
     denied_namespaces: tuple[str, ...]
     """Member namespace patterns (fnmatch) only the platform writes."""
+    owned_kinds: frozenset[GroupKind] = frozenset()
+    """Kinds inside tenant namespaces only the platform writes."""
+    pod_security_default: Level = "baseline"
+    """The Pod Security level of tenants whose TenantQuota states none, and of
+    applications that belong to no tenant."""
+    privileged_allowed: bool = False
+    """Whether a TenantQuota may state the ``privileged`` level."""
 
     def denies_kind(self, group: str, kind: str) -> bool:
         return (group, kind) in self.denied_kinds or (group, "*") in self.denied_kinds
+
+    def owns_kind(self, group: str, kind: str) -> bool:
+        return (group, kind) in self.owned_kinds or (group, "*") in self.owned_kinds
+
+    def pod_security(self, asked: object) -> tuple[Level, str]:
+        """The level a TenantQuota's ``spec.podSecurity.level`` gets, and why."""
+        level = next((lv for lv in LEVELS if lv == asked), None)
+        if level is None:
+            return self.pod_security_default, "the platform default"
+        if level == "privileged" and not self.privileged_allowed:
+            return self.pod_security_default, (
+                "the platform default: the TenantQuota asks privileged, which "
+                "PROPAGATOR_POD_SECURITY_PRIVILEGED does not allow"
+            )
+        return level, "the TenantQuota's spec.podSecurity.level"
 
     def reserves(self, namespace: str) -> str | None:
         """The pattern that reserves ``namespace`` for the platform, if any."""
@@ -85,6 +121,11 @@ class TenantPolicy:
     """The application lives in a platform namespace: nothing is refused."""
     destinations: frozenset[str]
     cluster_scoped_kinds: frozenset[GroupKind]
+    pod_security: Level = "baseline"
+    """The level every pod template must meet."""
+    pod_security_source: str = "the platform default"
+    """Where the level comes from (shown in refusals)."""
+    exposure: Exposure = field(default_factory=Exposure)
 
     @property
     def who(self) -> str:
@@ -100,11 +141,15 @@ def policy_for(namespace: str, quota: Mapping[str, Any] | None, platform: Platfo
     kinds = frozenset(
         (str(k.get("group", "")), str(k.get("kind"))) for k in spec.get("clusterScopedKinds") or []
     )
+    level, source = platform.pod_security((spec.get("podSecurity") or {}).get("level"))
     return TenantPolicy(
         tenant=(quota or {}).get("metadata", {}).get("name"),
         platform=namespace in platform.namespaces,
         destinations=frozenset(destinations),
         cluster_scoped_kinds=kinds,
+        pod_security=level,
+        pod_security_source=source,
+        exposure=Exposure.of(spec.get("services")),
     )
 
 
@@ -161,12 +206,33 @@ def _broken_rule(
     scope: Scope,
     default_namespace: str,
 ) -> str | None:
+    """The first rule ``obj`` breaks: where it goes, then what it runs or exposes."""
+    if rule := _misplaced(obj, policy, platform, scope, default_namespace):
+        return rule
+    if problem := pod_security_problem(obj, policy.pod_security):
+        return f"{problem} ({policy.pod_security_source})"
+    return exposure_problem(obj, policy.exposure)
+
+
+def _misplaced(
+    obj: Mapping[str, Any],
+    policy: TenantPolicy,
+    platform: Platform,
+    scope: Scope,
+    default_namespace: str,
+) -> str | None:
     api_version, kind = str(obj.get("apiVersion")), str(obj.get("kind"))
     group = group_of(api_version)
     meta = obj.get("metadata") or {}
     shown = f"{group or 'core'}/{kind}"
     if platform.denies_kind(group, kind):
         return f"kind {shown} is reserved for the platform (PROPAGATOR_DENIED_KINDS)"
+    if platform.owns_kind(group, kind):
+        return (
+            f"kind {shown} inside tenant namespaces is the platform's "
+            "(PROPAGATOR_PLATFORM_OWNED_KINDS; a TenantQuota's spec.hard and "
+            "spec.namespaceDefaults set them)"
+        )
     if kind == "RoleBinding" and group == "rbac.authorization.k8s.io":
         role = obj.get("roleRef") or {}
         if role.get("kind") != "Role":
@@ -183,6 +249,13 @@ def _broken_rule(
             return f"namespace {target} is reserved for the platform ({reserved})"
         if target not in policy.destinations:
             return f"namespace {target} is not among the destinations {_listed(policy)}"
+        labels = meta.get("labels")
+        labels = labels if isinstance(labels, Mapping) else {}
+        if taken := sorted(str(k) for k in labels if platform_label(str(k))):
+            return (
+                f"namespace label {some_of(taken, ', ', 3)} is the platform's (the tenant's "
+                "Pod Security level comes from its TenantQuota's spec.podSecurity)"
+            )
         return None
     if namespaced is None and not namespace:
         return (

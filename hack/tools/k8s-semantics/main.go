@@ -1,6 +1,7 @@
 // Command k8s-semantics answers questions about quantities, label selectors, taints and
-// tolerations with Kubernetes' own code (the apimachinery and api modules pinned in
-// ../go.mod). The Python tests compare api/quantity.py, api/selectors.py and api/taints.py
+// tolerations, and Pod Security Standards, with Kubernetes' own code (the apimachinery, api
+// and pod-security-admission modules pinned in ../go.mod). The Python tests compare
+// api/quantity.py, api/selectors.py, api/taints.py and propagator/tenancy/podsecurity.py
 // with it, one JSON question per stdin line, one JSON answer per stdout line.
 package main
 
@@ -18,7 +19,18 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
+	psaapi "k8s.io/pod-security-admission/api"
+	"k8s.io/pod-security-admission/policy"
 )
+
+// evaluator holds Pod Security Admission's checks, built once.
+var evaluator = func() policy.Evaluator {
+	e, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
+	if err != nil {
+		panic(err)
+	}
+	return e
+}()
 
 type question struct {
 	Op         string                `json:"op"`
@@ -31,6 +43,14 @@ type question struct {
 	Values     []string              `json:"values,omitempty"`
 	Toleration *v1.Toleration        `json:"toleration,omitempty"`
 	Taint      *v1.Taint             `json:"taint,omitempty"`
+	Level      string                `json:"level,omitempty"`
+	Pod        json.RawMessage       `json:"pod,omitempty"`
+}
+
+// violation is one failed Pod Security check, as the admission's message shows it.
+type violation struct {
+	Reason string `json:"reason"`
+	Detail string `json:"detail"`
 }
 
 type answer struct {
@@ -42,6 +62,8 @@ type answer struct {
 	Cmp       int      `json:"cmp"`
 	Query     string   `json:"query,omitempty"`
 	Matches   bool     `json:"matches"`
+	// Violations: the failed Pod Security checks (none: the pod is allowed).
+	Violations []violation `json:"violations,omitempty"`
 }
 
 // quantity reads a quantity the way the API server reads one from a JSON object.
@@ -94,6 +116,25 @@ func answerOf(q question) answer {
 			return answer{Error: err.Error()}
 		}
 		return answer{Query: selector.String(), Matches: selector.Matches(labels.Set(q.Labels))}
+	case "pod-security":
+		// A Pod as the API server decodes it; its level at the latest policy version, as
+		// the label pod-security.kubernetes.io/enforce-version defaults to.
+		var pod v1.Pod
+		if err := json.Unmarshal(q.Pod, &pod); err != nil {
+			return answer{Error: err.Error()}
+		}
+		level, err := psaapi.ParseLevel(q.Level)
+		if err != nil {
+			return answer{Error: err.Error()}
+		}
+		lv := psaapi.LevelVersion{Level: level, Version: psaapi.LatestVersion()}
+		var found []violation
+		for _, r := range evaluator.EvaluatePod(lv, &pod.ObjectMeta, &pod.Spec) {
+			if !r.Allowed {
+				found = append(found, violation{Reason: r.ForbiddenReason, Detail: r.ForbiddenDetail})
+			}
+		}
+		return answer{Violations: found}
 	case "tolerates":
 		return answer{Matches: q.Toleration.ToleratesTaint(klog.Background(), q.Taint, true)}
 	}

@@ -1,0 +1,74 @@
+"""Where a workload keeps the pods it makes: the pod templates the hub checks against the
+tenant's Pod Security level before anything is written.
+
+Pure. Custom workloads are not known here: the member's own Pod Security Admission, which
+the tenant's namespace labels turn on, refuses their pods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from propagator.tenancy.podsecurity import Level, Violation, violations
+
+TEMPLATE_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("", "Pod"): (),
+    ("", "PodTemplate"): ("template",),
+    ("", "ReplicationController"): ("spec", "template"),
+    ("apps", "Deployment"): ("spec", "template"),
+    ("apps", "ReplicaSet"): ("spec", "template"),
+    ("apps", "StatefulSet"): ("spec", "template"),
+    ("apps", "DaemonSet"): ("spec", "template"),
+    ("batch", "Job"): ("spec", "template"),
+    ("batch", "CronJob"): ("spec", "jobTemplate", "spec", "template"),
+}
+"""(group, kind) -> the path to its pod (or pod template: metadata and spec)."""
+
+
+@dataclass(frozen=True)
+class PodTemplate:
+    """One pod an object makes: where it is (``spec.template``; ``""`` for a Pod), its
+    metadata and its spec."""
+
+    path: str
+    metadata: Mapping[str, Any]
+    spec: Mapping[str, Any]
+
+
+def pod_template(obj: Mapping[str, Any]) -> PodTemplate | None:
+    """The pod ``obj`` makes, if it is a workload kind this module knows."""
+    group = str(obj.get("apiVersion")).rpartition("/")[0]
+    path = TEMPLATE_PATHS.get((group, str(obj.get("kind"))))
+    if path is None:
+        return None
+    node: Any = obj
+    for step in path:
+        node = node.get(step) if isinstance(node, Mapping) else None
+    node = node if isinstance(node, Mapping) else {}
+    metadata, spec = node.get("metadata"), node.get("spec")
+    return PodTemplate(
+        ".".join(path),
+        metadata if isinstance(metadata, Mapping) else {},
+        spec if isinstance(spec, Mapping) else {},
+    )
+
+
+def pod_security_problem(obj: Mapping[str, Any], level: Level) -> str | None:
+    """Why the pod ``obj`` makes breaks ``level`` (every failed check: reason, container
+    and field), or None."""
+    template = pod_template(obj)
+    if template is None:
+        return None
+    found: list[Violation] = violations(level, template.metadata, template.spec)
+    if not found:
+        return None
+    where = f"{template.path} " if template.path else ""
+    shown = "; ".join(_bounded(str(v)) for v in found)
+    return f"{where}breaks Pod Security level {level}: {shown}"
+
+
+def _bounded(text: str) -> str:
+    """Names come from the tenant: a detail is shown up to 300 characters."""
+    return text if len(text) <= 300 else text[:300] + "…"
