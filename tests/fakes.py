@@ -47,6 +47,8 @@ SERVED = {
     ("v1", "ConfigMap"),
     ("v1", "Service"),
     ("v1", "ResourceQuota"),
+    ("v1", "LimitRange"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
     ("apps/v1", "Deployment"),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
 }

@@ -174,3 +174,188 @@ def test_a_refusal_of_many_objects_names_five_and_counts_the_rest() -> None:
     assert "other-team/c4" in message
     assert "other-team/c5" not in message
     assert message.endswith(f"namespace other-team {OUTSIDE} and 2 more")
+
+
+# -- what a tenant runs and exposes (tenancy part two) -------------------------------------
+
+ROOT_ON_THE_NODE = {
+    "hostPID": True,
+    "hostNetwork": True,
+    "containers": [{"name": "shell", "image": "x", "securityContext": {"privileged": True}}],
+    "volumes": [{"name": "root", "hostPath": {"path": "/"}}],
+}
+RESTRICTED_POD = {
+    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+    "containers": [
+        {
+            "name": "app",
+            "image": "x",
+            "securityContext": {
+                "allowPrivilegeEscalation": False,
+                "capabilities": {"drop": ["ALL"]},
+            },
+        }
+    ],
+}
+
+
+def workload(kind: str, pod: dict[str, Any]) -> dict[str, Any]:
+    template = {"metadata": {"labels": {"app": "a"}}, "spec": pod}
+    if kind == "Pod":
+        return obj("v1", "Pod", "p", "shop", spec=pod)
+    if kind == "CronJob":
+        job = {"template": template}
+        return obj("batch/v1", "CronJob", "c", "shop", spec={"jobTemplate": {"spec": job}})
+    group = "batch/v1" if kind == "Job" else "v1" if kind == "ReplicationController" else "apps/v1"
+    return obj(group, kind, "w", "shop", spec={"template": template})
+
+
+WORKLOADS = [
+    "Pod",
+    "Deployment",
+    "StatefulSet",
+    "DaemonSet",
+    "ReplicaSet",
+    "ReplicationController",
+    "Job",
+    "CronJob",
+]
+
+
+@pytest.mark.parametrize("kind", WORKLOADS)
+def test_every_workload_kind_is_held_to_the_tenants_pod_security_level(kind: str) -> None:
+    rule = check(workload(kind, ROOT_ON_THE_NODE))
+    assert rule is not None
+    # The level, where it comes from, the template's field, each check and container.
+    assert "breaks Pod Security level baseline" in rule
+    assert "(the platform default)" in rule
+    where = {"Pod": "", "CronJob": "spec.jobTemplate.spec.template "}.get(kind, "spec.template ")
+    assert rule.startswith(f"{where}breaks")
+    assert 'container "shell" must not set securityContext.privileged=true' in rule
+    assert "hostNetwork=true, hostPID=true" in rule
+    assert 'hostPath volumes (volume "root")' in rule
+    assert check(workload(kind, RESTRICTED_POD)) is None
+
+
+def test_a_restricted_tenant_is_refused_what_baseline_allows() -> None:
+    restricted = policy_for("shop", quota(podSecurity={"level": "restricted"}), PLATFORM)
+    plain = {"containers": [{"name": "app", "image": "x"}]}
+    assert check(workload("Deployment", plain)) is None
+    rule = check(workload("Deployment", plain), restricted)
+    assert rule is not None
+    assert "level restricted" in rule
+    assert "the TenantQuota's spec.podSecurity.level" in rule
+    assert 'container "app" must set securityContext.allowPrivilegeEscalation=false' in rule
+    assert check(workload("Deployment", RESTRICTED_POD), restricted) is None
+
+
+def test_privileged_only_where_the_platform_allows_it() -> None:
+    asks = quota(podSecurity={"level": "privileged"})
+    held = policy_for("shop", asks, PLATFORM)
+    assert held.pod_security == "baseline"
+    rule = check(workload("Deployment", ROOT_ON_THE_NODE), held)
+    assert rule is not None
+    assert "PROPAGATOR_POD_SECURITY_PRIVILEGED does not allow" in rule
+    lifted = Settings(pod_security_privileged=True).platform()
+    assert (
+        refusals(
+            [workload("Pod", ROOT_ON_THE_NODE)],
+            policy_for("shop", asks, lifted),
+            lifted,
+            scope,
+            "shop",
+        )
+        == []
+    )
+    stricter = Settings(pod_security_default="restricted").platform()
+    assert policy_for("shop", None, stricter).pod_security == "restricted"
+
+
+def service(**spec: Any) -> dict[str, Any]:
+    return obj("v1", "Service", "s", "shop", spec={"ports": [{"port": 80}], **spec})
+
+
+def test_services_are_cluster_ip_only_unless_the_tenant_may_use_more() -> None:
+    assert check(service()) is None
+    assert check(service(type="ClusterIP", clusterIP="None")) is None
+    for kind in ("NodePort", "LoadBalancer", "ExternalName"):
+        rule = check(service(type=kind))
+        assert rule == (
+            f"spec.type {kind!r} is not among the Service types the tenant may use "
+            "[ClusterIP] (TenantQuota spec.services.types)"
+        )
+    wider = policy_for("shop", quota(services={"types": ["ClusterIP", "NodePort"]}), PLATFORM)
+    assert check(service(type="NodePort"), wider) is None
+    assert check(service(type="LoadBalancer"), wider) is not None
+
+
+def test_external_ips_are_the_platforms_unless_it_gives_them() -> None:
+    rule = check(service(externalIPs=["203.0.113.7"]))
+    assert rule is not None
+    assert "spec.externalIPs ['203.0.113.7']" in rule
+    given = policy_for("shop", quota(services={"externalIPs": True}), PLATFORM)
+    assert check(service(externalIPs=["203.0.113.7"]), given) is None
+
+
+def test_ingress_and_gateway_classes_where_the_platform_names_them() -> None:
+    ingress = obj(
+        "networking.k8s.io/v1", "Ingress", "i", "shop", spec={"ingressClassName": "public"}
+    )
+    gateway = obj(
+        "gateway.networking.k8s.io/v1", "Gateway", "g", "shop", spec={"gatewayClassName": "edge"}
+    )
+    assert check(ingress) is None  # unset: any class
+    assert check(gateway) is None
+    named = policy_for(
+        "shop",
+        quota(services={"ingressClasses": ["internal"], "gatewayClasses": ["internal"]}),
+        PLATFORM,
+    )
+    assert check(ingress, named) == (
+        "spec.ingressClassName 'public' is not among the ingress classes [internal]"
+    )
+    assert check(gateway, named) == (
+        "spec.gatewayClassName 'edge' is not among the gateway classes [internal]"
+    )
+    unnamed = obj("networking.k8s.io/v1", "Ingress", "i", "shop", spec={})
+    assert check(unnamed, named) == "an Ingress must set spec.ingressClassName to one of [internal]"
+    by_annotation = obj("networking.k8s.io/v1", "Ingress", "i", "shop", spec={})
+    by_annotation["metadata"]["annotations"] = {"kubernetes.io/ingress.class": "public"}
+    assert check(by_annotation, named) is not None
+
+
+@pytest.mark.parametrize(
+    ("api_version", "kind"),
+    [("v1", "ResourceQuota"), ("v1", "LimitRange"), ("networking.k8s.io/v1", "NetworkPolicy")],
+)
+def test_platform_owned_kinds_are_refused_to_tenants(api_version: str, kind: str) -> None:
+    rule = check(obj(api_version, kind, "mine", "shop"))
+    assert rule is not None
+    assert "inside tenant namespaces is the platform's (PROPAGATOR_PLATFORM_OWNED_KINDS" in rule
+    assert (
+        refusals(
+            [obj(api_version, kind, "x", "shop")],
+            policy_for("propagator-system", None, PLATFORM),
+            PLATFORM,
+            scope,
+            "shop",
+        )
+        == []
+    )
+    relaxed = Settings(platform_owned_kinds="core/ResourceQuota").platform()
+    mine = policy_for("shop", quota(), relaxed)
+    assert (
+        refusals([obj(api_version, kind, "x", "shop")], mine, relaxed, scope, "shop") == []
+    ) == (kind != "ResourceQuota")
+
+
+def test_a_tenant_namespace_may_not_carry_the_platforms_labels() -> None:
+    ns = obj("v1", "Namespace", "shop")
+    assert check(ns) is None
+    ns["metadata"]["labels"] = {"pod-security.kubernetes.io/enforce": "privileged", "team": "a"}
+    assert check(ns) == (
+        "namespace label pod-security.kubernetes.io/enforce is the platform's (the tenant's "
+        "Pod Security level comes from its TenantQuota's spec.podSecurity)"
+    )
+    ns["metadata"]["labels"] = {"propagator.io/tenant": "team-b"}
+    assert check(ns) is not None

@@ -482,7 +482,7 @@ def _conflict(obj: dict[str, Any], live: dict[str, Any], work: ClusterWork) -> s
     owner = owner_named(live)
     what = describe(obj)
     if owner is not None:
-        return f"{what} belongs to application {owner}"
+        return f"{what} belongs to {owner}"
     if work.adopt:
         return None
     return (

@@ -40,14 +40,16 @@ from propagator.propagation.reconcile import Reconciler
 from propagator.propagation.renderworker import warm_up
 from propagator.propagation.resources import member_selector, owner_label_of
 from propagator.propagation.routing import fleet_change, route_member_event, to_plan_again
-from propagator.propagation.work import WorkTable
+from propagator.propagation.work import ClusterWork, WorkTable
 from propagator.runtime.members import LIMIT_RANGES, KindKey, Member, MemberRegistry
 from propagator.runtime.workqueue import WorkQueue
 from propagator.scheduler import Profile, Scheduler
 from propagator.settings import Settings
 from propagator.tenancy.admission import QuotaAdmission
 from propagator.tenancy.enforcer import RESOURCE_QUOTA, QuotaEnforcer
+from propagator.tenancy.keeper import KEPT_KINDS, NamespaceKeeper
 from propagator.tenancy.limits import LimitDefaults
+from propagator.tenancy.policy import TenantPolicy, policy_for
 from propagator.tenancy.status import TenantStatusWriter
 
 log = logging.getLogger(__name__)
@@ -156,6 +158,8 @@ class PropagationController:
             settings.cluster_timeout_s,
             lambda tenant: self.tenant_status.changed(tenant),
         )
+        self.platform = settings.platform()
+        self.keeper = NamespaceKeeper(self._policy_of, self._caches, settings.cluster_timeout_s)
         self.tenant_status = TenantStatusWriter(
             hub,
             self.quotas.snapshot,
@@ -170,7 +174,7 @@ class PropagationController:
             self.limiter,
             self._caches,
             self._refresh,
-            self.enforcer.guard,
+            self._guard,
         )
         self.members = MemberRegistry(
             selector=member_selector,
@@ -334,8 +338,20 @@ class PropagationController:
         self._replan.discard(key)
         self._replan_due.pop(key, None)
 
+    def _policy_of(self, app: str) -> tuple[TenantPolicy, Mapping[str, Any] | None]:
+        """An application's tenant policy and TenantQuota (None: it has no tenant)."""
+        quota = self.enforcer.tenant_of_app(app)
+        return policy_for(app.split("/", 1)[0], quota, self.platform), quota
+
+    async def _guard(self, member: Member, work: ClusterWork) -> None:
+        """Before a sync writes into the member's namespaces: the platform's labels and
+        defaults there, then the tenant's quotas."""
+        await self.keeper.guard(member, work)
+        await self.enforcer.guard(member, work)
+
     def _on_quota(self, _event: str, old: Any, new: Any) -> None:
         if (old or {}).get("spec") != (new or {}).get("spec") or old is None or new is None:
+            self.keeper.tenants_changed()
             self._enqueue(*self._keys())  # limits or namespaces changed: every placement may
             return
         # Only the use changed (our own status write): what waits for room may fit now.
@@ -362,6 +378,8 @@ class PropagationController:
         if (obj.get("apiVersion"), obj.get("kind")) == RESOURCE_QUOTA:
             self.enforcer.observed(member.name, old, new)  # its use changed: share again
             return
+        if (obj.get("apiVersion"), obj.get("kind")) in KEPT_KINDS:
+            self.keeper.observed(member.name, old, new)  # the platform's part, undone?
         if (obj.get("apiVersion"), obj.get("kind")) == LIMIT_RANGES:
             # Defaults changed: what waits for them (or for room) may fit now.
             self.limits.changed(member.name)
@@ -513,12 +531,14 @@ class PropagationController:
                 tg.start_soon(self._warm_up)
                 tg.start_soon(self._workers)
                 tg.start_soon(self.enforcer.run, self.members.get)
+                tg.start_soon(self.keeper.run, self.members.get)
                 tg.start_soon(self.tenant_status.run)
                 tg.start_soon(self._resync_loop)
                 tg.start_soon(self._snapshot_loop)
         finally:
             self.queue.shut_down()
             self.enforcer.queue.shut_down()
+            self.keeper.queue.shut_down()
             self.tenant_status.queue.shut_down()
             for informer in (self.apps, self.quotas, self.namespaces, *self.selected.values()):
                 informer.stop()

@@ -20,6 +20,7 @@ from typing import Any
 from api.application import ApplicationPropagation
 from api.selectors import to_query
 from fleet.connection import KubeConnection
+from propagator.tenancy.namespacelabels import TENANT_ANNOTATION
 from propagator.tenancy.policy import Forbidden, Refusal, TenantPolicy
 
 APP_LABEL = "propagator.io/application"
@@ -198,9 +199,14 @@ def owner_label_of(obj: Mapping[str, Any]) -> str | None:
 
 
 def owner_named(obj: Mapping[str, Any]) -> str | None:
-    """The application an object's stamp names (namespace/name), if it has one."""
+    """Who an object's stamp says it belongs to (``application shop/web``, or the
+    platform for what it keeps for a tenant), if it has one."""
     meta = obj.get("metadata") or {}
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    if tenant := annotations.get(TENANT_ANNOTATION):
+        return f"the platform (it keeps it for TenantQuota {str(tenant)[:253]})"
     if APP_LABEL not in labels and APP_ANNOTATION not in annotations:
         return None
-    return str(annotations.get(APP_ANNOTATION) or "an application (label only)")
+    if application := annotations.get(APP_ANNOTATION):
+        return f"application {str(application)[:300]}"
+    return "an application (label only)"

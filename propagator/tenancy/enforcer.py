@@ -40,6 +40,7 @@ from propagator.propagation.resources import (
 from propagator.propagation.work import ClusterWork, WorkTable
 from propagator.runtime.members import Caches, Member
 from propagator.runtime.workqueue import WorkQueue
+from propagator.tenancy.namespacelabels import TENANT_ANNOTATION, platform_object_name
 from propagator.tenancy.quota import hard_for, tenant_of
 from propagator.tenancy.shares import capped_raise, split_all
 from propagator.tenancy.uncounted import held_back, uncounted
@@ -50,15 +51,11 @@ RESOURCE_QUOTA = ("v1", "ResourceQuota")
 REBALANCE_DEBOUNCE_S = 0.2
 TAKEN_UP_POLL_S = 0.02
 """How often the cache is looked at while the member's quota controller takes up a write."""
-QUOTA_PREFIX = "propagator-tenant-"
-TENANT_ANNOTATION = "propagator.io/tenant"
-"""On the member's ResourceQuotas: the TenantQuota they enforce."""
 
 
 def quota_name(tenant: str) -> str:
     """The ResourceQuota name for a tenant (names over 63 characters are shortened)."""
-    name = f"{QUOTA_PREFIX}{tenant}"
-    return name if len(name) <= 63 else f"{QUOTA_PREFIX}{app_label_value('', tenant)[:40]}"
+    return platform_object_name(tenant)
 
 
 def namespaces_written(work: ClusterWork) -> set[str]:

@@ -14,6 +14,9 @@ from propagator.tenancy.podsecurity import Level
 POD_SECURITY_PREFIX = "pod-security.kubernetes.io/"
 TENANT_LABEL = "propagator.io/tenant"
 """On a member namespace: the tenant it belongs to (a hash when the name is too long)."""
+TENANT_ANNOTATION = "propagator.io/tenant"
+"""On the objects the platform keeps in a tenant's member namespaces (its ResourceQuota,
+LimitRange, NetworkPolicy): the TenantQuota they stand for."""
 MODES = ("enforce", "audit", "warn")
 """Pod Security Admission modes: refuse, record in the audit log, warn the client."""
 
@@ -21,6 +24,18 @@ MODES = ("enforce", "audit", "warn")
 def tenant_label_value(tenant: str) -> str:
     """A label value naming the tenant (a hash beyond 63 characters)."""
     return tenant if len(tenant) <= 63 else hashlib.sha256(tenant.encode()).hexdigest()[:40]
+
+
+PLATFORM_OBJECT_PREFIX = "propagator-tenant-"
+
+
+def platform_object_name(tenant: str) -> str:
+    """The name of what the platform keeps for ``tenant`` in each of its namespaces (its
+    ResourceQuota, LimitRange, NetworkPolicy; names over 63 characters are shortened)."""
+    name = f"{PLATFORM_OBJECT_PREFIX}{tenant}"
+    if len(name) <= 63:
+        return name
+    return f"{PLATFORM_OBJECT_PREFIX}{hashlib.sha256(f'/{tenant}'.encode()).hexdigest()[:40]}"
 
 
 def namespace_labels(tenant: str | None, level: Level) -> dict[str, str]:

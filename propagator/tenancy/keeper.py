@@ -1,0 +1,214 @@
+"""The platform's part of every member namespace an application outside the platform
+namespaces writes: the Pod Security labels (so the member's own admission refuses what the
+hub would: the backstop), the tenant label, and the tenant's default LimitRange and
+NetworkPolicy (TenantQuota ``spec.namespaceDefaults``).
+
+Written before a sync writes into the namespace (the labels with a field manager of their
+own, so an application that brings its Namespace never owns them), and kept: a change to
+them on the member (a label edited, a default deleted) or to the TenantQuota writes them
+again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fleet.connection import ApiError
+from propagator.propagation.resources import (
+    APP_LABEL,
+    MEMBER_LABEL,
+    app_label_value,
+    member_label_value,
+)
+from propagator.propagation.work import ClusterWork
+from propagator.runtime.members import NAMESPACES, Caches, Member
+from propagator.runtime.workqueue import WorkQueue
+from propagator.tenancy.namespacelabels import (
+    TENANT_ANNOTATION,
+    namespace_labels,
+    platform_object_name,
+)
+from propagator.tenancy.nsdefaults import LIMIT_RANGE, NETWORK_POLICY, limit_range, network_policy
+from propagator.tenancy.policy import TenantPolicy
+
+log = logging.getLogger(__name__)
+
+FIELD_MANAGER = "propagator-tenancy"
+"""Owns the platform's namespace labels (not the applications' field manager)."""
+DEFAULT_KINDS = (LIMIT_RANGE, NETWORK_POLICY)
+KEPT_KINDS = frozenset({NAMESPACES, *DEFAULT_KINDS})
+"""Kinds whose member events may tell the keeper its part was undone."""
+
+PolicyOf = Callable[[str], tuple[TenantPolicy, Mapping[str, Any] | None]]
+"""policy_of(application key): its tenant policy and TenantQuota (None: no tenant)."""
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """The platform's part of one member namespace."""
+
+    app: str
+    """The application whose sync asked for it last (its policy decides)."""
+    tenant: str | None
+    labels: Mapping[str, str]
+    objects: tuple[dict[str, Any], ...]
+    """The default LimitRange and NetworkPolicy, unstamped."""
+
+
+def wanted_for(app: str, policy: TenantPolicy, quota: Mapping[str, Any] | None) -> Wanted:
+    """What the platform keeps in the namespaces ``app`` writes."""
+    tenant = policy.tenant
+    objects: list[dict[str, Any]] = []
+    if tenant is not None:
+        defaults = ((quota or {}).get("spec") or {}).get("namespaceDefaults") or {}
+        name = platform_object_name(tenant)
+        for made in (limit_range(name, defaults), network_policy(name, tenant, defaults)):
+            if made is not None:
+                objects.append(made)
+    return Wanted(app, tenant, namespace_labels(tenant, policy.pod_security), tuple(objects))
+
+
+class NamespaceKeeper:
+    """Writes and keeps the platform's part of members' namespaces."""
+
+    def __init__(self, policy_of: PolicyOf, caches: Caches, timeout_s: float) -> None:
+        self.policy_of = policy_of
+        self.caches = caches
+        self.timeout_s = timeout_s
+        self.kept: dict[tuple[str, str], Wanted] = {}
+        """(cluster, namespace) -> what was written there and is in force as far as the
+        member's events tell."""
+        self._asked: dict[tuple[str, str], str] = {}
+        """(cluster, namespace) -> the application that asked for it last."""
+        self.queue = WorkQueue(max_delay_s=30.0)
+        """``cluster/namespace`` keys to write again."""
+
+    async def guard(self, member: Member, work: ClusterWork) -> None:
+        """Before ``work`` is written to ``member``: the platform's part of each namespace
+        it writes is in force (raises ApiError when it cannot be written)."""
+        if work.removal:
+            return
+        policy, quota = self.policy_of(work.app)
+        if policy.platform:
+            return
+        wanted = wanted_for(work.app, policy, quota)
+        for namespace in sorted(_namespaces(work)):
+            self._asked[member.name, namespace] = work.app
+            if self.kept.get((member.name, namespace)) != wanted:
+                await self.keep(member, namespace, wanted)
+
+    def tenants_changed(self) -> None:
+        """A TenantQuota changed: what it asks of each namespace is written again."""
+        for cluster, namespace in list(self._asked):
+            self.queue.add(f"{cluster}/{namespace}")
+
+    def observed(
+        self, cluster: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None
+    ) -> None:
+        """A Namespace, LimitRange or NetworkPolicy on ``cluster`` changed (a member
+        cache's event): if it undoes what is kept, write it again soon."""
+        obj = new or old or {}
+        meta = obj.get("metadata") or {}
+        kind = (obj.get("apiVersion"), obj.get("kind"))
+        namespace = str(meta.get("name") if kind == NAMESPACES else meta.get("namespace"))
+        kept = self.kept.get((cluster, namespace))
+        if kept is None:
+            return
+        if kind == NAMESPACES:
+            labels = ((new or {}).get("metadata") or {}).get("labels") or {}
+            undone = new is None or any(labels.get(k) != v for k, v in kept.labels.items())
+        else:
+            mine = next((o for o in kept.objects if _same(o, obj)), None)
+            if mine is None:
+                # One the platform kept once and no longer wants is deleted at the next keep.
+                undone = TENANT_ANNOTATION in (meta.get("annotations") or {}) and new is not None
+            else:
+                undone = new is None or (new.get("spec") != mine.get("spec"))
+        if undone:
+            self.kept.pop((cluster, namespace), None)
+            self.queue.add(f"{cluster}/{namespace}")
+
+    async def run(self, members: Callable[[str], Member | None]) -> None:
+        """Write again what :meth:`observed` and :meth:`tenants_changed` queued, until the
+        queue shuts down."""
+        while (key := await self.queue.get()) is not None:
+            cluster, namespace = key.split("/", 1)
+            member = members(cluster)
+            app = self._asked.get((cluster, namespace))
+            try:
+                if member is not None and app is not None:
+                    policy, quota = self.policy_of(app)
+                    if not policy.platform:
+                        await self.keep(member, namespace, wanted_for(app, policy, quota))
+                self.queue.forget(key)
+            except (ApiError, TimeoutError) as exc:
+                log.warning("%s: namespace %s not labelled: %s", cluster, namespace, exc)
+                self.queue.retry(key)
+            finally:
+                self.queue.done(key)
+
+    async def keep(self, member: Member, namespace: str, wanted: Wanted) -> None:
+        """Write ``wanted`` into ``namespace`` on ``member``: its labels, its default
+        objects, and delete the platform's defaults there it no longer wants."""
+        conn = member.connection
+        stamp = {MEMBER_LABEL: member_label_value(member.name)}
+        owner = app_label_value("tenant", wanted.tenant or "")
+        labels = {**wanted.labels, **stamp}
+
+        def labelled() -> dict[str, Any]:
+            meta = {"name": namespace, "labels": labels}
+            return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+        answer = await conn.apply(labelled(), field_manager=FIELD_MANAGER)
+        if APP_LABEL not in ((answer.get("metadata") or {}).get("labels") or {}):
+            # Only what carries the label is in the member's caches, whose events keep this.
+            labels[APP_LABEL] = owner
+            await conn.apply(labelled(), field_manager=FIELD_MANAGER)
+        caches = await self.caches(member, [NAMESPACES, *DEFAULT_KINDS], self.timeout_s)
+        for obj in wanted.objects:
+            meta = {
+                **obj["metadata"],
+                "namespace": namespace,
+                "labels": {APP_LABEL: owner, **stamp},
+                "annotations": {TENANT_ANNOTATION: str(wanted.tenant)},
+            }
+            await conn.apply({**obj, "metadata": meta})
+        for kind in DEFAULT_KINDS:
+            for live in caches[kind].snapshot():
+                meta = live.get("metadata") or {}
+                if (
+                    meta.get("namespace") == namespace
+                    and TENANT_ANNOTATION in (meta.get("annotations") or {})
+                    and not any(_same(o, live) for o in wanted.objects)
+                ):
+                    await conn.delete(*kind, str(meta.get("name")), namespace)
+        self.kept[member.name, namespace] = wanted
+        log.info(
+            "%s: namespace %s kept at Pod Security level %s%s",
+            member.name,
+            namespace,
+            wanted.labels.get("pod-security.kubernetes.io/enforce"),
+            "".join(f", {o['kind']} {o['metadata']['name']}" for o in wanted.objects),
+        )
+
+
+def _same(mine: Mapping[str, Any], live: Mapping[str, Any]) -> bool:
+    """Whether ``live`` is the member's copy of ``mine`` (same kind and name)."""
+    return (mine.get("apiVersion"), mine.get("kind")) == (
+        live.get("apiVersion"),
+        live.get("kind"),
+    ) and mine["metadata"]["name"] == (live.get("metadata") or {}).get("name")
+
+
+def _namespaces(work: ClusterWork) -> set[str]:
+    out = set()
+    for obj in work.objects:
+        meta = obj.get("metadata") or {}
+        if obj.get("kind") == "Namespace":
+            out.add(str(meta.get("name")))
+        else:
+            out.add(str(meta.get("namespace") or work.namespace))
+    return out

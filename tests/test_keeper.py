@@ -1,0 +1,147 @@
+"""The platform's part of a tenant's member namespaces (propagator/tenancy/keeper.py): the
+Pod Security and tenant labels and the default LimitRange and NetworkPolicy, written before
+a sync writes and written again when undone (a fake member)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import pytest
+
+from propagator.propagation.reconcile import REMOVAL
+from propagator.propagation.work import ClusterWork, SyncPolicy
+from propagator.settings import Settings
+from propagator.tenancy.keeper import NamespaceKeeper
+from propagator.tenancy.policy import TenantPolicy, policy_for
+from tests.e2e.manifests import config_map
+from tests.fakes import FakeMember
+
+pytestmark = pytest.mark.anyio
+
+PLATFORM = Settings().platform()
+NS = ("v1", "Namespace", "", "shop")
+LR = ("v1", "LimitRange", "shop", "propagator-tenant-team")
+NP = ("networking.k8s.io/v1", "NetworkPolicy", "shop", "propagator-tenant-team")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def tenant(**spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "team"}, "spec": {"namespaces": ["shop"], **spec}}
+
+
+class Harness:
+    def __init__(self, quota: dict[str, Any] | None) -> None:
+        self.quota = quota
+        self.fake = FakeMember("m1", namespaces=["shop"])
+        self.member = self.fake.unit()
+        self.keeper = NamespaceKeeper(self.policy_of, self.fake.caches, 5.0)
+
+    def policy_of(self, app: str) -> tuple[TenantPolicy, Mapping[str, Any] | None]:
+        return policy_for(app.split("/", 1)[0], self.quota, PLATFORM), self.quota
+
+    def work(self, app: str = "shop/web", removal: bool = False) -> ClusterWork:
+        objects = () if removal else (config_map("c", "shop", x="1"),)
+        revision = REMOVAL if removal else "r1"
+        return ClusterWork(app, "m1", objects, revision, frozenset(), SyncPolicy())
+
+    def labels(self) -> dict[str, str]:
+        return dict(self.fake.objects[NS]["metadata"].get("labels") or {})
+
+
+PSA = "pod-security.kubernetes.io/"
+
+
+async def test_a_tenant_namespace_gets_its_level_its_tenant_and_its_defaults() -> None:
+    h = Harness(
+        tenant(
+            podSecurity={"level": "restricted"},
+            namespaceDefaults={
+                "limits": [{"type": "Container", "defaultRequest": {"cpu": "100m"}, "max": {}}],
+                "networkPolicy": {
+                    "allowedNamespaces": [
+                        {"matchLabels": {"kubernetes.io/metadata.name": "ingress"}}
+                    ]
+                },
+            },
+        )
+    )
+    await h.keeper.guard(h.member, h.work())
+    labels = h.labels()
+    for mode in ("enforce", "audit", "warn"):
+        assert labels[PSA + mode] == "restricted"
+        assert labels[f"{PSA}{mode}-version"] == "latest"
+    assert labels["propagator.io/tenant"] == "team"
+    assert h.fake.objects[LR]["spec"] == {
+        "limits": [{"type": "Container", "defaultRequest": {"cpu": "100m"}}]
+    }
+    policy = h.fake.objects[NP]
+    assert policy["metadata"]["annotations"] == {"propagator.io/tenant": "team"}
+    assert policy["spec"]["podSelector"] == {}
+    assert policy["spec"]["ingress"] == [
+        {
+            "from": [
+                {"namespaceSelector": {"matchLabels": {"propagator.io/tenant": "team"}}},
+                {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "ingress"}}},
+            ]
+        }
+    ]
+    # Written once: the next sync of the same work writes nothing.
+    writes = len(h.fake.writes())
+    await h.keeper.guard(h.member, h.work())
+    assert len(h.fake.writes()) == writes
+
+
+async def test_an_application_without_tenant_gets_the_platform_default_level_only() -> None:
+    h = Harness(None)
+    await h.keeper.guard(h.member, h.work())
+    assert h.labels()[PSA + "enforce"] == "baseline"
+    assert "propagator.io/tenant" not in h.labels()
+    assert LR not in h.fake.objects
+    assert NP not in h.fake.objects
+
+
+async def test_platform_applications_and_removals_leave_namespaces_alone() -> None:
+    h = Harness(None)
+    await h.keeper.guard(h.member, h.work("propagator-system/web"))
+    await h.keeper.guard(h.member, h.work(removal=True))
+    assert h.fake.writes() == []
+
+
+async def test_what_is_undone_on_the_member_is_written_again() -> None:
+    h = Harness(tenant(namespaceDefaults={"networkPolicy": {"ingressFrom": "SameNamespace"}}))
+    await h.keeper.guard(h.member, h.work())
+    assert h.fake.objects[NP]["spec"]["ingress"] == [{"from": [{"podSelector": {}}]}]
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.keeper.run, lambda name: h.member if name == "m1" else None)
+        # Someone relabels the namespace privileged, then deletes the network policy.
+        before = h.fake.objects[NS]
+        h.fake.edit(NS, lambda ns: ns["metadata"]["labels"].update({PSA + "enforce": "privileged"}))
+        h.keeper.observed("m1", before, h.fake.objects[NS])
+        gone = h.fake.objects.pop(NP)
+        h.keeper.observed("m1", gone, None)
+        with anyio.fail_after(5):
+            while h.labels().get(PSA + "enforce") != "baseline" or NP not in h.fake.objects:
+                await anyio.sleep(0.01)
+        h.keeper.queue.shut_down()
+
+
+async def test_a_default_the_tenant_quota_no_longer_asks_for_is_deleted() -> None:
+    h = Harness(
+        tenant(namespaceDefaults={"limits": [{"type": "Container", "default": {"cpu": "1"}}]})
+    )
+    await h.keeper.guard(h.member, h.work())
+    assert LR in h.fake.objects
+    h.quota = tenant(podSecurity={"level": "restricted"})
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.keeper.run, lambda name: h.member if name == "m1" else None)
+        h.keeper.tenants_changed()
+        with anyio.fail_after(5):
+            while LR in h.fake.objects or h.labels().get(PSA + "enforce") != "restricted":
+                await anyio.sleep(0.01)
+        h.keeper.queue.shut_down()
