@@ -417,10 +417,26 @@ def test_a_container_without_requests_counts_as_its_namespaces_limit_range_defau
     too_many = Harness(_unrequested("web", 3), quotas=[_one_cpu_tenant()], limit_ranges=ranges)
     too_many.reconcile()
     assert too_many.queued == []
+    # The scheduler counts the defaults itself: no room, before anything is rendered.
     assert too_many.condition("QuotaExceeded")["message"] == (
-        "as rendered, it asks more than the tenant's quota leaves on a, b: cpu 1200m asked, "
-        "1 left; nothing was applied"
+        "tenant team's quota leaves no room on a, b: 3 replica(s) need 1.200 cpu; quota left: 1"
     )
+
+
+def test_a_cluster_where_the_rendering_asks_too_much_is_left_out_not_the_application() -> None:
+    # Four replicas on a once rendered (the scheduler cannot know), one on b.
+    app = _asking("web", "{{ 4 if cluster.name == 'a' else 1 }}", "500m")
+    h = Harness(app, quotas=[_one_cpu_tenant()])
+    h.reconcile()
+    assert h.queued == [("b", "shop/web")]
+    h.synced("shop/web", "b")
+    h.reconcile(replan=False)
+    scheduled = h.condition("Scheduled")
+    assert scheduled["status"] == "True"
+    assert scheduled["message"].endswith(
+        "; placed without a: cpu 2 asked, 1 left (as rendered, over the tenant's quota)"
+    )
+    assert h.condition("QuotaExceeded")["status"] == "False"
 
 
 def test_without_a_tenant_quota_requests_are_not_required() -> None:

@@ -22,6 +22,7 @@ from propagator.scheduler import (
     build_profile,
     demand_of,
     explain,
+    on_clusters,
 )
 from propagator.scheduler.plugins import (
     ApiEnablement,
@@ -632,3 +633,58 @@ def test_daemonsets_and_jobs_count_against_capacity() -> None:
     assert rejected is not None
     assert rejected[0] == "insufficient cpu"
     assert "DaemonSets, Jobs, Pods and other workloads need 4 cpu" in rejected[1]
+
+
+def _unrequested(replicas: int, namespace: str = "shop") -> dict[str, Any]:
+    container = {"name": "main", "image": "x"}
+    template = {"spec": {"containers": [container]}}
+    meta = {"name": "web", "namespace": namespace}
+    spec = {"replicas": replicas, "template": template}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}
+
+
+def test_limit_range_defaults_count_where_they_apply() -> None:
+    """Containers that state no requests get their namespace's LimitRange default on
+    each member: the scheduler counts that, cluster by cluster, against the tenant's
+    quota and the cluster's room."""
+    manifests = [_unrequested(6)]
+    base = demand_of(manifests, default_namespace="shop")
+    assert base.per_replica == {"pods": 1}
+    defaults = {
+        "a": {"shop": {"cpu": Decimal("0.5")}},
+        "b": {"shop": {"cpu": Decimal("0.25")}},
+        "c": {"shop": {"cpu": Decimal("0.5")}, "other": {"cpu": Decimal(4)}},
+        "d": {"other": {"cpu": Decimal(4)}},  # not the application's namespace
+        "e": None,  # its LimitRanges not listed yet
+    }
+    d = on_clusters(base, manifests, defaults, "shop")
+    assert set(d.on) == {"a", "b", "c"}
+    assert d.on["a"].per_replica["cpu"] == Decimal("0.5")
+    assert d.on["a"] is d.on["c"]  # the same defaults are reckoned once
+    assert ctx(d=d).demand_on("d") is d
+
+    # The tenant has 1 cpu on each: a fits 2 replicas of 500m, b 4 of 250m.
+    quota = {name: {"cpu": Decimal(1)} for name in "ab"}
+    divided = placement(replicas={"mode": "Divided"})
+    decision = decide([cluster("a"), cluster("b")], divided, d, quota=quota)
+    assert {p.cluster: p.replicas for p in decision.placed} == {"a": 2, "b": 4}
+    # Counted without the defaults, the replicas would overflow the quota on a.
+    blind = decide([cluster("a"), cluster("b")], divided, base, quota=quota)
+    assert {p.cluster: p.replicas for p in blind.placed} == {"a": 3, "b": 3}
+    # Duplicated: all 6 must fit one cluster's quota; neither does.
+    duplicated = decide([cluster("a"), cluster("b")], placement(), d, quota=quota)
+    assert not duplicated.placed
+
+
+def test_the_divisible_workload_is_the_same_whatever_the_defaults() -> None:
+    stated = _unrequested(2)
+    stated["metadata"]["name"] = "stated"
+    container = stated["spec"]["template"]["spec"]["containers"][0]
+    container["resources"] = {"requests": {"cpu": "100m"}}
+    manifests = [stated, _unrequested(5)]
+    base = demand_of(manifests, default_namespace="shop")
+    with_defaults = demand_of(
+        manifests, defaults={"shop": {"cpu": Decimal(1)}}, default_namespace="shop"
+    )
+    assert base.replicas == with_defaults.replicas == 2
+    assert with_defaults.fixed["cpu"] == Decimal(5)  # the other workload, every replica

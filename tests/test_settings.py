@@ -56,6 +56,15 @@ def test_flags_override_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             "PROPAGATOR_DENIED_KINDS: 'ClusterRole' is not group/Kind",
         ),
         (
+            ["--platform-owned-kinds", "LimitRange"],
+            "PROPAGATOR_PLATFORM_OWNED_KINDS: 'LimitRange' is not group/Kind",
+        ),
+        (
+            ["--pod-security-default", "strict"],
+            "PROPAGATOR_POD_SECURITY_DEFAULT / --pod-security-default = 'strict': "
+            "Input should be 'privileged', 'baseline' or 'restricted'",
+        ),
+        (
             ["--platform-namespaces", "Platform_Team"],
             "PROPAGATOR_PLATFORM_NAMESPACES: 'Platform_Team' is not a namespace name",
         ),

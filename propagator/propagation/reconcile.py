@@ -11,9 +11,10 @@ the status when it changed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import trace
@@ -46,10 +47,11 @@ from propagator.propagation.results import applied_summary, failures
 from propagator.propagation.status import StatusBuilder
 from propagator.propagation.targets import Target, held_targets, running_targets, targets_of
 from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
-from propagator.scheduler import Scheduler, demand_of
+from propagator.scheduler import Scheduler, demand_of, on_clusters
 from propagator.settings import Settings
 from propagator.tenancy.accounting import Use
 from propagator.tenancy.admission import QuotaAdmission
+from propagator.tenancy.admission import Refusal as QuotaRefusal
 from propagator.tenancy.boundary import check_rendered
 from propagator.tenancy.policy import Forbidden, policy_for
 
@@ -59,6 +61,10 @@ LOGGED_CLUSTERS = 5
 """Clusters a log line names before it says how many more."""
 
 REMOVAL = "removal"
+PLACE_AGAIN_LIMIT = 2
+"""How many times an application whose rendering asks more than the tenant's quota leaves
+on some clusters is placed again without them before it is refused: each rendering can
+show a new one (a templated value, an override, a LimitRange default)."""
 """The revision of the work that removes an application from a cluster."""
 STATUS_CATCH_UP_S = 1.0
 """A reconcile with member syncs in flight leaves the status write to their results; this
@@ -199,53 +205,85 @@ class Reconciler:
         step = self.failover.begin(app, last, previous, running, snapshot, time.time())
         plan.failover = step.carried  # unchanged unless a placement is made
         own, planned = self.admission.use(tenant, key, snapshot)
-        targets = self._place(
-            app, objects, snapshot, running, plan, tenant, own, planned, step.decision
-        )
-        if not targets:
-            # No fleet, or nothing fits: what runs stays where it is (no apply, no prune).
-            _, _, reason, why = next(
-                (c for c in plan.conditions if c[0] == "Scheduled"),
-                ("Scheduled", False, "Unschedulable", "nothing placed"),
+        over_room: dict[str, str] = {}
+        """Clusters where the application as rendered asks more than the tenant's quota
+        leaves (a templated value, an override, a LimitRange default): placed without."""
+        scheduled = len(plan.conditions)
+        refusal: QuotaRefusal | None = None
+        for attempt in range(PLACE_AGAIN_LIMIT + 1):
+            del plan.conditions[scheduled:]  # the last placement's conditions only
+            targets = self._place(
+                app,
+                objects,
+                snapshot,
+                running,
+                plan,
+                tenant,
+                own,
+                planned,
+                step.decision,
+                avoid=over_room,
             )
-            _not_applied(plan, previous, reason, why)
-            return await self._planned(obj, key, plan, Outcome(False))
-        plan.failover = step.decision.state
-        if app.spec.failover.application is not None:
-            plan.unhealthy_after_s = duration_seconds(app.spec.failover.application.unhealthy_after)
-        await self.failover.announce(obj, step)
-        try:
-            canary = await self.canary.begin(
-                app, obj, objects, targets, snapshot, self.plans.get(key), key, step.now
-            )
-        except ApiError as exc:  # the stable revision could not be read from the hub
-            plan.conditions.append(("CanaryProgressing", False, "HubError", f"{exc}"))
-            return await self._planned(obj, key, plan, Outcome(True, exc))
-        try:
-            moved = await self.failover.render(
-                step,
-                targets,
-                lambda kept: self._render(key, app, objects, snapshot, kept, canary),
-                key,
-                namespace,
-            )
-        except RenderError as exc:
-            plan.conditions.append(
-                ("Applied", False, "RenderFailed", f"{exc}; nothing was applied")
-            )
-            return await self._planned(obj, key, plan, Outcome(False, exc))
-        rendered = moved.rendered
-        try:
-            await check_rendered(self.hub, tenancy, self.platform, rendered, namespace)
-        except Forbidden as exc:
-            return await self._forbidden(obj, key, plan, exc)
-        except ApiError as exc:  # hub discovery failed: try again, write nothing meanwhile
-            plan.conditions.append(("Applied", False, "ResolveFailed", f"discovery: {exc}"))
-            return await self._planned(obj, key, plan, Outcome(True, exc))
-        if refusal := self.admission.check(tenant, own, planned, rendered, snapshot, namespace):
-            plan.conditions.append(("QuotaExceeded", True, refusal.reason, refusal.message))
-            _not_applied(plan, previous, refusal.reason, refusal.message)
-            return await self._planned(obj, key, plan, Outcome(False))
+            if not targets and refusal is not None:
+                # Placed without where it asks too much, nothing is left: refused as it was.
+                del plan.conditions[scheduled:]
+                plan.conditions.append(("QuotaExceeded", True, refusal.reason, refusal.message))
+                _not_applied(plan, previous, refusal.reason, refusal.message)
+                return await self._planned(obj, key, plan, Outcome(False))
+            if not targets:
+                # No fleet, or nothing fits: what runs stays where it is (no apply, no prune).
+                _, _, reason, why = next(
+                    (c for c in plan.conditions if c[0] == "Scheduled"),
+                    ("Scheduled", False, "Unschedulable", "nothing placed"),
+                )
+                _not_applied(plan, previous, reason, why)
+                return await self._planned(obj, key, plan, Outcome(False))
+            if attempt == 0:
+                plan.failover = step.decision.state
+                if app.spec.failover.application is not None:
+                    plan.unhealthy_after_s = duration_seconds(
+                        app.spec.failover.application.unhealthy_after
+                    )
+                await self.failover.announce(obj, step)
+            try:
+                canary = await self.canary.begin(
+                    app, obj, objects, targets, snapshot, self.plans.get(key), key, step.now
+                )
+            except ApiError as exc:  # the stable revision could not be read from the hub
+                plan.conditions.append(("CanaryProgressing", False, "HubError", f"{exc}"))
+                return await self._planned(obj, key, plan, Outcome(True, exc))
+            try:
+                moved = await self.failover.render(
+                    step,
+                    targets,
+                    functools.partial(self._render, key, app, objects, snapshot, canary=canary),
+                    key,
+                    namespace,
+                )
+            except RenderError as exc:
+                plan.conditions.append(
+                    ("Applied", False, "RenderFailed", f"{exc}; nothing was applied")
+                )
+                return await self._planned(obj, key, plan, Outcome(False, exc))
+            rendered = moved.rendered
+            try:
+                await check_rendered(self.hub, tenancy, self.platform, rendered, namespace)
+            except Forbidden as exc:
+                return await self._forbidden(obj, key, plan, exc)
+            except ApiError as exc:  # hub discovery failed: try again, write nothing meanwhile
+                plan.conditions.append(("Applied", False, "ResolveFailed", f"discovery: {exc}"))
+                return await self._planned(obj, key, plan, Outcome(True, exc))
+            refusal = self.admission.check(tenant, own, planned, rendered, snapshot, namespace)
+            if refusal is None:
+                break
+            again = {c: why for c, why in refusal.over.items() if c not in over_room}
+            if not again or attempt == PLACE_AGAIN_LIMIT:
+                plan.conditions.append(("QuotaExceeded", True, refusal.reason, refusal.message))
+                _not_applied(plan, previous, refusal.reason, refusal.message)
+                return await self._planned(obj, key, plan, Outcome(False))
+            over_room.update(again)  # placed again without them
+        if over_room:
+            _note_over_room(plan, over_room)
         if canary is not None:  # it goes ahead: the canary's move is kept
             try:
                 await self.canary.commit(obj, canary, step.now)
@@ -387,17 +425,23 @@ class Reconciler:
         own: Use,
         planned: Use,
         failover: FailoverDecision,
+        avoid: Collection[str] = (),
     ) -> list[Target]:
         """Schedule within ``tenant``'s room, without the clusters failover keeps it off
-        (from scratch after a rebalance or failback), and keep what is placed under
-        NoSchedule; adds ``Scheduled`` (and ``QuotaExceeded`` when the quota leaves no
-        room)."""
+        (from scratch after a rebalance or failback) and those to ``avoid``, and keep what
+        is placed under NoSchedule; adds ``Scheduled`` (and ``QuotaExceeded`` when the
+        quota leaves no room)."""
         namespace = app.metadata.get("namespace", "default")
-        away = failover.away
+        away = set(failover.away) | set(avoid)
         held = held_targets(running, snapshot, app.spec.placement, away)
         kept = [f"{t.cluster} ({t.kept})" for t in held]
         placement = app.spec.placement
-        demand = demand_of(objects)
+        demand = on_clusters(
+            demand_of(objects, default_namespace=namespace),
+            objects,
+            {c: self.admission.limits.of(c) for c in snapshot.clusters},
+            namespace,
+        )
         covered = bool(held) and (
             sum(t.replicas or 0 for t in held) >= demand.replicas
             if placement.replicas.mode != "Duplicated"
@@ -602,6 +646,17 @@ def _reported(status: Mapping[str, Any]) -> dict[str, tuple[str, int]]:
         if isinstance(name, str) and isinstance(revision, str):
             out[name] = (revision, attempts if isinstance(attempts, int) and attempts > 0 else 0)
     return out
+
+
+def _note_over_room(plan: Plan, over_room: Mapping[str, str]) -> None:
+    """Say on ``Scheduled`` which clusters the application was placed without because,
+    as rendered, it asks more there than the tenant's quota leaves."""
+    for i, (kind, status, reason, message) in enumerate(plan.conditions):
+        if kind == "Scheduled":
+            shortfalls = by_message(sorted(over_room.items()), "shortfalls")
+            note = f"; placed without {shortfalls} (as rendered, over the tenant's quota)"
+            plan.conditions[i] = (kind, status, reason, message + note)
+            return
 
 
 def _not_applied(plan: Plan, previous: Mapping[str, Any], reason: str, why: str) -> None:

@@ -1,7 +1,7 @@
 """The layered scheduler (pure: no API calls inside a decision)."""
 
 from propagator.scheduler.core import Scheduler
-from propagator.scheduler.demand import demand_of
+from propagator.scheduler.demand import demand_of, on_clusters
 from propagator.scheduler.explain import explain
 from propagator.scheduler.registry import DEFAULT_PLUGINS, PluginError, Profile, build_profile
 from propagator.scheduler.types import Decision, Demand
@@ -16,4 +16,5 @@ __all__ = [
     "build_profile",
     "demand_of",
     "explain",
+    "on_clusters",
 ]

@@ -12,7 +12,8 @@ the members' own quotas count the rendered objects.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -71,6 +72,8 @@ def demand_of(
     namespace are in ``default_namespace``."""
     kinds = set(selected_kinds)
     workloads: list[tuple[int, dict[str, Decimal]]] = []
+    stated_cpu: list[Decimal] = []
+    """Per workload, the cpu its pods state (LimitRange defaults aside)."""
     fixed: dict[str, Decimal] = {}
     per_node: dict[str, Decimal] = {}
     for obj in manifests:
@@ -84,6 +87,8 @@ def demand_of(
         spec = _template(obj, "spec")
         if key in REPLICATED_KINDS:
             workloads.append((_count(spec.get("replicas")), pod))
+            stated = pod if not defaults else pod_requests(pod_spec, None)
+            stated_cpu.append(stated.get("cpu", Decimal(0)) * workloads[-1][0])
         elif key == ("apps/v1", "DaemonSet"):
             _add(per_node, pod, 1)
         elif key == ("batch/v1", "Job"):
@@ -102,13 +107,44 @@ def demand_of(
             per_node,
             creates_pods=bool(fixed or per_node),
         )
-    # The divisible workload: the one asking most cpu in all (ties: the first).
-    main = max(
-        range(len(workloads)),
-        key=lambda i: (workloads[i][1].get("cpu", Decimal(0)) * workloads[i][0], -i),
-    )
+    # The divisible workload: the one asking most cpu in all as stated (ties: the first),
+    # the same one whatever a cluster's LimitRanges add.
+    main = max(range(len(workloads)), key=lambda i: (stated_cpu[i], -i))
     for i, (replicas, pod) in enumerate(workloads):
         if i != main:
             _add(fixed, pod, replicas)
     replicas, per_replica = workloads[main]
     return Demand(replicas, per_replica, frozenset(kinds), fixed, per_node)
+
+
+def on_clusters(
+    base: Demand,
+    manifests: Sequence[Mapping[str, Any]],
+    defaults: Mapping[str, Mapping[str, Mapping[str, Decimal]] | None],
+    default_namespace: str = "",
+) -> Demand:
+    """``base`` (:func:`demand_of` without defaults) with what it asks instead on each
+    cluster whose LimitRanges give its containers defaults (``defaults``: per cluster, per
+    namespace, the default requests of a container; :attr:`Demand.on`). Clusters with the
+    same defaults share one reckoning."""
+    namespaces = {
+        str((obj.get("metadata") or {}).get("namespace") or default_namespace)
+        for obj in manifests
+        if pod_spec_of(obj) is not None
+    }
+    on: dict[str, Demand] = {}
+    reckoned: dict[tuple[Any, ...], Demand | None] = {}
+    for cluster, by_namespace in defaults.items():
+        relevant = {
+            ns: by_namespace[ns] for ns in namespaces if by_namespace and ns in by_namespace
+        }
+        if not relevant:
+            continue
+        key = tuple(sorted((ns, tuple(sorted(d.items()))) for ns, d in relevant.items()))
+        if key not in reckoned:
+            variant = demand_of(manifests, base.kinds, relevant, default_namespace)
+            same = variant.resources_key == base.resources_key
+            reckoned[key] = None if same else variant
+        if (variant_for := reckoned[key]) is not None:
+            on[cluster] = variant_for
+    return replace(base, on=on) if on else base

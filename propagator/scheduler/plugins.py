@@ -230,7 +230,7 @@ class ApiEnablement:
 def _fit(
     cluster: ClusterInfo, available: ResourceAmounts, ctx: SchedulingContext, what: str
 ) -> Rejection | None:
-    demand = ctx.demand
+    demand = ctx.demand_on(cluster.name)
     beside = demand.beside_replicas(cluster.nodes)
     short = first_short(available, beside, 1)
     if short is not None:
@@ -264,6 +264,8 @@ class Capacity:
         return _fit(cluster, ctx.available(cluster), ctx, "capacity")
 
     def memo_key(self, ctx: SchedulingContext) -> Hashable:
+        if ctx.demand.on:
+            return None  # some clusters' LimitRanges change what it asks there
         duplicated = ctx.placement.replicas.mode == "Duplicated"
         return ctx.demand.resources_key, ctx.demand.replicas if duplicated else 1
 
@@ -272,8 +274,8 @@ class Capacity:
         (where the application runs, with its own use counted back as
         ``SchedulingContext.available`` counts it)."""
         demand = ctx.demand
-        if demand.per_node:
-            return None  # what DaemonSets need depends on each cluster's nodes
+        if demand.per_node or demand.on:
+            return None  # what it asks depends on each cluster's nodes or LimitRanges
         beside = demand.fixed
         need = demand.replicas if ctx.placement.replicas.mode == "Duplicated" else 1
         # (resource, column, taken beside the replicas, what the replicas need) per check
@@ -362,11 +364,10 @@ def _balanced(
     memory: float | None,
     total_cpu: float,
     total_memory: float,
-    ctx: SchedulingContext,
+    demand: Demand,
 ) -> float:
     if cpu is None or memory is None:
         return 0.0
-    demand = ctx.demand
     # Fractions used once one replica more runs there.
     used_cpu = 1 - cpu + demand.cpu / total_cpu
     used_memory = 1 - memory + demand.memory / total_memory
@@ -380,15 +381,23 @@ class BalancedAllocation:
 
     def score(self, cluster: ClusterInfo, ctx: SchedulingContext) -> float:
         return _balanced(
-            cluster.free_cpu, cluster.free_memory, cluster.total_cpu, cluster.total_memory, ctx
+            cluster.free_cpu,
+            cluster.free_memory,
+            cluster.total_cpu,
+            cluster.total_memory,
+            ctx.demand_on(cluster.name),
         )
 
     def memo_key(self, ctx: SchedulingContext) -> Hashable:
+        if ctx.demand.on:
+            return None  # some clusters' LimitRanges change what it asks there
         return ctx.demand.cpu, ctx.demand.memory
 
     def score_columns(
         self, cols: Columns, positions: Sequence[int], ctx: SchedulingContext
     ) -> list[float] | None:
+        if ctx.demand.on:
+            return None  # scored per cluster
         free_cpu, free_memory = cols.free_cpu, cols.free_memory
         total_cpu, total_memory = cols.total_cpu, cols.total_memory
         want_cpu, want_memory = ctx.demand.cpu, ctx.demand.memory
@@ -465,7 +474,7 @@ class LayerOrder:
 def replicas_capacity(cluster: ClusterInfo, ctx: SchedulingContext) -> int | None:
     """Replicas of this demand that fit the cluster (its own use there counted back) and
     the tenant's quota there."""
-    demand = ctx.demand
+    demand = ctx.demand_on(cluster.name)
     beside = demand.beside_replicas(cluster.nodes) if demand.per_node else demand.fixed
     fits = replicas_that_fit(ctx.available(cluster), demand.per_replica, beside)
     remaining = ctx.quota_for(cluster.name)
@@ -486,7 +495,7 @@ def columnar_capacity(
     application does not run is reckoned once per generation and demand, when first
     asked."""
     demand = ctx.demand
-    if demand.per_node or ctx.quota is not None:
+    if demand.per_node or demand.on or ctx.quota is not None:
         return (lambda cluster: replicas_capacity(cluster, ctx)), None
     memo = ("replicas capacity", demand.resources_key)
     kept: _KeptCapacity | None = cols.recall(memo)

@@ -6,7 +6,7 @@ import functools
 import operator
 import zlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from types import MappingProxyType
 from typing import NamedTuple
@@ -36,6 +36,10 @@ class Demand:
     creates_pods: bool = True
     """False for configuration alone (nothing that creates pods): its one replica is the
     application itself, which asks a pod's room only of a cluster it is new on."""
+    on: Mapping[str, Demand] = field(default_factory=dict)
+    """What it asks instead on the clusters named, whose LimitRanges give containers
+    that state no requests a default there (the member's admission fills them in, and
+    its quota and scheduler count them). Its replicas are this demand's."""
 
     def beside_replicas(self, nodes: int) -> dict[str, Decimal]:
         """What a cluster of ``nodes`` ready nodes gives this application besides the
@@ -128,6 +132,16 @@ class SchedulingContext:
             [(t.key, t.operator, t.value, t.effect) for t in placement.tolerations]
         )
 
+    def demand_on(self, cluster: str) -> Demand:
+        """What the application asks of ``cluster`` (see :attr:`Demand.on`)."""
+        demand = self.demand
+        variant = demand.on.get(cluster) if demand.on else None
+        if variant is None:
+            return demand
+        if variant.replicas != demand.replicas:
+            variant = replace(variant, replicas=demand.replicas)
+        return variant
+
     def quota_for(self, cluster: str) -> ResourceAmounts | None:
         return None if self.quota is None else self.quota.get(cluster, {})
 
@@ -141,8 +155,9 @@ class SchedulingContext:
         replicas = self.current.get(cluster.name)
         if replicas is None:
             return {}
-        out = self.demand.beside_replicas(cluster.nodes)
-        for resource, amount in self.demand.per_replica.items():
+        demand = self.demand_on(cluster.name)
+        out = demand.beside_replicas(cluster.nodes)
+        for resource, amount in demand.per_replica.items():
             out[resource] = add(out.get(resource, _ZERO), mul(amount, replicas))
         return out
 

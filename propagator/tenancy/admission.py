@@ -4,7 +4,7 @@ and the last check of what was rendered before anything is written."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.snapshot import FleetSnapshot
@@ -27,6 +27,8 @@ class Refusal:
     """``QuotaExceeded`` (no room) or ``RequestsMissing`` (a container the quota cannot
     count)."""
     message: str
+    over: Mapping[str, str] = field(default_factory=dict)
+    """QuotaExceeded: per cluster, the first resource short there."""
 
 
 class QuotaAdmission:
@@ -119,5 +121,6 @@ class QuotaAdmission:
                 "QuotaExceeded",
                 "as rendered, it asks more than the tenant's quota leaves on "
                 f"{by_message(over, 'shortfalls')}; nothing was applied",
+                dict(over),
             )
         return None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleet.connection import ApiError
+from fleet.discovery import UnknownKind
 from propagator.propagation.resources import (
     APP_LABEL,
     MEMBER_LABEL,
@@ -135,39 +136,40 @@ class NamespaceKeeper:
         """Write again what :meth:`observed` and :meth:`tenants_changed` queued, until the
         queue shuts down."""
         while (key := await self.queue.get()) is not None:
-            cluster, namespace = key.split("/", 1)
-            member = members(cluster)
-            app = self._asked.get((cluster, namespace))
             try:
-                if member is not None and app is not None:
-                    policy, quota = self.policy_of(app)
-                    if not policy.platform:
-                        await self.keep(member, namespace, wanted_for(app, policy, quota))
+                await self.rewrite(key, members)
                 self.queue.forget(key)
-            except (ApiError, TimeoutError) as exc:
-                log.warning("%s: namespace %s not labelled: %s", cluster, namespace, exc)
+            except (ApiError, UnknownKind, TimeoutError) as exc:
+                log.warning("%s: the platform's part not written: %s", key, exc)
                 self.queue.retry(key)
             finally:
                 self.queue.done(key)
 
+    async def rewrite(self, key: str, members: Callable[[str], Member | None]) -> None:
+        """Write again what the platform keeps in ``cluster/namespace``, as the policy of
+        the application that asked for it last says now."""
+        cluster, namespace = key.split("/", 1)
+        member = members(cluster)
+        app = self._asked.get((cluster, namespace))
+        if member is None or app is None:
+            return
+        policy, quota = self.policy_of(app)
+        if not policy.platform:
+            await self.keep(member, namespace, wanted_for(app, policy, quota))
+
     async def keep(self, member: Member, namespace: str, wanted: Wanted) -> None:
-        """Write ``wanted`` into ``namespace`` on ``member``: its labels, its default
-        objects, and delete the platform's defaults there it no longer wants."""
+        """Write ``wanted`` into ``namespace`` on ``member``: its labels (unless the member
+        is limited to some namespaces: its credentials may not write Namespaces, which
+        are then the platform's to label), its default objects, and delete the platform's
+        defaults there it no longer wants."""
         conn = member.connection
         stamp = {MEMBER_LABEL: member_label_value(member.name)}
         owner = app_label_value("tenant", wanted.tenant or "")
-        labels = {**wanted.labels, **stamp}
-
-        def labelled() -> dict[str, Any]:
-            meta = {"name": namespace, "labels": labels}
-            return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
-
-        answer = await conn.apply(labelled(), field_manager=FIELD_MANAGER)
-        if APP_LABEL not in ((answer.get("metadata") or {}).get("labels") or {}):
-            # Only what carries the label is in the member's caches, whose events keep this.
-            labels[APP_LABEL] = owner
-            await conn.apply(labelled(), field_manager=FIELD_MANAGER)
-        caches = await self.caches(member, [NAMESPACES, *DEFAULT_KINDS], self.timeout_s)
+        kinds = list(DEFAULT_KINDS)
+        if not member.allowed_namespaces:
+            await self._label(member, namespace, {**wanted.labels, **stamp}, owner)
+            kinds.append(NAMESPACES)  # its events tell when the labels are undone
+        caches = await self.caches(member, kinds, self.timeout_s)
         for obj in wanted.objects:
             meta = {
                 **obj["metadata"],
@@ -193,6 +195,22 @@ class NamespaceKeeper:
             wanted.labels.get("pod-security.kubernetes.io/enforce"),
             "".join(f", {o['kind']} {o['metadata']['name']}" for o in wanted.objects),
         )
+
+    async def _label(
+        self, member: Member, namespace: str, labels: dict[str, str], owner: str
+    ) -> None:
+        """Set the platform's labels on the namespace (its own field manager: an
+        application that brings the Namespace never takes them over)."""
+
+        def labelled() -> dict[str, Any]:
+            meta = {"name": namespace, "labels": labels}
+            return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+        answer = await member.connection.apply(labelled(), field_manager=FIELD_MANAGER)
+        if APP_LABEL not in ((answer.get("metadata") or {}).get("labels") or {}):
+            # Only what carries the label is in the member's caches, whose events keep this.
+            labels[APP_LABEL] = owner
+            await member.connection.apply(labelled(), field_manager=FIELD_MANAGER)
 
 
 def _same(mine: Mapping[str, Any], live: Mapping[str, Any]) -> bool:
