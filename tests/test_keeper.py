@@ -104,17 +104,12 @@ async def test_a_tenant_namespace_gets_its_level_its_tenant_and_its_defaults() -
     assert len(h.fake.writes()) == writes
 
 
-async def test_an_application_without_tenant_gets_the_platform_default_level_only() -> None:
+async def test_the_platforms_applications_those_of_no_tenant_and_removals_leave_it_alone() -> None:
+    """A namespace of no tenant may be one the member shares with what it runs otherwise
+    (``default``): the hub's check alone holds such applications to the default level."""
     h = Harness(None)
     await h.keeper.guard(h.member, h.work())
-    assert h.labels()[PSA + "enforce"] == "baseline"
-    assert "propagator.io/tenant" not in h.labels()
-    assert LR not in h.fake.objects
-    assert NP not in h.fake.objects
-
-
-async def test_platform_applications_and_removals_leave_namespaces_alone() -> None:
-    h = Harness(None)
+    h.quota = tenant(namespaceDefaults={"networkPolicy": {}})
     await h.keeper.guard(h.member, h.work("propagator-system/web"))
     await h.keeper.guard(h.member, h.work(removal=True))
     assert h.fake.writes() == []
@@ -149,3 +144,21 @@ async def test_a_default_the_tenant_quota_no_longer_asks_for_is_deleted() -> Non
     await h.rewrite_queued()
     assert LR not in h.fake.objects
     assert h.labels()[PSA + "enforce"] == "restricted"
+
+
+async def test_the_members_own_completion_of_a_write_is_not_a_change() -> None:
+    """A member stores a LimitRange completed (``defaultRequest`` from ``default``): the
+    event of the keeper's own write must not look undone (or it would write forever)."""
+    h = Harness(
+        tenant(namespaceDefaults={"limits": [{"type": "Container", "default": {"cpu": "1"}}]})
+    )
+    await h.keeper.guard(h.member, h.work())
+    stored = h.fake.objects[LR]
+    stored["spec"]["limits"][0]["defaultRequest"] = {"cpu": "1"}  # same resourceVersion
+    h.keeper.observed("m1", None, stored)
+    assert len(h.keeper.queue) == 0
+    h.fake.edit(LR, lambda lr: lr["spec"]["limits"][0].update(default={"cpu": "0"}))
+    h.keeper.observed("m1", stored, h.fake.objects[LR])
+    assert len(h.keeper.queue) == 1
+    await h.rewrite_queued()
+    assert h.fake.objects[LR]["spec"]["limits"] == [{"type": "Container", "default": {"cpu": "1"}}]

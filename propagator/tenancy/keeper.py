@@ -1,7 +1,9 @@
-"""The platform's part of every member namespace an application outside the platform
-namespaces writes: the Pod Security labels (so the member's own admission refuses what the
-hub would: the backstop), the tenant label, and the tenant's default LimitRange and
-NetworkPolicy (TenantQuota ``spec.namespaceDefaults``).
+"""The platform's part of every member namespace a tenant's applications write: the Pod
+Security labels (so the member's own admission refuses what the hub would: the backstop),
+the tenant label, and the tenant's default LimitRange and NetworkPolicy (TenantQuota
+``spec.namespaceDefaults``). A namespace written by an application of no tenant is left
+as it is (it may be shared with what the member runs otherwise, such as ``default``): the
+hub's check holds such applications to the platform's default level.
 
 Written before a sync writes into the namespace (the labels with a field manager of their
 own, so an application that brings its Namespace never owns them), and kept: a change to
@@ -53,23 +55,23 @@ class Wanted:
 
     app: str
     """The application whose sync asked for it last (its policy decides)."""
-    tenant: str | None
+    tenant: str
     labels: Mapping[str, str]
     objects: tuple[dict[str, Any], ...]
     """The default LimitRange and NetworkPolicy, unstamped."""
 
 
-def wanted_for(app: str, policy: TenantPolicy, quota: Mapping[str, Any] | None) -> Wanted:
-    """What the platform keeps in the namespaces ``app`` writes."""
+def wanted_for(app: str, policy: TenantPolicy, quota: Mapping[str, Any] | None) -> Wanted | None:
+    """What the platform keeps in the namespaces ``app`` writes (None: nothing, the
+    application is the platform's or of no tenant)."""
     tenant = policy.tenant
-    objects: list[dict[str, Any]] = []
-    if tenant is not None:
-        defaults = ((quota or {}).get("spec") or {}).get("namespaceDefaults") or {}
-        name = platform_object_name(tenant)
-        for made in (limit_range(name, defaults), network_policy(name, tenant, defaults)):
-            if made is not None:
-                objects.append(made)
-    return Wanted(app, tenant, namespace_labels(tenant, policy.pod_security), tuple(objects))
+    if policy.platform or tenant is None:
+        return None
+    defaults = ((quota or {}).get("spec") or {}).get("namespaceDefaults") or {}
+    name = platform_object_name(tenant)
+    made = (limit_range(name, defaults), network_policy(name, tenant, defaults))
+    objects = tuple(o for o in made if o is not None)
+    return Wanted(app, tenant, namespace_labels(tenant, policy.pod_security), objects)
 
 
 class NamespaceKeeper:
@@ -86,16 +88,18 @@ class NamespaceKeeper:
         """(cluster, namespace) -> the application that asked for it last."""
         self.queue = WorkQueue(max_delay_s=30.0)
         """``cluster/namespace`` keys to write again."""
+        self._versions: dict[tuple[str, str, str, str, str], str] = {}
+        """(cluster, apiVersion, kind, namespace, name) -> the resourceVersion of the
+        keeper's last write of a default object."""
 
     async def guard(self, member: Member, work: ClusterWork) -> None:
         """Before ``work`` is written to ``member``: the platform's part of each namespace
         it writes is in force (raises ApiError when it cannot be written)."""
         if work.removal:
             return
-        policy, quota = self.policy_of(work.app)
-        if policy.platform:
+        wanted = wanted_for(work.app, *self.policy_of(work.app))
+        if wanted is None:
             return
-        wanted = wanted_for(work.app, policy, quota)
         for namespace in sorted(_namespaces(work)):
             self._asked[member.name, namespace] = work.app
             if self.kept.get((member.name, namespace)) != wanted:
@@ -127,7 +131,12 @@ class NamespaceKeeper:
                 # One the platform kept once and no longer wants is deleted at the next keep.
                 undone = TENANT_ANNOTATION in (meta.get("annotations") or {}) and new is not None
             else:
-                undone = new is None or (new.get("spec") != mine.get("spec"))
+                # Another write than the keeper's last (the member completes a LimitRange
+                # as it stores it: what it answered is the keeper's, not a change).
+                version = (new or {}).get("metadata", {}).get("resourceVersion")
+                undone = version is None or version != self._versions.get(
+                    (cluster, *_key(mine, namespace))
+                )
         if undone:
             self.kept.pop((cluster, namespace), None)
             self.queue.add(f"{cluster}/{namespace}")
@@ -153,9 +162,9 @@ class NamespaceKeeper:
         app = self._asked.get((cluster, namespace))
         if member is None or app is None:
             return
-        policy, quota = self.policy_of(app)
-        if not policy.platform:
-            await self.keep(member, namespace, wanted_for(app, policy, quota))
+        wanted = wanted_for(app, *self.policy_of(app))
+        if wanted is not None:
+            await self.keep(member, namespace, wanted)
 
     async def keep(self, member: Member, namespace: str, wanted: Wanted) -> None:
         """Write ``wanted`` into ``namespace`` on ``member``: its labels (unless the member
@@ -164,7 +173,7 @@ class NamespaceKeeper:
         defaults there it no longer wants."""
         conn = member.connection
         stamp = {MEMBER_LABEL: member_label_value(member.name)}
-        owner = app_label_value("tenant", wanted.tenant or "")
+        owner = app_label_value("tenant", wanted.tenant)
         kinds = list(DEFAULT_KINDS)
         if not member.allowed_namespaces:
             await self._label(member, namespace, {**wanted.labels, **stamp}, owner)
@@ -175,9 +184,12 @@ class NamespaceKeeper:
                 **obj["metadata"],
                 "namespace": namespace,
                 "labels": {APP_LABEL: owner, **stamp},
-                "annotations": {TENANT_ANNOTATION: str(wanted.tenant)},
+                "annotations": {TENANT_ANNOTATION: wanted.tenant},
             }
-            await conn.apply({**obj, "metadata": meta})
+            answer = await conn.apply({**obj, "metadata": meta})
+            version = (answer.get("metadata") or {}).get("resourceVersion")
+            if isinstance(version, str):
+                self._versions[(member.name, *_key(obj, namespace))] = version
         for kind in DEFAULT_KINDS:
             for live in caches[kind].snapshot():
                 meta = live.get("metadata") or {}
@@ -211,6 +223,10 @@ class NamespaceKeeper:
             # Only what carries the label is in the member's caches, whose events keep this.
             labels[APP_LABEL] = owner
             await member.connection.apply(labelled(), field_manager=FIELD_MANAGER)
+
+
+def _key(obj: Mapping[str, Any], namespace: str) -> tuple[str, str, str, str]:
+    return (str(obj.get("apiVersion")), str(obj.get("kind")), namespace, obj["metadata"]["name"])
 
 
 def _same(mine: Mapping[str, Any], live: Mapping[str, Any]) -> bool:

@@ -38,13 +38,12 @@ def platform_object_name(tenant: str) -> str:
     return f"{PLATFORM_OBJECT_PREFIX}{hashlib.sha256(f'/{tenant}'.encode()).hexdigest()[:40]}"
 
 
-def namespace_labels(tenant: str | None, level: Level) -> dict[str, str]:
-    """The labels of a member namespace of ``tenant`` (None: no tenant) at ``level``, at
-    the latest policy version of each member."""
-    labels: dict[str, str] = {f"{POD_SECURITY_PREFIX}{mode}": level for mode in MODES}
+def namespace_labels(tenant: str, level: Level) -> dict[str, str]:
+    """The labels of a member namespace of ``tenant`` at ``level``, at the latest policy
+    version of each member."""
+    labels = {f"{POD_SECURITY_PREFIX}{mode}": str(level) for mode in MODES}
     labels |= {f"{POD_SECURITY_PREFIX}{mode}-version": "latest" for mode in MODES}
-    if tenant is not None:
-        labels[TENANT_LABEL] = tenant_label_value(tenant)
+    labels[TENANT_LABEL] = tenant_label_value(tenant)
     return labels
 
 
