@@ -140,7 +140,9 @@ async def test_a_default_the_tenant_quota_no_longer_asks_for_is_deleted() -> Non
     await h.keeper.guard(h.member, h.work())
     assert LR in h.fake.objects
     h.quota = tenant(podSecurity={"level": "restricted"})
-    h.keeper.tenants_changed()
+    h.keeper.tenant_changed("other")
+    assert len(h.keeper.queue) == 0
+    h.keeper.tenant_changed("team")
     await h.rewrite_queued()
     assert LR not in h.fake.objects
     assert h.labels()[PSA + "enforce"] == "restricted"

@@ -351,7 +351,7 @@ class PropagationController:
 
     def _on_quota(self, _event: str, old: Any, new: Any) -> None:
         if (old or {}).get("spec") != (new or {}).get("spec") or old is None or new is None:
-            self.keeper.tenants_changed()
+            self.keeper.tenant_changed(str((new or old)["metadata"]["name"]))
             self._enqueue(*self._keys())  # limits or namespaces changed: every placement may
             return
         # Only the use changed (our own status write): what waits for room may fit now.

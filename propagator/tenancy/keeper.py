@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fleet.connection import ApiError
@@ -53,8 +53,8 @@ PolicyOf = Callable[[str], tuple[TenantPolicy, Mapping[str, Any] | None]]
 class Wanted:
     """The platform's part of one member namespace."""
 
-    app: str
-    """The application whose sync asked for it last (its policy decides)."""
+    app: str = field(compare=False)
+    """The application whose sync asked for it (the same for all of a tenant's)."""
     tenant: str
     labels: Mapping[str, str]
     objects: tuple[dict[str, Any], ...]
@@ -105,10 +105,13 @@ class NamespaceKeeper:
             if self.kept.get((member.name, namespace)) != wanted:
                 await self.keep(member, namespace, wanted)
 
-    def tenants_changed(self) -> None:
-        """A TenantQuota changed: what it asks of each namespace is written again."""
+    def tenant_changed(self, tenant: str) -> None:
+        """TenantQuota ``tenant`` changed: what it asks of its namespaces is written again
+        (and, should it be gone, what its applications' policy now says)."""
         for cluster, namespace in list(self._asked):
-            self.queue.add(f"{cluster}/{namespace}")
+            kept = self.kept.get((cluster, namespace))
+            if kept is None or kept.tenant == tenant:
+                self.queue.add(f"{cluster}/{namespace}")
 
     def observed(
         self, cluster: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None
