@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+
 from fleet.connection import ApiError
 from fleet.discovery import UnknownKind
 from propagator.propagation.resources import (
@@ -88,6 +90,8 @@ class NamespaceKeeper:
         """(cluster, namespace) -> the application that asked for it last."""
         self.queue = WorkQueue(max_delay_s=30.0)
         """``cluster/namespace`` keys to write again."""
+        self._locks: dict[tuple[str, str], anyio.Lock] = {}
+        """One keep at a time per (cluster, namespace): a sync's and a rewrite's."""
         self._versions: dict[tuple[str, str, str, str, str], str] = {}
         """(cluster, apiVersion, kind, namespace, name) -> the resourceVersion of the
         keeper's last write of a default object."""
@@ -174,6 +178,25 @@ class NamespaceKeeper:
         is limited to some namespaces: its credentials may not write Namespaces, which
         are then the platform's to label), its default objects, and delete the platform's
         defaults there it no longer wants."""
+        where = (member.name, namespace)
+        async with self._locks.setdefault(where, anyio.Lock()):
+            # Kept from the first write on: a change made on the member meanwhile (its
+            # event compared with this) is written over again afterwards.
+            self.kept[where] = wanted
+            try:
+                await self._write(member, namespace, wanted)
+            except BaseException:
+                self.kept.pop(where, None)
+                raise
+        log.info(
+            "%s: namespace %s kept at Pod Security level %s%s",
+            member.name,
+            namespace,
+            wanted.labels.get("pod-security.kubernetes.io/enforce"),
+            "".join(f", {o['kind']} {o['metadata']['name']}" for o in wanted.objects),
+        )
+
+    async def _write(self, member: Member, namespace: str, wanted: Wanted) -> None:
         conn = member.connection
         stamp = {MEMBER_LABEL: member_label_value(member.name)}
         owner = app_label_value("tenant", wanted.tenant)
@@ -202,14 +225,6 @@ class NamespaceKeeper:
                     and not any(_same(o, live) for o in wanted.objects)
                 ):
                     await conn.delete(*kind, str(meta.get("name")), namespace)
-        self.kept[member.name, namespace] = wanted
-        log.info(
-            "%s: namespace %s kept at Pod Security level %s%s",
-            member.name,
-            namespace,
-            wanted.labels.get("pod-security.kubernetes.io/enforce"),
-            "".join(f", {o['kind']} {o['metadata']['name']}" for o in wanted.objects),
-        )
 
     async def _label(
         self, member: Member, namespace: str, labels: dict[str, str], owner: str

@@ -8,6 +8,7 @@ written and kept."""
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -141,7 +142,8 @@ def test_a_restricted_tenant_is_refused_at_the_hub_and_by_each_members_admission
     with pytest.raises(k8s.ApiException) as refused:
         fleet.core(MEMBERS[0]).create_namespaced_pod(RESTRICTED_NS, pod)
     assert refused.value.status == 403
-    assert 'violates PodSecurity "restricted:latest"' in str(refused.value.body)
+    message = json.loads(refused.value.body or "{}")["message"]
+    assert 'violates PodSecurity "restricted:latest": host namespaces (hostPID=true)' in message
 
 
 def test_the_platforms_labels_and_defaults_are_written_and_kept(
@@ -212,7 +214,7 @@ def test_services_expose_only_what_the_tenant_quota_gives(
     for cluster in MEMBERS:
         assert member_object(fleet, cluster, "Service", EXPOSED_NS, "np").spec.type == "NodePort"
         eip = member_object(fleet, cluster, "Service", EXPOSED_NS, "eip")
-        assert eip.spec.external_i_ps == ["203.0.113.9"]
+        assert eip.spec.external_ips == ["203.0.113.9"]
     # LoadBalancer is not among this tenant's types.
     create(fleet, application("lb", EXPOSED_NS, [_exposed("lb", EXPOSED_NS, type="LoadBalancer")]))
     assert "spec.type 'LoadBalancer'" in _refused(fleet, EXPOSED_NS, "lb")
