@@ -10,7 +10,7 @@ import pytest
 
 from fleet.connection import ApiError, KubeConnection
 from propagator.propagation.clustersync import IN_FLIGHT, apply_creating_namespace, sync_cluster
-from propagator.propagation.resources import MEMBER_LABEL, Owner
+from propagator.propagation.resources import APP_LABEL, MEMBER_LABEL, Owner, app_label_value
 from propagator.propagation.work import ClusterWork, SyncPolicy
 from tests.e2e.manifests import config_map, deployment
 from tests.fakes import FakeMember
@@ -436,6 +436,33 @@ async def test_another_applications_object_is_left_alone_and_named() -> None:
     assert live["metadata"]["resourceVersion"] == before  # not written
     assert live["data"] == {"a": "x"}
     assert ("apps/v1", "Deployment", "shop", "web") in fake.objects  # the rest is applied
+
+
+async def test_what_the_platform_keeps_for_a_tenant_is_named_as_the_platforms() -> None:
+    """A platform application that collides with a tenant's ResourceQuota (the quota
+    enforcer's) is told whose it is: the platform's, not "an application"."""
+    fake = FakeMember(namespaces=["shop"])
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {
+            "name": "propagator-tenant-team",
+            "namespace": "shop",
+            "labels": {APP_LABEL: app_label_value("tenant", "team"), MEMBER_LABEL: "m1"},
+            "annotations": {"propagator.io/tenant": "team"},
+        },
+        "spec": {"hard": {"pods": "6"}},
+    }
+    fake.put(quota)
+    mine = {**quota, "metadata": {"name": "propagator-tenant-team", "namespace": "shop"}}
+    report = await _sync(fake, _work([mine]))
+    assert report.conflicts == (
+        "v1 ResourceQuota shop/propagator-tenant-team belongs to the platform "
+        "(it keeps it for TenantQuota team)",
+    )
+    assert fake.objects["v1", "ResourceQuota", "shop", "propagator-tenant-team"]["spec"] == {
+        "hard": {"pods": "6"}
+    }
 
 
 async def test_an_unstamped_object_is_a_conflict_unless_adopted() -> None:

@@ -60,9 +60,14 @@ def test_only_the_stamp_with_the_application_uid_owns_an_object() -> None:
     forged = cm("forged")
     forged["metadata"]["labels"] = {APP_LABEL: app_label_value("shop", "web")}
     assert not web.owns(forged)
-    assert owner_named(mine) == "shop/web"
+    assert owner_named(mine) == "application shop/web"
     assert owner_named(forged) == "an application (label only)"
     assert owner_named(cm("manual")) is None
+    # what the platform keeps for a tenant is named as the platform's
+    quota = cm("propagator-tenant-shop")
+    quota["metadata"]["labels"] = {APP_LABEL: app_label_value("tenant", "shop")}
+    quota["metadata"]["annotations"] = {"propagator.io/tenant": "shop"}
+    assert owner_named(quota) == "the platform (it keeps it for TenantQuota shop)"
 
 
 def test_kinds_name_api_version_and_kind() -> None:
