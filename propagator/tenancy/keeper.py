@@ -135,8 +135,9 @@ class NamespaceKeeper:
         else:
             mine = next((o for o in kept.objects if _same(o, obj)), None)
             if mine is None:
-                # One the platform kept once and no longer wants is deleted at the next keep.
-                undone = TENANT_ANNOTATION in (meta.get("annotations") or {}) and new is not None
+                # One kept for the tenant once and no longer wanted: deleted by a keep.
+                tenant = (meta.get("annotations") or {}).get(TENANT_ANNOTATION)
+                undone = tenant == kept.tenant and new is not None
             else:
                 # Another write than the keeper's last (the member completes a LimitRange
                 # as it stores it: what it answered is the keeper's, not a change).
@@ -149,7 +150,7 @@ class NamespaceKeeper:
             self.queue.add(f"{cluster}/{namespace}")
 
     async def run(self, members: Callable[[str], Member | None]) -> None:
-        """Write again what :meth:`observed` and :meth:`tenants_changed` queued, until the
+        """Write again what :meth:`observed` and :meth:`tenant_changed` queued, until the
         queue shuts down."""
         while (key := await self.queue.get()) is not None:
             try:
@@ -176,7 +177,7 @@ class NamespaceKeeper:
     async def keep(self, member: Member, namespace: str, wanted: Wanted) -> None:
         """Write ``wanted`` into ``namespace`` on ``member``: its labels (unless the member
         is limited to some namespaces: its credentials may not write Namespaces, which
-        are then the platform's to label), its default objects, and delete the platform's
+        are then the platform's to label), its default objects, and delete the tenant's
         defaults there it no longer wants."""
         where = (member.name, namespace)
         async with self._locks.setdefault(where, anyio.Lock()):
@@ -221,7 +222,7 @@ class NamespaceKeeper:
                 meta = live.get("metadata") or {}
                 if (
                     meta.get("namespace") == namespace
-                    and TENANT_ANNOTATION in (meta.get("annotations") or {})
+                    and (meta.get("annotations") or {}).get(TENANT_ANNOTATION) == wanted.tenant
                     and not any(_same(o, live) for o in wanted.objects)
                 ):
                     await conn.delete(*kind, str(meta.get("name")), namespace)
