@@ -355,6 +355,42 @@ BAD_OBJECTS = [
         "must be a DNS label",
     ),
     BadObject(
+        "tq-pod-security-level-unknown",
+        tq({"podSecurity": {"level": "root"}}),
+        "spec.podSecurity.level",
+        "restricted",
+    ),
+    BadObject(
+        "tq-service-type-unknown",
+        tq({"services": {"types": ["ClusterIP", "HostNetwork"]}}),
+        "spec.services.types[1]",
+        "LoadBalancer",
+    ),
+    BadObject(
+        "tq-ingress-class-not-a-name",
+        tq({"services": {"ingressClasses": ["Public Internet"]}}),
+        "spec.services.ingressClasses[0]",
+        "should match",
+    ),
+    BadObject(
+        "tq-limit-range-type-unknown",
+        tq({"namespaceDefaults": {"limits": [{"type": "Node"}]}}),
+        "spec.namespaceDefaults.limits[0].type",
+        "Container",
+    ),
+    BadObject(
+        "tq-limit-range-default-unparsable",
+        tq({"namespaceDefaults": {"limits": [{"type": "Container", "default": {"cpu": "a lot"}}]}}),
+        "spec.namespaceDefaults.limits[0].default[cpu]",
+        "must be a non-negative quantity such as 500m, 2Gi or 10",
+    ),
+    BadObject(
+        "tq-network-policy-ingress-unknown",
+        tq({"namespaceDefaults": {"networkPolicy": {"ingressFrom": "Anywhere"}}}),
+        "spec.namespaceDefaults.networkPolicy.ingressFrom",
+        "SameTenant",
+    ),
+    BadObject(
         "tq-cluster-scoped-kind-lower-case",
         tq({"clusterScopedKinds": [{"group": "storage.k8s.io", "kind": "storageclass"}]}),
         "spec.clusterScopedKinds[0].kind",
