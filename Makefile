@@ -67,6 +67,7 @@ bench: install testbin
 	$(PY) -m bench.scale --clusters 1000 --limited
 	$(PY) -m bench.failover
 	$(PY) -m bench.canary
+	$(PY) -m bench.tenancy
 
 local-up: install testbin
 	$(VENV)/bin/propagator local up --state-dir $(STATE_DIR)

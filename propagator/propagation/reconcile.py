@@ -267,7 +267,9 @@ class Reconciler:
                 return await self._planned(obj, key, plan, Outcome(False, exc))
             rendered = moved.rendered
             try:
-                await check_rendered(self.hub, tenancy, self.platform, rendered, namespace)
+                await check_rendered(
+                    self.hub, tenancy, self.platform, rendered, namespace, moved.revisions
+                )
             except Forbidden as exc:
                 return await self._forbidden(obj, key, plan, exc)
             except ApiError as exc:  # hub discovery failed: try again, write nothing meanwhile

@@ -207,20 +207,22 @@ def _broken_rule(
     default_namespace: str,
 ) -> str | None:
     """The first rule ``obj`` breaks: where it goes, then what it runs or exposes."""
-    if rule := _misplaced(obj, policy, platform, scope, default_namespace):
+    if rule := misplaced(obj, policy, platform, scope, default_namespace):
         return rule
     if problem := pod_security_problem(obj, policy.pod_security):
         return f"{problem} ({policy.pod_security_source})"
     return exposure_problem(obj, policy.exposure)
 
 
-def _misplaced(
+def misplaced(
     obj: Mapping[str, Any],
     policy: TenantPolicy,
     platform: Platform,
     scope: Scope,
     default_namespace: str,
 ) -> str | None:
+    """The placement rule ``obj`` breaks (its kind, its namespace), or None; what it runs
+    and exposes aside."""
     api_version, kind = str(obj.get("apiVersion")), str(obj.get("kind"))
     group = group_of(api_version)
     meta = obj.get("metadata") or {}
