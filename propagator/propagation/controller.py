@@ -29,6 +29,7 @@ from api.admission import FINALIZER
 from api.common import API_VERSION
 from api.selectors import selects, stored_selector
 from fleet.connection import ApiError, KubeConnection
+from fleet.discovery import UnknownKind
 from fleet.informer import Informer, cache_key, wait_synced
 from fleet.snapshot import FleetSnapshot, SnapshotStore
 from propagator.fleetmanager import FleetManager
@@ -41,6 +42,7 @@ from propagator.propagation.renderworker import warm_up
 from propagator.propagation.resources import member_selector, owner_label_of
 from propagator.propagation.routing import fleet_change, route_member_event, to_plan_again
 from propagator.propagation.work import ClusterWork, WorkTable
+from propagator.runtime.bounded import each
 from propagator.runtime.members import LIMIT_RANGES, KindKey, Member, MemberRegistry
 from propagator.runtime.workqueue import WorkQueue
 from propagator.scheduler import Profile, Scheduler
@@ -345,9 +347,10 @@ class PropagationController:
 
     async def _guard(self, member: Member, work: ClusterWork) -> None:
         """Before a sync writes into the member's namespaces: the platform's labels and
-        defaults there, then the tenant's quotas."""
-        await self.keeper.guard(member, work)
-        await self.enforcer.guard(member, work)
+        defaults there, and the tenant's quotas, at once (each raises ApiError when it
+        cannot be written)."""
+        guards = (self.keeper.guard, self.enforcer.guard)
+        await each(guards, lambda guard: guard(member, work), 2, (ApiError, UnknownKind))
 
     def _on_quota(self, _event: str, old: Any, new: Any) -> None:
         if (old or {}).get("spec") != (new or {}).get("spec") or old is None or new is None:

@@ -13,8 +13,9 @@ again.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ import anyio
 
 from fleet.connection import ApiError
 from fleet.discovery import UnknownKind
+from fleet.informer import Informer
 from propagator.propagation.resources import (
     APP_LABEL,
     MEMBER_LABEL,
@@ -29,7 +31,8 @@ from propagator.propagation.resources import (
     member_label_value,
 )
 from propagator.propagation.work import ClusterWork
-from propagator.runtime.members import NAMESPACES, Caches, Member
+from propagator.runtime.bounded import each
+from propagator.runtime.members import NAMESPACES, Caches, KindKey, Member
 from propagator.runtime.workqueue import WorkQueue
 from propagator.tenancy.namespacelabels import (
     TENANT_ANNOTATION,
@@ -198,15 +201,20 @@ class NamespaceKeeper:
         )
 
     async def _write(self, member: Member, namespace: str, wanted: Wanted) -> None:
+        """The labels and each default object at once (one round trip to a far member),
+        while the caches the stale defaults are found in list."""
         conn = member.connection
         stamp = {MEMBER_LABEL: member_label_value(member.name)}
         owner = app_label_value("tenant", wanted.tenant)
         kinds = list(DEFAULT_KINDS)
         if not member.allowed_namespaces:
-            await self._label(member, namespace, {**wanted.labels, **stamp}, owner)
             kinds.append(NAMESPACES)  # its events tell when the labels are undone
-        caches = await self.caches(member, kinds, self.timeout_s)
-        for obj in wanted.objects:
+        caches: dict[KindKey, Informer] = {}
+
+        async def listed() -> None:
+            caches.update(await self.caches(member, kinds, self.timeout_s))
+
+        async def apply(obj: dict[str, Any]) -> None:
             meta = {
                 **obj["metadata"],
                 "namespace": namespace,
@@ -217,6 +225,15 @@ class NamespaceKeeper:
             version = (answer.get("metadata") or {}).get("resourceVersion")
             if isinstance(version, str):
                 self._versions[(member.name, *_key(obj, namespace))] = version
+
+        async def label() -> None:
+            await self._label(member, namespace, {**wanted.labels, **stamp}, owner)
+
+        calls: list[Callable[[], Awaitable[None]]] = [listed]
+        calls += [functools.partial(apply, obj) for obj in wanted.objects]
+        if not member.allowed_namespaces:
+            calls.append(label)
+        await each(calls, lambda call: call(), len(calls), (ApiError, UnknownKind, TimeoutError))
         for kind in DEFAULT_KINDS:
             for live in caches[kind].snapshot():
                 meta = live.get("metadata") or {}
