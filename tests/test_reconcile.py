@@ -439,6 +439,27 @@ def test_a_cluster_where_the_rendering_asks_too_much_is_left_out_not_the_applica
     assert h.condition("QuotaExceeded")["status"] == "False"
 
 
+def test_where_it_runs_it_is_not_taken_away_for_want_of_room() -> None:
+    """A new generation that asks too much of a cluster the application runs on is
+    refused whole: what runs stays, there and everywhere."""
+    h = Harness(_asking("web", 1, "500m"), quotas=[_one_cpu_tenant()])
+    h.reconcile()
+    h.synced("shop/web", "a", "b")
+    h.reconcile(replan=False)
+    workload = h.hub.app["spec"]["resources"]["manifests"][0]
+    workload["spec"]["replicas"] = "{{ 4 if cluster.name == 'a' else 1 }}"
+    h.hub.app["metadata"]["generation"] = 2
+    h.queued = []
+    h.reconcile()
+    assert h.queued == []  # no removal from a, nothing new on b
+    exceeded = h.condition("QuotaExceeded")
+    assert exceeded["status"] == "True"
+    assert exceeded["message"].startswith(
+        "as rendered, it asks more than the tenant's quota leaves on a: cpu 2 asked"
+    )
+    assert sorted(h.table.works_of("shop/web")) == ["a", "b"]
+
+
 def test_without_a_tenant_quota_requests_are_not_required() -> None:
     h = Harness(_unrequested("web", 1), limit_ranges={"a": [], "b": []})
     h.reconcile()

@@ -61,11 +61,11 @@ LOGGED_CLUSTERS = 5
 """Clusters a log line names before it says how many more."""
 
 REMOVAL = "removal"
+"""The revision of the work that removes an application from a cluster."""
 PLACE_AGAIN_LIMIT = 2
 """How many times an application whose rendering asks more than the tenant's quota leaves
 on some clusters is placed again without them before it is refused: each rendering can
 show a new one (a templated value, an override, a LimitRange default)."""
-"""The revision of the work that removes an application from a cluster."""
 STATUS_CATCH_UP_S = 1.0
 """A reconcile with member syncs in flight leaves the status write to their results; this
 long at most."""
@@ -207,7 +207,9 @@ class Reconciler:
         own, planned = self.admission.use(tenant, key, snapshot)
         over_room: dict[str, str] = {}
         """Clusters where the application as rendered asks more than the tenant's quota
-        leaves (a templated value, an override, a LimitRange default): placed without."""
+        leaves (a templated value, an override, a LimitRange default) and where it does
+        not run yet: placed without."""
+        runs_on = {t.cluster for t in running}
         scheduled = len(plan.conditions)
         refusal: QuotaRefusal | None = None
         for attempt in range(PLACE_AGAIN_LIMIT + 1):
@@ -279,7 +281,9 @@ class Reconciler:
             if refusal is None:
                 break
             again = {c: why for c, why in refusal.over.items() if c not in over_room}
-            if not again or attempt == PLACE_AGAIN_LIMIT:
+            # Where it runs already, it is not taken away for want of room: refused whole,
+            # what runs stays as it is.
+            if not again or attempt == PLACE_AGAIN_LIMIT or again.keys() & runs_on:
                 plan.conditions.append(("QuotaExceeded", True, refusal.reason, refusal.message))
                 _not_applied(plan, previous, refusal.reason, refusal.message)
                 return await self._planned(obj, key, plan, Outcome(False))
