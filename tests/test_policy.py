@@ -359,3 +359,22 @@ def test_a_tenant_namespace_may_not_carry_the_platforms_labels() -> None:
     )
     ns["metadata"]["labels"] = {"propagator.io/tenant": "team-b"}
     assert check(ns) is not None
+
+
+def test_a_refusal_stays_short_whatever_the_pod_template_holds() -> None:
+    """Thousands of containers with long names, each breaking every check: the rule a
+    status shows is bounded, and still names the level and the first checks."""
+    name = "c" * 63
+    containers = [
+        {
+            "name": f"{name[:58]}{i:05}",
+            "image": "x",
+            "securityContext": {"privileged": True, "capabilities": {"add": ["SYS_ADMIN"]}},
+            "ports": [{"containerPort": 1, "hostPort": 1 + i % 60000}],
+        }
+        for i in range(5000)
+    ]
+    rule = check(workload("Deployment", {"containers": containers, "hostPID": True}))
+    assert rule is not None
+    assert len(rule) < 1400
+    assert rule.startswith("spec.template breaks Pod Security level baseline: ")

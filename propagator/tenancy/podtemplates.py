@@ -65,10 +65,10 @@ def pod_security_problem(obj: Mapping[str, Any], level: Level) -> str | None:
     if not found:
         return None
     where = f"{template.path} " if template.path else ""
-    shown = "; ".join(_bounded(str(v)) for v in found)
+    shown = _bounded("; ".join(_bounded(str(v), 300) for v in found), 1200)
     return f"{where}breaks Pod Security level {level}: {shown}"
 
 
-def _bounded(text: str) -> str:
-    """Names come from the tenant: a detail is shown up to 300 characters."""
-    return text if len(text) <= 300 else text[:300] + "…"
+def _bounded(text: str, limit: int) -> str:
+    """Names come from the tenant: what a status shows of them is bounded."""
+    return text if len(text) <= limit else text[:limit] + "…"
