@@ -1,19 +1,16 @@
-"""``propagator local``: start, inspect and stop a local fleet of real control planes."""
+"""``propagator local``: start, inspect and stop a local fleet of real control planes.
+
+The parser only: what the actions do (``propagator.cli.localfleet``) is imported when one
+runs, as it needs the Kubernetes client of the ``local`` extra.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import anyio
-from pydantic import ValidationError
-
-from api.quantity import QuantityError, parse_quantity
-from fleet import local
-from fleet.local import cluster as local_cluster
-from fleet.local import process
 
 
 def register(commands: Any) -> None:
@@ -24,7 +21,10 @@ def register(commands: Any) -> None:
         description="Real Kubernetes control planes on loopback, for demos and tests.",
     )
     sub = parser.add_subparsers(dest="local_command", metavar="ACTION", required=True)
-    state_help = f"state directory (default: {local.default_state_dir()})"
+    state_help = (
+        "state directory (default: $XDG_STATE_HOME/propagator/local, "
+        "else ~/.local/state/propagator/local)"
+    )
 
     up = sub.add_parser("up", help="start a hub and N members; returns once all are ready")
     up.add_argument("--members", type=int, default=3, help="member clusters (default: 3)")
@@ -42,7 +42,7 @@ def register(commands: Any) -> None:
         help="seconds to wait for every cluster to become ready (default: 300)",
     )
     up.add_argument("--state-dir", type=Path, default=None, help=state_help)
-    up.set_defaults(run=_up)
+    up.set_defaults(run=_action("up"))
 
     down = sub.add_parser("down", help="stop every process of the local fleet")
     down.add_argument("--state-dir", type=Path, default=None, help=state_help)
@@ -51,92 +51,27 @@ def register(commands: Any) -> None:
         action="store_true",
         help="keep the state directory (logs, data, kubeconfigs)",
     )
-    down.set_defaults(run=_down)
+    down.set_defaults(run=_action("down"))
 
     status = sub.add_parser("status", help="show each cluster, its components and memory")
     status.add_argument("--state-dir", type=Path, default=None, help=state_help)
-    status.set_defaults(run=_status)
+    status.set_defaults(run=_action("status"))
 
 
-def _state_dir(args: argparse.Namespace) -> Path:
-    return Path(args.state_dir or local.default_state_dir()).resolve()
+def _action(name: str) -> Callable[[argparse.Namespace], int]:
+    """The action ``name`` of ``propagator.cli.localfleet``, imported when it runs."""
 
-
-def _fail(message: str) -> int:
-    print(f"propagator local: {message}", file=sys.stderr)
-    return 1
-
-
-def _up(args: argparse.Namespace) -> int:
-    try:
-        options = local.FleetOptions(
-            members=args.members,
-            nodes_per_cluster=args.nodes_per_cluster,
-            node_cpu=args.node_cpu,
-            node_memory=args.node_memory,
-            timeout_s=args.timeout,
-        )
-    except ValidationError as exc:
-        flags = {
-            "members": "--members",
-            "nodes_per_cluster": "--nodes-per-cluster",
-            "timeout_s": "--timeout",
-        }
-        errors = "; ".join(
-            f"{flags.get(str(e['loc'][0]), e['loc'][0])}={e['input']}: {e['msg']}"
-            for e in exc.errors()
-        )
-        return _fail(errors)
-    # A fake node still goes through the scheduler's arithmetic: keep it to real sizes.
-    bounds = (
-        ("--node-cpu", args.node_cpu, 10**4, "10000"),
-        ("--node-memory", args.node_memory, 2**50, "1Pi"),
-    )
-    for flag, value, most, shown in bounds:
+    def run(args: argparse.Namespace) -> int:
         try:
-            amount = parse_quantity(value)
-        except QuantityError as exc:
-            return _fail(f"{flag}: {exc}")
-        if not 0 < amount <= most:
-            return _fail(f"{flag}={value!r}: must be greater than zero and at most {shown}")
-    state_dir = _state_dir(args)
-    try:
-        binaries = local.testbin_dir()
-        print(f"Starting a hub and {options.members} members in {state_dir} ...", flush=True)
-        state = anyio.run(local.up, state_dir, binaries, options)
-    except (local.LocalFleetError, local.TestbinError) as exc:
-        return _fail(str(exc))
-    print(f"Local fleet ready: {len(state.clusters)} clusters.")
-    for c in state.clusters:
-        print(f"  {c.name:<10} {c.role:<6} {c.server:<26} kubeconfig: {c.kubeconfig}")
-    print(f"\nUse the hub:  export KUBECONFIG={state.hub.kubeconfig}")
-    print(f"Stop it all:  propagator local down --state-dir {state_dir}")
-    return 0
+            from propagator.cli import localfleet
+        except ImportError as exc:
+            print(
+                f"propagator local: needs {exc.name or 'the Kubernetes client'}, which the "
+                "controller does not ship with: pip install 'propagator[local]'",
+                file=sys.stderr,
+            )
+            return 1
+        action: Callable[[argparse.Namespace], int] = getattr(localfleet, name)
+        return action(args)
 
-
-def _down(args: argparse.Namespace) -> int:
-    state_dir = _state_dir(args)
-    try:
-        state = local.FleetState.load(state_dir)
-    except local.LocalFleetError as exc:
-        return _fail(str(exc))
-    local.down(state, keep_state=args.keep_state)
-    kept = f" (state kept in {state_dir})" if args.keep_state else ""
-    print(f"Stopped {len(state.clusters)} clusters{kept}.")
-    return 0
-
-
-def _status(args: argparse.Namespace) -> int:
-    try:
-        state = local.FleetState.load(_state_dir(args))
-    except local.LocalFleetError as exc:
-        return _fail(str(exc))
-    print(f"{'CLUSTER':<10} {'ROLE':<6} {'API':<9} {'SERVER':<26} {'RSS':>9}  COMPONENTS")
-    for c in state.clusters:
-        ready = "ready" if local_cluster.api_ready(c) else "down"
-        rss = local_cluster.rss_bytes(c) / (1 << 20)
-        parts = " ".join(
-            f"{r.name}={'up' if process.is_running(r) else 'DOWN'}" for r in c.components.values()
-        )
-        print(f"{c.name:<10} {c.role:<6} {ready:<9} {c.server:<26} {rss:>6.0f}MiB  {parts}")
-    return 0
+    return run
