@@ -116,7 +116,3 @@ class KubeModel(BaseModel):
                 raise ValueError(f"{where}{rule.message}")
         _check_unique_lists(self)
         return self
-
-    def to_dict(self) -> dict[str, Any]:
-        """The object as the API server sees it: camelCase, unset fields left out."""
-        return self.model_dump(by_alias=True, exclude_none=True, mode="json")

@@ -205,15 +205,6 @@ def parse_quantities(values: Mapping[str, Any] | None) -> dict[str, Decimal]:
     return parsed
 
 
-def is_quantity(value: str) -> bool:
-    """True when Kubernetes accepts ``value`` as a quantity."""
-    try:
-        parse(value)
-    except QuantityError:
-        return False
-    return True
-
-
 def _coefficient(value: Decimal) -> tuple[str, int]:
     """``value`` as ``digits * 10^exponent`` with no factor of 10 left in ``digits``."""
     sign, digit_tuple, exponent = value.normalize(_exact_for(value)).as_tuple()

@@ -68,14 +68,6 @@ class ClusterInfo:
                     value = float(ARITHMETIC.divide(self.available[resource], total))
                     object.__setattr__(self, f"free_{resource}", value)
 
-    def field_value(self, name: str) -> str | None:
-        """``region``, ``zone`` or ``provider`` (for spread by field)."""
-        if name == "region":
-            return self.region
-        if name == "zone":
-            return self.zone
-        return self.provider if name == "provider" else None
-
 
 def capacity_only(before: ClusterInfo | None, after: ClusterInfo | None) -> bool:
     """Whether one cluster's ``before`` and ``after`` (in two snapshots) differ in capacity

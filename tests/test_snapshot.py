@@ -48,7 +48,6 @@ def test_cluster_info_reads_a_member_cluster() -> None:
     assert info.available == {"cpu": Decimal("1.5"), "memory": Decimal(1024**3), "pods": 3}
     assert ("apps/v1", "Deployment") in info.api_enablements
     assert info.taints[0].key == "k"
-    assert info.field_value("region") == "eu"
 
 
 def test_indexes_by_layer_and_label() -> None:

@@ -115,10 +115,6 @@ def _spec_changed(old: dict[str, Any] | None, new: dict[str, Any] | None) -> boo
     )
 
 
-def _fleet_of(app: dict[str, Any]) -> Any:
-    return (app.get("spec") or {}).get("fleet")
-
-
 class PropagationController:
     """Keeps every ApplicationPropagation applied; runs until cancelled or drained."""
 
