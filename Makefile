@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STATE_DIR ?= $(HOME)/.local/state/propagator/local
 
-.PHONY: install crds testbin prometheus helm jaeger lint typecheck unit e2e test bench local-up local-down demo demo-down clean
+.PHONY: install crds reference docs testbin prometheus helm jaeger lint typecheck unit e2e test bench local-up local-down demo demo-down clean
 
 install: $(VENV)/.installed
 
@@ -38,6 +38,15 @@ crds: install
 	$(VENV)/bin/propagator crds --output-dir charts/propagator/crds
 	$(VENV)/bin/propagator chart --output-dir charts/propagator
 
+# Regenerate docs/reference/ (resources, settings, metrics, commands) from the code (a unit
+# test fails on drift).
+reference: install
+	$(VENV)/bin/propagator reference --output-dir docs/reference
+
+# The documentation site (mkdocs.yml) into site/; --strict: a broken link fails it.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
@@ -51,7 +60,7 @@ unit: install testbin
 e2e: install testbin prometheus helm jaeger
 	$(PY) -m pytest tests/e2e
 
-test: lint typecheck unit e2e
+test: lint typecheck unit docs e2e
 
 # bench.fanout, bench.propagation, bench.scale and bench.failover start local clusters
 # (bench.failover waits out the default 300 s toleration; bench.scale with

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from propagator.cli import chart, crds, fleet, local, run, schedule
+from propagator.cli import chart, crds, fleet, local, reference, run, schedule
 from propagator.cli.parser import Parser
 
 
@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     crds.register(commands)
     fleet.register(commands)
     local.register(commands)
+    reference.register(commands)
     run.register(commands)
     schedule.register(commands)
     return parser
