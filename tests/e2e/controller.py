@@ -18,7 +18,7 @@ from fleet.local import HUB
 from tests.e2e.conftest import Fleet
 from tests.e2e.waiting import HANG_GUARD_S
 
-# Frequent probes so the tests wait little (the README documents the defaults); a generous
+# Frequent probes so the tests wait little (docs/reference/settings.md has the defaults); a generous
 # timeout so a loaded CI machine does not flap the members.
 FAST_PROBES = {
     "PROPAGATOR_PROBE_INTERVAL_S": "1",
