@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from propagator.conditions import NAMED_CLUSTERS, status_changed
-from propagator.propagation.status import ClusterState, StatusBuilder, availability
+from propagator.propagation.status import ClusterLine, StatusBuilder, availability
 
 
-def _state(name: str, applied: bool = True, health: str = "Healthy") -> ClusterState:
-    return ClusterState(name, applied, health, 1, None if applied else "boom", "r1")  # type: ignore[arg-type]
+def _state(name: str, applied: bool = True, health: str = "Healthy") -> ClusterLine:
+    return ClusterLine(name, applied, health, 1, None if applied else "boom", "r1")  # type: ignore[arg-type]
 
 
 def test_ready_counts_only_applied_and_healthy_clusters() -> None:

@@ -25,7 +25,7 @@ from propagator.scheduler import (
     on_clusters,
 )
 from propagator.scheduler.plugins import (
-    ApiEnablement,
+    ApiEnablementFilter,
     BalancedAllocation,
     Capacity,
     ClusterAffinity,
@@ -35,7 +35,7 @@ from propagator.scheduler.plugins import (
     Preference,
     TaintPreference,
     TaintToleration,
-    TenantQuota,
+    TenantQuotaFilter,
 )
 from propagator.scheduler.registry import discover
 from propagator.scheduler.replicas import apportion as divide
@@ -170,7 +170,7 @@ def test_affinity_names_exclusions_and_selector() -> None:
 
 def test_api_enablement_requires_every_kind() -> None:
     d = Demand(1, {}, frozenset({DEPLOYMENT, ("batch/v1", "Job")}))
-    rejected = ApiEnablement().filter(cluster("a"), ctx(d=d))
+    rejected = ApiEnablementFilter().filter(cluster("a"), ctx(d=d))
     assert rejected == ("no Job", "does not serve Job in batch/v1")
 
 
@@ -186,9 +186,9 @@ def test_capacity_duplicated_needs_all_replicas_divided_one() -> None:
 def test_tenant_quota_filter() -> None:
     c = cluster("a")
     quota = {"a": {"cpu": Decimal(1)}}
-    assert TenantQuota().filter(c, ctx(d=demand(2), quota=quota))[0] == "quota cpu"  # type: ignore[index]
-    assert TenantQuota().filter(c, ctx(d=demand(1), quota=quota)) is None
-    assert TenantQuota().filter(c, ctx(d=demand(5))) is None  # no tenant quota applies
+    assert TenantQuotaFilter().filter(c, ctx(d=demand(2), quota=quota))[0] == "quota cpu"  # type: ignore[index]
+    assert TenantQuotaFilter().filter(c, ctx(d=demand(1), quota=quota)) is None
+    assert TenantQuotaFilter().filter(c, ctx(d=demand(5))) is None  # no tenant quota applies
 
 
 # -- scores --------------------------------------------------------------------------------

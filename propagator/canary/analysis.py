@@ -31,7 +31,7 @@ _TEMPLATES = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
 
 
 @dataclass(frozen=True)
-class Outcome:
+class CheckVerdict:
     """One measurement: the value (None: none came back) and whether it is within bounds."""
 
     ok: bool
@@ -39,17 +39,17 @@ class Outcome:
     value: float | None = None
 
 
-def judge(check: MetricCheck, value: float | None) -> Outcome:
+def judge(check: MetricCheck, value: float | None) -> CheckVerdict:
     """Whether ``value`` keeps ``check``'s bounds (no value, or NaN, does not)."""
     if value is None:
-        return Outcome(False, "no data")
+        return CheckVerdict(False, "no data")
     if math.isnan(value):
-        return Outcome(False, "NaN", value)
+        return CheckVerdict(False, "NaN", value)
     if check.max is not None and value > check.max:
-        return Outcome(False, f"{value:g} is above max {check.max:g}", value)
+        return CheckVerdict(False, f"{value:g} is above max {check.max:g}", value)
     if check.min is not None and value < check.min:
-        return Outcome(False, f"{value:g} is below min {check.min:g}", value)
-    return Outcome(True, f"{value:g} within bounds", value)
+        return CheckVerdict(False, f"{value:g} is below min {check.min:g}", value)
+    return CheckVerdict(True, f"{value:g} within bounds", value)
 
 
 def query_for(
@@ -252,7 +252,7 @@ class Analysis:
                         )
             outcome = judge(check, value_of(json.loads(body)))
         except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
-            outcome = Outcome(False, f"{type(exc).__name__}: {exc}"[:300])
+            outcome = CheckVerdict(False, f"{type(exc).__name__}: {exc}"[:300])
         record.last = outcome.message
         if outcome.ok:
             record.passed = True

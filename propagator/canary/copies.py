@@ -40,7 +40,7 @@ class CanaryError(ValueError):
     """The manifests cannot run as a canary (the message names the object and why)."""
 
 
-def kind_of(obj: Mapping[str, Any]) -> tuple[str, str]:
+def kind_key_of(obj: Mapping[str, Any]) -> tuple[str, str]:
     return str(obj.get("apiVersion")), str(obj.get("kind"))
 
 
@@ -57,7 +57,7 @@ def replicas_of(deployment: Mapping[str, Any]) -> int:
 def is_canary_copy(obj: Mapping[str, Any]) -> bool:
     """Whether ``obj`` is a canary copy (a Deployment whose pods are on the canary track)."""
     labels = (((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels")
-    return kind_of(obj) == DEPLOYMENT and (labels or {}).get(TRACK_LABEL) == "canary"
+    return kind_key_of(obj) == DEPLOYMENT and (labels or {}).get(TRACK_LABEL) == "canary"
 
 
 def template_of(deployment: Mapping[str, Any]) -> Any:
@@ -82,11 +82,13 @@ def compose(
     latest revision's. Raises CanaryError."""
     out: list[dict[str, Any]] = []
     services = {
-        name_of(o) for o in new if kind_of(o) == SERVICE and (o.get("spec") or {}).get("selector")
+        name_of(o)
+        for o in new
+        if kind_key_of(o) == SERVICE and (o.get("spec") or {}).get("selector")
     }
     routed = weight if mode in ("split", "folding") else None
     for obj in new:
-        kind = kind_of(obj)
+        kind = kind_key_of(obj)
         if kind == SERVICE:
             out += [copy.deepcopy(dict(obj)), *_track_services(obj)]
             continue

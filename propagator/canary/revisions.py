@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fleet.connection import ApiError, KubeConnection
-from propagator.canary.copies import DEPLOYMENT, kind_of
+from propagator.canary.copies import DEPLOYMENT, kind_key_of
 
 APPLICATION_LABEL = "propagator.io/application"
 RELEASE_LABEL = "propagator.io/release"
@@ -29,7 +29,7 @@ Source = dict[str, Any]
 def source_of(objects: Sequence[Mapping[str, Any]], overrides: Sequence[Any]) -> Source:
     """What the Deployments of ``objects`` are rendered from."""
     return {
-        "workloads": [dict(o) for o in objects if kind_of(o) == DEPLOYMENT],
+        "workloads": [dict(o) for o in objects if kind_key_of(o) == DEPLOYMENT],
         "overrides": list(overrides),
     }
 

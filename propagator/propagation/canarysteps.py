@@ -21,7 +21,7 @@ from propagator.canary.copies import (
     CanaryError,
     compose,
     is_canary_copy,
-    kind_of,
+    kind_key_of,
     name_of,
     replicas_of,
     template_of,
@@ -197,7 +197,7 @@ class CanarySteps:
                 and state.applied
                 and state.revision == plan.revisions.get(t.cluster)
             )
-            deployments = [o for o in rendered if kind_of(o) == DEPLOYMENT]
+            deployments = [o for o in rendered if kind_key_of(o) == DEPLOYMENT]
             copies = [o for o in deployments if is_canary_copy(o)]
             stable = [o for o in deployments if not is_canary_copy(o)]
             out[t.cluster] = Seen(
@@ -330,7 +330,7 @@ def canary_status(plan: Plan, members: MemberAccess, namespace: str) -> dict[str
         if mode in ("split", "folding"):
             line["weight"] = plan.canary.state.weight
         for obj in plan.rendered.get(t.cluster) or []:
-            if kind_of(obj) != DEPLOYMENT:
+            if kind_key_of(obj) != DEPLOYMENT:
                 continue
             field = "canaryReady" if is_canary_copy(obj) else "stableReady"
             live = members.live(t.cluster, obj, namespace) or {}
@@ -348,7 +348,7 @@ UNSUPPORTED_KINDS = (("apps/v1", "StatefulSet"), ("apps/v1", "DaemonSet"))
 def unsupported(objects: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     """``Kind name`` of the workloads a canary does not run."""
     return tuple(
-        f"{kind_of(o)[1]} {name_of(o)}" for o in objects if kind_of(o) in UNSUPPORTED_KINDS
+        f"{kind_key_of(o)[1]} {name_of(o)}" for o in objects if kind_key_of(o) in UNSUPPORTED_KINDS
     )
 
 
@@ -364,7 +364,7 @@ def condition_of(
             f"{', '.join(plan.unsupported[:5])} roll(s) out at once: canary steps run "
             "Deployments only"
         )
-        if not any(kind_of(o) == DEPLOYMENT for o in objects):
+        if not any(kind_key_of(o) == DEPLOYMENT for o in objects):
             return ("CanaryProgressing", False, "CanaryUnsupported", note)
         message = f"{message}; {note}"
     return ("CanaryProgressing", state.phase in RUNNING, state.phase, message)

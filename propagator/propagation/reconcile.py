@@ -50,8 +50,7 @@ from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
 from propagator.scheduler import Scheduler, demand_of, on_clusters
 from propagator.settings import Settings
 from propagator.tenancy.accounting import Use
-from propagator.tenancy.admission import QuotaAdmission
-from propagator.tenancy.admission import Refusal as QuotaRefusal
+from propagator.tenancy.admission import QuotaAdmission, QuotaRefusal
 from propagator.tenancy.boundary import check_rendered
 from propagator.tenancy.policy import Forbidden, policy_for
 

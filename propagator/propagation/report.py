@@ -15,7 +15,7 @@ from propagator.propagation.failoverstate import unhealthy_clocks
 from propagator.propagation.health import HEALTHS, WorkloadHealth
 from propagator.propagation.plan import MemberAccess, Plan
 from propagator.propagation.results import applied_summary, failed_on, failures
-from propagator.propagation.status import ClusterState, StatusBuilder, availability
+from propagator.propagation.status import ClusterLine, StatusBuilder, availability
 from propagator.propagation.targets import Target
 from propagator.propagation.work import SyncState, WorkTable
 
@@ -67,7 +67,7 @@ def _cluster_status(
         if plan.unhealthy_after_s is not None:
             since = unhealthy_since(health, clocks.get(t.cluster), now)
         lines.append(
-            ClusterState(
+            ClusterLine(
                 t.cluster,
                 state.applied,
                 health,
@@ -84,7 +84,7 @@ def _cluster_status(
         c: s for c in plan.removed if (s := table.state(key, c)) is not None and not s.applied
     }
     lines += [
-        ClusterState(
+        ClusterLine(
             c,
             False,
             "Unknown",
@@ -95,7 +95,7 @@ def _cluster_status(
         for c, s in removal.items()
     ]
     lines += [
-        ClusterState(
+        ClusterLine(
             c,
             False,
             "Unknown",

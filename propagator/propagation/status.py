@@ -19,7 +19,7 @@ from propagator.propagation.health import WorkloadHealth
 
 
 @dataclass(frozen=True)
-class ClusterState:
+class ClusterLine:
     """One cluster's line in ``status.clusters``."""
 
     name: str
@@ -72,7 +72,7 @@ class StatusBuilder:
             self.now,
         )
 
-    def clusters(self, states: Sequence[ClusterState], total: int) -> None:
+    def clusters(self, states: Sequence[ClusterLine], total: int) -> None:
         """Per-cluster results and the ready counts (ready: applied and Healthy)."""
         self.status["clusters"] = [s.as_status() for s in sorted(states, key=lambda s: s.name)]
         ready = sum(s.applied and s.health == "Healthy" for s in states)
@@ -95,7 +95,7 @@ class StatusBuilder:
         return self.status
 
 
-def availability(states: Iterable[ClusterState], targets: Iterable[str]) -> tuple[bool, str, str]:
+def availability(states: Iterable[ClusterLine], targets: Iterable[str]) -> tuple[bool, str, str]:
     """(available, reason, message) for the Available condition."""
     by_name = {s.name: s for s in states}
     names = sorted(targets)

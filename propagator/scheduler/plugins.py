@@ -205,7 +205,7 @@ class ClusterAffinity:
         return alive & ~allowed
 
 
-class ApiEnablement:
+class ApiEnablementFilter:
     """Keeps the clusters that serve every kind being propagated."""
 
     name = "ApiEnablement"
@@ -319,7 +319,7 @@ class Capacity:
         return rejected
 
 
-class TenantQuota:
+class TenantQuotaFilter:
     """Keeps the clusters where the tenant's remaining quota fits the demand."""
 
     name = "TenantQuota"

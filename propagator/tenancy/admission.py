@@ -20,7 +20,7 @@ Rendered = Mapping[str, list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
-class Refusal:
+class QuotaRefusal:
     """Why the rendered application does not fit its tenant's quota (nothing is written)."""
 
     reason: str
@@ -87,7 +87,7 @@ class QuotaAdmission:
         rendered: Rendered,
         snapshot: FleetSnapshot,
         namespace: str,
-    ) -> Refusal | None:
+    ) -> QuotaRefusal | None:
         """Whether what was rendered (a templated ``replicas`` or ``cpu`` known at last,
         LimitRange defaults applied) fits the tenant's remaining quota on each cluster,
         and states every request its quota needs. None when it does."""
@@ -108,7 +108,7 @@ class QuotaAdmission:
         ]
         if missing:
             self.metrics.tenant_rejections.labels(name, "requests-missing").inc()
-            return Refusal(
+            return QuotaRefusal(
                 "RequestsMissing",
                 f"tenant {name}'s quota limits what these containers leave unstated, and no "
                 "LimitRange of their namespace gives a default: "
@@ -117,7 +117,7 @@ class QuotaAdmission:
         room = remaining(tenant, labels, own, planned)
         if over := over_room(rendered, room, snapshot, self.limits, namespace):
             self.metrics.tenant_rejections.labels(name, "quota").inc()
-            return Refusal(
+            return QuotaRefusal(
                 "QuotaExceeded",
                 "as rendered, it asks more than the tenant's quota leaves on "
                 f"{by_message(over, 'shortfalls')}; nothing was applied",
