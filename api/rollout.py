@@ -13,6 +13,13 @@ from api.selectors import LabelSelector
 MAX_CONCURRENCY_CEILING = 500
 """The largest ``rollout.maxConcurrency`` (and controller-wide cap) Propagator accepts."""
 MAX_RETRY_ATTEMPTS = 20
+DEFAULT_RETRY_ATTEMPTS = 3
+"""Retries of a retryable failure on one cluster where neither ``rollout.retry.attempts``
+nor the controller's PROPAGATOR_RETRY_ATTEMPTS says otherwise (defined here only)."""
+DEFAULT_RETRY_BACKOFF_S = 1.0
+"""The first wait before a retry, doubling with jitter, by default."""
+DEFAULT_RETRY_MAX_BACKOFF_S = 30.0
+"""The longest wait between two retries, by default."""
 MAX_BACKOFF = "10m"
 """The longest first wait before a retry an application may ask for."""
 MAX_MAX_BACKOFF = "1h"

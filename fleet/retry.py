@@ -14,6 +14,10 @@ from fleet.connection import ApiError
 
 T = TypeVar("T")
 
+REQUEUE_BACKOFF_S = 0.5
+"""The first wait before a cluster that has used up its application's retries is tried
+again (doubling with jitter, up to PROPAGATOR_REQUEUE_MAX_DELAY_S)."""
+
 
 def backoff_delay(
     retry: int, backoff_s: float, max_backoff_s: float, retry_after_s: float | None = None

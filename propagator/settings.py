@@ -17,7 +17,13 @@ from pydantic import Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from api.common import DNS_LABEL
-from api.rollout import MAX_CONCURRENCY_CEILING, MAX_RETRY_ATTEMPTS
+from api.rollout import (
+    DEFAULT_RETRY_ATTEMPTS,
+    DEFAULT_RETRY_BACKOFF_S,
+    DEFAULT_RETRY_MAX_BACKOFF_S,
+    MAX_CONCURRENCY_CEILING,
+    MAX_RETRY_ATTEMPTS,
+)
 from fleet.connection import ConnectionOptions, KubeConnection
 from fleet.hub import SERVICE_ACCOUNT_DIR, hub_connection
 from propagator.observability.tracing import OtlpTarget, otlp_target
@@ -98,13 +104,13 @@ class Settings(BaseSettings):
     member_workers: int = Field(4, ge=1, le=64)
     """Applications synced at once on one member cluster (each member has its own, so a
     slow member holds only these)."""
-    retry_attempts: int = Field(3, ge=0, le=MAX_RETRY_ATTEMPTS)
+    retry_attempts: int = Field(DEFAULT_RETRY_ATTEMPTS, ge=0, le=MAX_RETRY_ATTEMPTS)
     """Retries of a retryable failure on one cluster, for applications that leave
     spec.rollout.retry.attempts unset."""
-    retry_backoff_s: float = Field(1.0, gt=0, le=600)
+    retry_backoff_s: float = Field(DEFAULT_RETRY_BACKOFF_S, gt=0, le=600)
     """Seconds before the first retry (doubling, with jitter), where the application leaves
     spec.rollout.retry.backoff unset."""
-    retry_max_backoff_s: float = Field(30.0, gt=0, le=3600)
+    retry_max_backoff_s: float = Field(DEFAULT_RETRY_MAX_BACKOFF_S, gt=0, le=3600)
     """Longest wait between two retries, where spec.rollout.retry.maxBackoff is unset."""
     cluster_timeout_s: float = Field(30.0, gt=0, le=3600)
     """Seconds one cluster's apply may take per attempt, where spec.rollout.timeoutSeconds

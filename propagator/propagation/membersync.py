@@ -24,7 +24,7 @@ from opentelemetry import trace
 from fleet.circuit import CircuitOpen
 from fleet.connection import ApiError
 from fleet.discovery import UnknownKind
-from fleet.retry import backoff_delay
+from fleet.retry import REQUEUE_BACKOFF_S, backoff_delay
 from propagator.observability.metrics import Metrics
 from propagator.observability.tracing import parented
 from propagator.propagation.clustersync import Guard, SyncReport, sync_cluster
@@ -74,7 +74,7 @@ class MemberSync:
     def _requeue_delay(self, state: SyncState, work: ClusterWork) -> float:
         """After the application's retries: the controller's requeue backoff."""
         beyond = state.attempts - work.policy.attempts
-        return backoff_delay(beyond, 0.5, self.settings.requeue_max_delay_s)
+        return backoff_delay(beyond, REQUEUE_BACKOFF_S, self.settings.requeue_max_delay_s)
 
     async def sync(self, member: Member, app: str) -> None:
         """Sync ``app`` on ``member`` once (the registry's SyncFn)."""

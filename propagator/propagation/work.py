@@ -20,7 +20,12 @@ from typing import Any
 from opentelemetry.trace import SpanContext
 
 from api.common import duration_seconds
-from api.rollout import Rollout
+from api.rollout import (
+    DEFAULT_RETRY_ATTEMPTS,
+    DEFAULT_RETRY_BACKOFF_S,
+    DEFAULT_RETRY_MAX_BACKOFF_S,
+    Rollout,
+)
 from fleet.retry import backoff_delay
 from propagator.propagation.resources import Owner
 from propagator.runtime.members import KindKey
@@ -31,11 +36,11 @@ from propagator.settings import Settings
 class SyncPolicy:
     """An application's rollout knobs under the controller's caps."""
 
-    attempts: int = 3
+    attempts: int = DEFAULT_RETRY_ATTEMPTS
     """Retries of a retryable failure after the first try, before the cluster counts as
     failed (it is still retried afterwards, less often)."""
-    backoff_s: float = 1.0
-    max_backoff_s: float = 30.0
+    backoff_s: float = DEFAULT_RETRY_BACKOFF_S
+    max_backoff_s: float = DEFAULT_RETRY_MAX_BACKOFF_S
     timeout_s: float = 30.0
     max_failures: int | None = None
     max_concurrency: int = 10
