@@ -13,11 +13,11 @@ What is decoded: every field name that is not in the static table (each to be ch
 lower case, a token, no connection-specific field, pseudo-fields first and only
 ``:status``; names seen before are remembered, a few hundred at most) and the values of
 the fields read (:data:`READ_HEADERS`, ``:status``), checked too. Other values are stepped
-over unread. Huffman decoding (in Python, ~0.5 us a byte) is bounded per block
+over unread. Huffman decoding (in Python, byte by byte) is bounded per block
 (:data:`HUFFMAN_BUDGET`), and so is the block's header list as RFC 9113 counts it (each
-field's name and value plus 32), so a block of the largest size costs a millisecond or
-two, whatever it holds. ``hpack``'s decoding was 7-10 % of the controller's CPU with
-1,000 members at rest: ~75 us for a kube-apiserver answer's headers against ~15 us here.
+field's name and value plus 32), so a block of the largest size costs little, whatever it
+holds. ``hpack``'s decoding was a sizeable share of the controller's CPU with a thousand
+members at rest (docs/decisions/0001-own-http2-client.md).
 """
 
 from __future__ import annotations

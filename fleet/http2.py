@@ -227,8 +227,8 @@ class Http2Transport(httpx.AsyncBaseTransport):
         connection would wait behind its watches while others have room."""
         if len(self._connections) == 1 and self._connections[0].has_room:
             # What the lock below finds too, without its cost: taking an anyio Lock yields
-            # to the event loop, once per request (3 % of the controller's busy time in a
-            # rollout to 1,000 clusters).
+            # to the event loop, once per request (it showed in the controller's busy time
+            # in a rollout to 1,000 clusters).
             return self._connections[0]
         deadline = anyio.current_time() + pool_s if pool_s is not None else math.inf
         while True:

@@ -109,9 +109,9 @@ def encode_headers(headers: list[tuple[bytes, bytes]]) -> bytes:
     (its name indexed when the static table has it) that no decoder adds to its table;
     credentials as never indexed. (hpack's encoder searched and updated the dynamic table
     for every header, in Python, and Huffman-coded what it sent — a bearer token is ~1 KB:
-    54 us of CPU per request's headers against 15 here; and it queued every table size
-    the server set, to send them all on the next request. Each request carries a few
-    hundred bytes more, which costs less than that.)"""
+    several times the CPU per request's headers; and it queued every table size the server
+    set, to send them all on the next request. Each request carries a few hundred bytes
+    more, which costs less than that.)"""
     block = []
     for name, value in headers:
         index = _STATIC_FIELDS.get((name, value))
@@ -165,8 +165,8 @@ class Stream:
         """Bytes of body that arrived and were not taken yet."""
         self.woken: asyncio.Event | None = None
         """Set to wake the task waiting for this stream (made when one starts to wait:
-        most answers arrive without a wait, and an Event per request cost 3 % of a
-        rollout's CPU). asyncio's, not anyio's: it is set from the protocol's callbacks,
+        most answers arrive without a wait, and an Event per request showed in a rollout's
+        CPU). asyncio's, not anyio's: it is set from the protocol's callbacks,
         where no task runs."""
 
     def wake(self) -> None:
@@ -499,7 +499,7 @@ class Http2Connection(asyncio.Protocol):
                 if loop.time() >= deadline:
                     raise TimeoutError
                 # A timer that wakes it rather than a cancel scope: a watch waits once per
-                # event, and anyio's scope (made, entered, left) was ~13 % of an event's CPU.
+                # event, and anyio's scope (made, entered, left) was a large part of its CPU.
                 timer = loop.call_at(deadline, woken.set)
                 try:
                     await woken.wait()

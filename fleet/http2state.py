@@ -83,8 +83,8 @@ _PINGS_KEPT = 16
 _TABLE_SIZE_ZERO = b"\x20"
 """An HPACK dynamic table size update to 0 (RFC 7541 6.3)."""
 _FORBIDDEN_IN_VALUE = re.compile(rb"[\r\n\0]").search
-"""(One search per value: three ``in`` tests over each, a ~1 KB token among them, were
-1 % of the controller's samples at rest.)"""
+"""(One search per value: three ``in`` tests over each, a ~1 KB token among them, showed
+in the controller's profile at rest.)"""
 
 
 def error_name(code: int) -> str:

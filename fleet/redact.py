@@ -53,7 +53,7 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
 def redact(text: str) -> str:
     """``text`` with anything that looks like a credential replaced by ``[redacted]``.
     (Kept for the last thousand texts: every plan redacts its conditions' messages, which
-    seldom change, and their six scans each were ~6 % of a plan that changes nothing.)"""
+    seldom change, and their six scans each showed in a plan that changes nothing.)"""
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text

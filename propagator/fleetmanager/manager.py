@@ -45,7 +45,7 @@ _DEBOUNCE_S = 0.2
 WRITES_IN_FLIGHT = 16
 """Status and taint writes at once in a status pass: a region of members going NotReady
 together, or a thousand members registered, is written in a fraction of the time one
-write at a time takes (~10 ms each to the hub), without flooding the hub."""
+write at a time takes, without flooding the hub."""
 
 HANDOFF_S = 1.0
 """Seconds a prober waits for a member's probe (at most half the probe timeout); after

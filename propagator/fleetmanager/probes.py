@@ -4,8 +4,8 @@ Each member keeps its own clock, so a member whose probe waits for its timeout (
 stopped answering) delays no other member's probes, and a member added is probed at once.
 A member is handed out up to :data:`EARLY_S` (a tenth of the interval at most) before it is
 due, with every other member due by then: the probe loop wakes a few times a second, not
-once per member (at a thousand members joined over a minute, whose clocks all differ,
-waking for each cost 15 % of a core at a 1 s interval in a scratch run; 2 % in rounds).
+once per member (a thousand members joined over a minute have clocks that all differ,
+and waking for each cost several times the CPU of waking in rounds).
 Pure bookkeeping, no I/O: the fleet manager's probe loop asks what is due and hands it to
 its probers.
 """

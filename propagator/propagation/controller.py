@@ -65,8 +65,8 @@ the write of the last result (made at once) is not held up behind writes of part
 progress on a busy hub, and the hub's work on a large application's progress stays that
 of a small one (each write carries, and the hub validates and stores, every cluster's
 line, and the controller builds and checks it: 1 s between writes at 100 clusters, 10 s at
-1,000; at 2.5 s the hub used 9.3 s of CPU in an 84 s rollout to 1,000, against 1.9 s
-while a bare loop sent the same writes)."""
+1,000; a fixed, shorter wait made the hub spend several times the CPU of a bare loop's
+same writes in a rollout to 1,000: docs/benchmarks.md)."""
 PROGRESS_CLUSTERS = 25
 
 

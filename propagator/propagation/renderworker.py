@@ -13,7 +13,7 @@ that names it, as every template failure does.
 Manifests that hold no template, rendered with no override, are copied in the controller
 instead: a copy cannot loop, its size is known before it is made (it is checked against
 ``max_bytes`` first), and on a busy machine the worker's round trip, at its lower
-priority, was a quarter of a plan's time (33-69 ms of 130-275 ms in bench.scale).
+priority, was a large part of a plan's time (``bench.scale``; docs/benchmarks.md).
 """
 
 from __future__ import annotations

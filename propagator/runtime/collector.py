@@ -34,7 +34,7 @@ YOUNG_THRESHOLD = 7000
 """Allocations (less deallocations) of tracked objects between young collections."""
 THAW_EVERY_S = 120.0
 """How long frozen cycles of garbage may wait: every this long everything is walked once
-(at 1,000 far members ~1 s of CPU: under 1 % of a core)."""
+(a small share of a core even with a thousand members: docs/benchmarks.md)."""
 
 THAW_WAIT_S = 120.0
 """How long a due thaw waits for the controller to have no work at hand."""

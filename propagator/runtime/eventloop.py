@@ -1,9 +1,9 @@
 """The event loop the controller runs on: uvloop (libuv; its transports and TLS in C) or
 asyncio's own.
 
-uvloop is the default: with 1,000 members at rest the controller used 8.9 % of a core on
-it against 12.7 % on asyncio's loop, and 405 MiB against 625 MiB (asyncio's TLS keeps a
-256 KiB read buffer per connection), one scratch run each (``docs/benchmarks.md``).
+uvloop is the default: with many members at rest the controller uses less CPU on it than
+on asyncio's loop, and less memory (asyncio's TLS keeps a 256 KiB read buffer per
+connection); the runs are in docs/benchmarks.md.
 Everything of ours runs on either: anyio's asyncio backend drives both.
 """
 
