@@ -34,6 +34,7 @@ from propagator.propagation.work import ClusterWork
 from propagator.runtime.bounded import each
 from propagator.runtime.members import NAMESPACES, Caches, KindKey, Member
 from propagator.runtime.workqueue import WorkQueue
+from propagator.tenancy.enforcer import namespaces_written
 from propagator.tenancy.namespacelabels import (
     TENANT_ANNOTATION,
     namespace_labels,
@@ -274,11 +275,10 @@ def _same(mine: Mapping[str, Any], live: Mapping[str, Any]) -> bool:
 
 
 def _namespaces(work: ClusterWork) -> set[str]:
-    out = set()
-    for obj in work.objects:
-        meta = obj.get("metadata") or {}
-        if obj.get("kind") == "Namespace":
-            out.add(str(meta.get("name")))
-        else:
-            out.add(str(meta.get("namespace") or work.namespace))
-    return out
+    """The namespaces a work writes into, and those it brings."""
+    brought = {
+        str((o.get("metadata") or {}).get("name"))
+        for o in work.objects
+        if o.get("kind") == "Namespace"
+    }
+    return namespaces_written(work) | brought

@@ -18,7 +18,6 @@ Level = Literal["privileged", "baseline", "restricted"]
 LEVELS: tuple[Level, ...] = ("privileged", "baseline", "restricted")
 """From the most to the least permissive."""
 
-Pod = Mapping[str, Any]
 Check = Callable[[Mapping[str, Any], Mapping[str, Any]], "Violation | None"]
 """check(pod metadata, pod spec)."""
 
