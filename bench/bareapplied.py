@@ -24,11 +24,13 @@ from typing import Any
 
 import anyio
 
-from api.admission import FINALIZER
-from fleet.connection import ApiError, ConnectionOptions, KubeConnection
-from fleet.kubeconfig import load_kubeconfig
-from propagator.propagation.resources import Owner, revision_of
+from api.finalizerpolicy import FINALIZER
+from kube.connection import KubeConnection
+from kube.errors import ApiError
+from kube.kubeconfig import load_kubeconfig
+from kube.session import ConnectionOptions
 from propagator.runtime import eventloop
+from propagator.work.objects import Owner, revision_of
 from tests.e2e.manifests import GROUP, PLURAL, VERSION
 
 API_VERSION = f"{GROUP}/{VERSION}"

@@ -37,8 +37,9 @@ import anyio
 import httpx
 
 from bench.report import arguments, emit, percentile
-from fleet.connection import ConnectionOptions, KubeConnection
-from fleet.kubeconfig import Credentials
+from kube.connection import KubeConnection
+from kube.kubeconfig import Credentials
+from kube.session import ConnectionOptions
 from propagator.runtime import eventloop
 
 WATCHES = 6

@@ -48,18 +48,19 @@ from bench.cpu import CPU_COLUMNS, cpu_by_part, cpu_row, members_quiet
 from bench.latency_proxy import LatencyProxy
 from bench.report import arguments, emit
 from fleet import local
-from fleet.connection import ConnectionOptions, KubeConnection
-from fleet.health import HealthPolicy
-from fleet.kubeconfig import load_kubeconfig
 from fleet.member import MemberMonitor
+from fleet.readiness import HealthPolicy
+from kube.connection import KubeConnection
+from kube.kubeconfig import load_kubeconfig
+from kube.session import ConnectionOptions
 from propagator.observability.metrics import Metrics
 from propagator.propagation.clustersync import namespace_to_create
 from propagator.propagation.membersync import MemberSync
-from propagator.propagation.resources import member_selector, owner_label_of, revision_of
-from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
 from propagator.runtime import collector, eventloop
-from propagator.runtime.members import Member, MemberRegistry, Object, ObjectFn, SyncFn
+from propagator.runtime.memberregistry import Member, MemberRegistry, Object, ObjectFn, SyncFn
 from propagator.settings import Settings
+from propagator.work.objects import member_selector, owner_label_of, revision_of
+from propagator.work.table import ClusterWork, SyncPolicy, WorkTable
 
 OBJECTS = 10
 CONFIG_MAPS = ("v1", "ConfigMap")
@@ -163,7 +164,7 @@ async def _bare_loop(
     if cached and watched:
         raise ValueError("a bare loop is watched by its own caches or a controller's, not both")
     limiter = anyio.CapacityLimiter(concurrency)
-    policy = SyncPolicy.of(None, Settings())
+    policy = SyncPolicy.of(None, Settings().sync_defaults())
     named = {f"bare-{run}-{cluster}": conn for cluster, conn in conns.items()}
     stamped_for = {f"bare-{run}-{c}": c if watched else f"bare-{run}-{c}" for c in conns}
     waiting = set(named) if cached else set()
@@ -269,7 +270,7 @@ async def _sync_all(
         reported,
     )
     registry = _registry(member_sync.sync)
-    policy = SyncPolicy.of(None, settings)
+    policy = SyncPolicy.of(None, settings.sync_defaults())
     async with anyio.create_task_group() as tg:
         await tg.start(registry.run)
         await _serving(registry, named)

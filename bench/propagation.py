@@ -54,8 +54,8 @@ import anyio
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
-from api.admission import PLURALS, cleanup_finalizer_policy
 from api.crd import crds
+from api.finalizerpolicy import PLURALS, cleanup_finalizer_policy
 from bench.cpu import quiet
 from bench.report import arguments, emit, percentile
 from fleet import local

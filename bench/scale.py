@@ -89,8 +89,8 @@ from bench.latency_proxy import LatencyProxy
 from bench.propagation import Controller, _condition, _setup_crds, _wait
 from bench.report import arguments, emit, percentile
 from fleet import local
-from fleet.connection import KubeConnection
 from fleet.local import cluster as local_cluster
+from kube.connection import KubeConnection
 from propagator.runtime import eventloop
 from tests.e2e.manifests import GROUP, PLURAL, VERSION, application, config_map
 from tests.e2e.tools import remote_ports

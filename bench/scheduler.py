@@ -27,7 +27,7 @@ from bench.fleetgen import member_clusters
 from bench.report import arguments, emit, percentile
 from fleet.snapshot import ClusterInfoCache, FleetSnapshot, build_snapshot
 from propagator.scheduler import DEFAULT_PLUGINS, Scheduler, build_profile, demand_of
-from propagator.scheduler.registry import Profile
+from propagator.scheduler.pluginregistry import Profile
 from propagator.scheduler.select import select
 from propagator.scheduler.types import Demand, SchedulingContext
 

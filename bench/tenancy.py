@@ -35,14 +35,14 @@ from kubernetes import client as k8s
 from bench.propagation import ApplicationWatch, Controller, _setup
 from bench.report import arguments, emit, percentile
 from fleet import local
-from fleet.connection import KubeConnection
-from fleet.discovery import ResourceInfo
 from fleet.local import cluster as local_cluster
-from propagator.propagation.resources import revision_of
+from kube.connection import KubeConnection
+from kube.discovery import ResourceInfo
 from propagator.settings import Settings
 from propagator.tenancy.boundary import check_rendered
 from propagator.tenancy.podsecurity import violations
 from propagator.tenancy.policy import TenantPolicy, misplaced, policy_for, refusals
+from propagator.work.objects import revision_of
 from tests.e2e.manifests import GROUP, PLURAL, VERSION, application, config_map, service
 
 TENANT = "tenant"

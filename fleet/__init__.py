@@ -1,1 +1,3 @@
-"""The member clusters as the hub sees them, and real local control planes (fleet.local)."""
+"""The member clusters as the hub sees them: registration, connections built from their
+kubeconfigs, probes and readiness, capacity, the fleet snapshot; and real local control
+planes (fleet.local)."""

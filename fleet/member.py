@@ -19,11 +19,14 @@ from typing import Any
 import anyio
 
 from fleet.capacity import quota_usage, same_but_version, slim_node, slim_pod, summarize
-from fleet.connection import ApiError, ConnectionOptions, KubeConnection, tls_problem
-from fleet.health import Health, HealthPolicy
-from fleet.informer import Informer
-from fleet.kubeconfig import KubeconfigError, check_not_expired, load_kubeconfig
-from fleet.redact import unforeseen
+from fleet.readiness import Health, HealthPolicy
+from kube.connection import KubeConnection
+from kube.credentials import tls_problem
+from kube.errors import ApiError
+from kube.informer import Informer
+from kube.kubeconfig import KubeconfigError, check_not_expired, load_kubeconfig
+from kube.redact import unforeseen
+from kube.session import ConnectionOptions
 
 log = logging.getLogger(__name__)
 

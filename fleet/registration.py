@@ -19,9 +19,11 @@ from api.common import API_VERSION
 from api.fleet import Fleet
 from api.membercluster import MemberCluster
 from api.selectors import label_error
-from fleet.connection import ApiError, ConnectionOptions, KubeConnection
-from fleet.discovery import UnknownKind
-from fleet.kubeconfig import LoadedKubeconfig, check_not_expired
+from kube.connection import KubeConnection
+from kube.discovery import UnknownKind
+from kube.errors import ApiError
+from kube.kubeconfig import LoadedKubeconfig, check_not_expired
+from kube.session import ConnectionOptions
 
 MEMBER_LABEL = "propagator.io/member-cluster"
 JOIN_MANAGER = "propagator-join"

@@ -11,7 +11,7 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from fleet.redact import redact
+from kube.redact import redact
 
 _VOLATILE = ("lastProbeTime",)
 

@@ -24,12 +24,13 @@ from api.rollout import (
     MAX_CONCURRENCY_CEILING,
     MAX_RETRY_ATTEMPTS,
 )
-from fleet.connection import ConnectionOptions, KubeConnection
-from fleet.hub import SERVICE_ACCOUNT_DIR, hub_connection
+from kube.connection import KubeConnection
+from kube.hub import SERVICE_ACCOUNT_DIR, hub_connection
+from kube.session import ConnectionOptions
 from propagator.observability.tracing import OtlpTarget, otlp_target
 from propagator.runtime.eventloop import DEFAULT as DEFAULT_EVENT_LOOP
 from propagator.runtime.eventloop import EventLoop
-from propagator.scheduler.registry import DEFAULT_PLUGINS, build_profile
+from propagator.scheduler.pluginregistry import DEFAULT_PLUGINS, build_profile
 from propagator.tenancy.podsecurity import Level as PodSecurityLevel
 from propagator.tenancy.policy import (
     DEFAULT_DENIED_KINDS,
@@ -39,6 +40,7 @@ from propagator.tenancy.policy import (
     Platform,
     parse_group_kind,
 )
+from propagator.work.table import SyncPolicy
 
 ANALYSIS_ADDRESS = re.compile(r"https?://[^/@\s]+(/[^\s]*)?")
 
@@ -279,6 +281,17 @@ class Settings(BaseSettings):
         self.platform()  # raises naming the setting and the bad entry
         return self
 
+    def sync_defaults(self) -> SyncPolicy:
+        """The member sync knobs of an application that leaves its rollout's unset, and the
+        cap on its concurrency."""
+        return SyncPolicy(
+            attempts=self.retry_attempts,
+            backoff_s=self.retry_backoff_s,
+            max_backoff_s=self.retry_max_backoff_s,
+            timeout_s=self.cluster_timeout_s,
+            max_concurrency=self.max_concurrency,
+        )
+
     def platform(self) -> Platform:
         """The rules only platform namespaces are above."""
         namespaces = _entries(self.platform_namespaces)
@@ -304,7 +317,7 @@ class Settings(BaseSettings):
         )
 
     def hub(self) -> KubeConnection:
-        """The hub connection these settings name (see ``fleet.hub.hub_connection``)."""
+        """The hub connection these settings name (see ``kube.hub.hub_connection``)."""
         return hub_connection(
             self.hub_kubeconfig,
             self.hub_context,

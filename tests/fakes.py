@@ -16,19 +16,23 @@ import anyio
 
 from fleet.capacity import slim_pod
 from fleet.circuit import CircuitBreaker
-from fleet.connection import ApiError, Call, ConnectionOptions, KubeConnection
-from fleet.discovery import ResourceInfo, UnknownKind
-from fleet.health import HealthPolicy
-from fleet.informer import Informer, cache_key
 from fleet.member import MemberMonitor
-from propagator.propagation.resources import (
+from fleet.readiness import HealthPolicy
+from kube.connection import KubeConnection
+from kube.discovery import ResourceInfo, UnknownKind
+from kube.errors import ApiError
+from kube.informer import Informer, cache_key
+from kube.keys import KindKey
+from kube.session import ConnectionOptions
+from kube.transport import Call
+from propagator.runtime.memberregistry import Member, cached_form
+from propagator.runtime.workqueue import WorkQueue
+from propagator.work.objects import (
     APP_LABEL,
     MEMBER_LABEL,
     member_label_value,
     owner_label_of,
 )
-from propagator.runtime.members import KindKey, Member, cached_form
-from propagator.runtime.workqueue import WorkQueue
 
 KUBECONFIG = """
 apiVersion: v1

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from api.admission import FINALIZER, PLURALS, POLICY_NAME, cleanup_finalizer_policy
 from api.crd import crds
+from api.finalizerpolicy import FINALIZER, PLURALS, POLICY_NAME, cleanup_finalizer_policy
 from propagator.cli.main import main
 
 

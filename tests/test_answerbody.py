@@ -6,7 +6,7 @@ import gzip
 
 import pytest
 
-from fleet.answerbody import PIECE, BodyDecoder, LineSplitter, UnreadableAnswer
+from kube.answerbody import PIECE, BodyDecoder, LineSplitter, UnreadableAnswer
 
 
 def test_gzip_is_decoded_across_chunks_in_bounded_pieces() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from propagator.conditions import NAMED_CLUSTERS, status_changed
-from propagator.propagation.status import ClusterLine, StatusBuilder, availability
+from propagator.propagation.statusbuilder import ClusterLine, StatusBuilder, availability
 
 
 def _state(name: str, applied: bool = True, health: str = "Healthy") -> ClusterLine:

@@ -12,7 +12,7 @@ import pytest
 
 from api.rollout import Canary, MetricCheck
 from propagator.canary.analysis import Analysis, judge, query_for, value_of
-from propagator.canary.steps import CanaryState, Finding, Seen, advance
+from propagator.canary.machine import CanaryState, Finding, Seen, advance
 
 CHECK = MetricCheck.model_validate(
     {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from api.rollout import Canary
-from propagator.canary.steps import (
+from propagator.canary.machine import (
     CanaryState,
     Rollback,
     Seen,

@@ -9,8 +9,8 @@ import anyio
 import pytest
 import yaml
 
-from fleet.connection import KubeConnection
-from fleet.hub import context_namespace
+from kube.connection import KubeConnection
+from kube.hub import context_namespace
 from propagator.cli.canary import read_status, request_action
 from propagator.cli.kubectl import _request_rebalance, main
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from propagator.cli.kubectl import main
-from propagator.cli.status import status_text
+from propagator.cli.showstatus import status_text
 
 APP: dict[str, Any] = {
     "metadata": {"name": "web", "namespace": "shop"},

@@ -8,10 +8,11 @@ from typing import Any, cast
 import anyio
 import pytest
 
-from fleet.connection import ApiError, KubeConnection
-from propagator.propagation.clustersync import IN_FLIGHT, apply_creating_namespace, sync_cluster
-from propagator.propagation.resources import APP_LABEL, MEMBER_LABEL, Owner, app_label_value
-from propagator.propagation.work import ClusterWork, SyncPolicy
+from kube.connection import KubeConnection, apply_creating_namespace
+from kube.errors import ApiError
+from propagator.propagation.clustersync import IN_FLIGHT, sync_cluster
+from propagator.work.objects import APP_LABEL, MEMBER_LABEL, Owner, app_label_value
+from propagator.work.table import ClusterWork, SyncPolicy
 from tests.e2e.manifests import config_map, deployment
 from tests.fakes import FakeMember
 

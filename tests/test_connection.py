@@ -18,9 +18,11 @@ from typing import Any
 import anyio
 import pytest
 
-from fleet.connection import ApiError, ConnectionOptions, KubeConnection, _tls_error
-from fleet.kubeconfig import Credentials, ExecConfig
 from fleet.local.pki import CertificateAuthority
+from kube.connection import KubeConnection
+from kube.errors import ApiError, tls_error
+from kube.kubeconfig import Credentials, ExecConfig
+from kube.session import ConnectionOptions
 
 SEEN: list[dict[str, Any]] = []
 
@@ -247,8 +249,8 @@ def test_a_tls_failure_is_found_behind_the_wrappers() -> None:
     outer = ConnectionError("connect failed")
     outer.__cause__ = OSError("wrapped")
     outer.__cause__.__context__ = inner
-    assert _tls_error(outer) is inner
-    assert _tls_error(ValueError("x")) is None
+    assert tls_error(outer) is inner
+    assert tls_error(ValueError("x")) is None
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from propagator.propagation.controller import (
     _spec_changed,
     status_refresh_delay,
 )
-from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
+from propagator.work.table import ClusterWork, SyncPolicy, WorkTable
 
 
 def _app(generation: int, **meta: Any) -> dict[str, Any]:

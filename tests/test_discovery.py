@@ -6,8 +6,8 @@ from typing import Any, cast
 
 import anyio
 
-from fleet.connection import KubeConnection
-from fleet.discovery import Discovery
+from kube.connection import KubeConnection
+from kube.discovery import Discovery
 
 
 def _document(*kinds: tuple[str, str, str]) -> dict[str, Any]:

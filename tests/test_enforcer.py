@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from api.quantity import parse_quantity
-from fleet.connection import ApiError
-from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
-from propagator.tenancy.enforcer import QuotaEnforcer, Usage
+from kube.errors import ApiError
+from propagator.tenancy.memberquota import QuotaEnforcer, Usage
+from propagator.work.table import ClusterWork, SyncPolicy, WorkTable
 from tests.e2e.manifests import config_map
 from tests.fakes import FakeMember, with_pods
 

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 
 from fleet.snapshot import build_snapshot
-from propagator.propagation.failover import (
+from propagator.failover.decisions import (
     evictions,
     next_change,
     unanswered,

@@ -8,13 +8,13 @@ from decimal import Decimal
 
 from api.failover import Failover
 from fleet.snapshot import FleetSnapshot, build_snapshot
-from propagator.propagation.failoverstate import (
+from propagator.failover.moves import Move
+from propagator.failover.state import (
     Evicted,
     FailoverState,
     decide,
     unhealthy_clocks,
 )
-from propagator.propagation.moves import Move
 from tests.test_scheduler import cluster
 
 NOW = 1_800_000_000.0

@@ -11,10 +11,11 @@ from typing import Any, cast
 import anyio
 import pytest
 
-from fleet.connection import ApiError, KubeConnection
-from fleet.health import Health
 from fleet.member import MemberMonitor, ProbeResult
+from fleet.readiness import Health
 from fleet.snapshot import SnapshotStore
+from kube.connection import KubeConnection
+from kube.errors import ApiError
 from propagator.fleetmanager import FleetManager
 from propagator.fleetmanager import manager as manager_module
 from propagator.fleetmanager.manager import FRESH_SCAN_REUSE_S

@@ -9,11 +9,12 @@ from typing import Any, cast
 import anyio
 
 from api.taints import NOT_READY_TAINT, UNREACHABLE_TAINT
-from fleet.connection import ConnectionOptions, KubeConnection
-from fleet.health import Health, HealthPolicy
 from fleet.member import MemberMonitor
+from fleet.readiness import Health, HealthPolicy
+from kube.connection import KubeConnection
+from kube.session import ConnectionOptions
 from propagator.conditions import status_changed
-from propagator.fleetmanager import status as fleetstatus
+from propagator.fleetmanager import statuswriter as fleetstatus
 
 POLICY = HealthPolicy(failure_threshold=1, success_threshold=1, unreachable_after_s=10)
 

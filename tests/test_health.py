@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from api.taints import NOT_READY_TAINT, UNREACHABLE_TAINT
-from fleet.health import Health, HealthPolicy
+from fleet.readiness import Health, HealthPolicy
 
 POLICY = HealthPolicy(failure_threshold=3, success_threshold=2, unreachable_after_s=40)
 

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from propagator.propagation.health import cluster_health, health_of, worst
+from propagator.work.workloadhealth import cluster_health, health_of, worst
 
 
 def deployment(replicas: int = 3, generation: int = 2, **status: Any) -> dict[str, Any]:
@@ -96,9 +96,9 @@ def test_worst_wins() -> None:
 def test_a_deployment_whose_pods_the_quota_refuses_is_named() -> None:
     from typing import cast
 
-    from fleet.connection import KubeConnection
-    from fleet.informer import Informer
-    from propagator.propagation.health import quota_refusals
+    from kube.connection import KubeConnection
+    from kube.informer import Informer
+    from propagator.work.workloadhealth import quota_refusals
 
     refused = 'pods "web-1" is forbidden: failed quota: propagator-tenant-t: must specify cpu'
     live: dict[str, Any] = {

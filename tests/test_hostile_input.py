@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from api.quantity import QuantityError, parse
-from fleet.connection import ConnectionOptions
-from fleet.health import HealthPolicy
-from fleet.kubeconfig import KubeconfigError, load_kubeconfig
 from fleet.local.fleet import FleetState, LocalFleetError
 from fleet.member import MemberMonitor
+from fleet.readiness import HealthPolicy
+from kube.kubeconfig import KubeconfigError, load_kubeconfig
+from kube.session import ConnectionOptions
 from propagator.cli.main import main
 from propagator.cli.schedule import InputError, objects_in
 from propagator.settings import SettingsError, load_settings

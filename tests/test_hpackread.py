@@ -13,8 +13,8 @@ from hpack.huffman_table import decode_huffman
 from hypothesis import given
 from hypothesis import strategies as st
 
-import fleet.hpackread
-from fleet.hpackread import (
+import kube.hpackread
+from kube.hpackread import (
     HUFFMAN_BUDGET,
     MAX_READ_VALUE,
     READ_HEADERS,
@@ -145,7 +145,7 @@ def test_huffman_decoding_is_bounded_per_block_whatever_it_holds(
         decoded.append(len(coded))
         return real(coded)
 
-    monkeypatch.setattr(fleet.hpackread, "decode_huffman", counting)
+    monkeypatch.setattr(kube.hpackread, "decode_huffman", counting)
     names = b"".join(_literal(f"x-name-{i:05}".encode(), b"1") for i in range(2000))
     with pytest.raises(MalformedHeaders, match=f"more than {HUFFMAN_BUDGET} Huffman-coded"):
         _decoder().decode(names[: 1 << 16])

@@ -15,11 +15,13 @@ import anyio.lowlevel
 import hpack
 import pytest
 
-import fleet.http2
-import fleet.http2conn
-import fleet.http2state
-from fleet.connection import ApiError, ConnectionOptions, KubeConnection
-from fleet.kubeconfig import Credentials
+import kube.http2
+import kube.http2conn
+import kube.http2state
+from kube.connection import KubeConnection
+from kube.errors import ApiError
+from kube.kubeconfig import Credentials
+from kube.session import ConnectionOptions
 from propagator.runtime import eventloop
 from propagator.runtime.eventloop import EventLoop
 from tests.h2server import H2Server
@@ -120,7 +122,7 @@ def test_a_timeout_fails_only_its_own_request(tmp_path: Path) -> None:
 def test_a_server_that_stops_answering_gets_a_new_connection(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(fleet.http2conn, "PING_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(kube.http2conn, "PING_TIMEOUT_S", 0.3)
 
     async def test(conn: KubeConnection, server: H2Server) -> None:
         assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
@@ -135,7 +137,7 @@ def test_a_server_that_stops_answering_gets_a_new_connection(
 def test_a_request_to_a_server_that_stops_answering_fails_at_its_own_timeout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(fleet.http2conn, "PING_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(kube.http2conn, "PING_TIMEOUT_S", 2.0)
 
     async def test(conn: KubeConnection, server: H2Server) -> None:
         assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
@@ -317,7 +319,7 @@ def test_a_connection_out_of_stream_ids_ends_its_streams_then_closes_and_new_one
         assert await conn.request("GET", "/ok") == {"kind": "Status", "n": 1}
         assert conn._direct is not None
         first = conn._direct._connections[0]
-        first._state._next_id = fleet.http2state.LAST_STREAM_ID  # the last one left
+        first._state._next_id = kube.http2state.LAST_STREAM_ID  # the last one left
         async with contextlib.aclosing(conn.stream("/watch", {}, read_timeout_s=10)) as watch:
             n = (await anext(watch))["object"]["n"]  # it took the last id
             for _ in range(3):  # new requests go to a new connection
@@ -479,14 +481,14 @@ def test_a_call_wakes_once_for_its_whole_answer_however_it_arrives(
     (each wake-up is a round of the event loop on the answer's way back), unless half the
     stream's window is waiting to be read: then it reads, and the server may send on."""
     wakes: list[int] = []
-    wake = fleet.http2conn.Stream.wake
+    wake = kube.http2conn.Stream.wake
 
-    def counted(stream: fleet.http2conn.Stream) -> None:
+    def counted(stream: kube.http2conn.Stream) -> None:
         if stream.whole and stream.woken is not None and not stream.woken.is_set():
             wakes.append(stream.id)
         wake(stream)
 
-    monkeypatch.setattr(fleet.http2conn.Stream, "wake", counted)
+    monkeypatch.setattr(kube.http2conn.Stream, "wake", counted)
 
     async def test(conn: KubeConnection, server: H2Server) -> None:
         answer = await conn.request("GET", "/trickle?n=5&size=1000")
@@ -506,7 +508,7 @@ def test_request_headers_are_sent_as_literals_that_no_decoder_keeps() -> None:
     """What the connection's HPACK encoder writes decodes to the headers as given, in
     order, whatever their length; nothing enters the server's table (so nothing a
     request sent is kept there) and credentials are marked never to be indexed."""
-    encoder, decoder = fleet.http2conn.encode_headers, hpack.Decoder()
+    encoder, decoder = kube.http2conn.encode_headers, hpack.Decoder()
     for i in range(3):
         headers = [
             (b":method", b"GET"),  # in the static table whole
@@ -582,7 +584,7 @@ def test_a_server_that_allows_no_stream_gets_a_few_connections_and_a_clear_timeo
                 await conn.request("GET", "/ok", timeout_s=0.2)
             assert caught.value.retryable
 
-    assert _run(tmp_path, test, max_streams=0).connections == fleet.http2.MAX_CONNECTIONS
+    assert _run(tmp_path, test, max_streams=0).connections == kube.http2.MAX_CONNECTIONS
 
 
 def test_requests_waiting_for_a_stream_on_full_connections_are_all_served(
@@ -594,9 +596,9 @@ def test_requests_waiting_for_a_stream_on_full_connections_are_all_served(
     async def test(conn: KubeConnection, server: H2Server) -> None:
         # Each waiter is woken when a stream frees: one left asleep would fail with its
         # pool timeout.
-        assert await _calls_beside_watches(conn, fleet.http2.MAX_CONNECTIONS - 1, 6) == 6
+        assert await _calls_beside_watches(conn, kube.http2.MAX_CONNECTIONS - 1, 6) == 6
 
-    assert _run(tmp_path, test, max_streams=1).connections == fleet.http2.MAX_CONNECTIONS
+    assert _run(tmp_path, test, max_streams=1).connections == kube.http2.MAX_CONNECTIONS
 
 
 def test_calls_sent_now_go_out_at_once_and_each_reads_its_own_answer(tmp_path: Path) -> None:
@@ -720,22 +722,22 @@ def test_reading_pauses_while_the_server_takes_nothing_or_frames_wait_their_turn
 
     async def main() -> None:
         transport = _Transport()
-        conn = fleet.http2conn.Http2Connection()
+        conn = kube.http2conn.Http2Connection()
         conn.connection_made(transport)  # type: ignore[arg-type]
         conn.pause_writing()
         assert transport.paused
         conn.resume_writing()
         assert not transport.paused
-        monkeypatch.setattr(fleet.http2conn, "RECEIVE_SLICE_S", -1.0)  # one frame a round
+        monkeypatch.setattr(kube.http2conn, "RECEIVE_SLICE_S", -1.0)  # one frame a round
         pings = b"".join(
-            struct.pack(">HBBBL", 0, 8, fleet.http2state.PING, 0, 0) + bytes(8) for _ in range(5)
+            struct.pack(">HBBBL", 0, 8, kube.http2state.PING, 0, 0) + bytes(8) for _ in range(5)
         )
-        conn.data_received(struct.pack(">HBBBL", 0, 0, fleet.http2state.SETTINGS, 0, 0) + pings)
+        conn.data_received(struct.pack(">HBBBL", 0, 0, kube.http2state.SETTINGS, 0, 0) + pings)
         assert transport.paused  # four PINGs wait
         for _ in range(10):
             await anyio.lowlevel.checkpoint()
         assert not transport.paused
-        ack = struct.pack(">HBBBL", 0, 8, fleet.http2state.PING, fleet.http2state.ACK, 0)
+        ack = struct.pack(">HBBBL", 0, 8, kube.http2state.PING, kube.http2state.ACK, 0)
         assert transport.written.count(ack + bytes(8)) == 5  # each PING acknowledged
 
     eventloop.run(main, event_loop=_EVENT_LOOP[0])

@@ -18,8 +18,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from fleet.connection import ApiError, ConnectionOptions, KubeConnection
-from fleet.kubeconfig import Credentials
+from kube.connection import KubeConnection
+from kube.errors import ApiError
+from kube.kubeconfig import Credentials
+from kube.session import ConnectionOptions
 from propagator.runtime import eventloop
 from tests.h2hostile import BEHAVIOURS
 from tests.h2server import H2Server

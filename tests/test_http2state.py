@@ -1,4 +1,4 @@
-"""fleet.http2state: the client side of HTTP/2 without I/O, against h2's server side as an
+"""kube.http2state: the client side of HTTP/2 without I/O, against h2's server side as an
 independent peer, and against frames a broken or hostile server could send."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleet.http2conn import encode_headers
-from fleet.http2state import (
+from kube.http2conn import encode_headers
+from kube.http2state import (
     CONTINUATION,
     DATA,
     END_HEADERS,
@@ -134,7 +134,7 @@ def test_a_request_and_its_answer_go_through_an_independent_server() -> None:
     pair.server.send_data(stream_id, b'"List"}', end_stream=True)
     events = pair.to_client()
     assert [type(e) for e in events] == [ResponseReceived, DataReceived, DataReceived, StreamEnded]
-    # Only the headers the connection reads are decoded (fleet.hpackread).
+    # Only the headers the connection reads are decoded (kube.hpackread).
     assert events[0].headers == [(b":status", b"200"), (b"etag", b'"1"')]  # type: ignore[union-attr]
     assert b"".join(e.data for e in events if isinstance(e, DataReceived)) == b'{"kind":"List"}'
     assert not pair.client.is_open(stream_id)  # both ends ended

@@ -12,10 +12,10 @@ import httpx
 import pytest
 import yaml
 
-from fleet.connection import _ServiceAccountFiles
-from fleet.hub import _in_cluster, hub_connection, kubeconfig_paths, merged_kubeconfig
-from fleet.kubeconfig import KubeconfigError
 from fleet.local.pki import CertificateAuthority
+from kube.credentials import ServiceAccountFiles
+from kube.hub import _in_cluster, hub_connection, kubeconfig_paths, merged_kubeconfig
+from kube.kubeconfig import KubeconfigError
 
 
 @pytest.fixture
@@ -95,8 +95,8 @@ def test_in_cluster_token_is_read_again_when_the_kubelet_rotates_it(
     creds = _in_cluster(sa)
     assert creds is not None
     assert creds.server == "https://10.96.0.1:443"
-    files = _ServiceAccountFiles(creds, ssl.create_default_context())
-    monkeypatch.setattr(_ServiceAccountFiles, "CHECK_EVERY_S", 0.0)
+    files = ServiceAccountFiles(creds, ssl.create_default_context())
+    monkeypatch.setattr(ServiceAccountFiles, "CHECK_EVERY_S", 0.0)
 
     def sent() -> str:
         request = httpx.Request("GET", "https://10.96.0.1/api")

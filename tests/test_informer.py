@@ -12,9 +12,11 @@ from typing import Any, cast
 import anyio
 import pytest
 
-from fleet.connection import ApiError, KubeConnection, serves_watch_list
-from fleet.discovery import ResourceInfo
-from fleet.informer import INITIAL_EVENTS_END, Informer
+from kube.connection import KubeConnection
+from kube.discovery import ResourceInfo
+from kube.errors import ApiError
+from kube.informer import INITIAL_EVENTS_END, Informer
+from kube.transport import serves_watch_list
 
 Event = dict[str, Any]
 

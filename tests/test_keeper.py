@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from propagator.propagation.reconcile import REMOVAL
-from propagator.propagation.work import ClusterWork, SyncPolicy
 from propagator.settings import Settings
 from propagator.tenancy.keeper import NamespaceKeeper
 from propagator.tenancy.policy import TenantPolicy, policy_for
+from propagator.work.table import ClusterWork, SyncPolicy
 from tests.e2e.manifests import config_map
 from tests.fakes import FakeMember
 

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from fleet.kubeconfig import (
+from fleet.local.pki import CertificateAuthority
+from kube.kubeconfig import (
     MAX_KUBECONFIG_BYTES,
     ExecConfig,
     KubeconfigError,
     check_not_expired,
     load_kubeconfig,
 )
-from fleet.local.pki import CertificateAuthority
 
 
 def _b64(data: bytes) -> str:

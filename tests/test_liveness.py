@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, cast
 
-from fleet.connection import KubeConnection
+from kube.connection import KubeConnection
 from propagator.observability.liveness import Liveness
 from propagator.observability.server import health_routes
 

@@ -11,9 +11,11 @@ import anyio
 import pytest
 
 from fleet.capacity import slim_node, slim_pod
-from fleet.connection import ApiError, ConnectionOptions, KubeConnection
-from fleet.health import HealthPolicy
 from fleet.member import MemberMonitor, ProbeResult
+from fleet.readiness import HealthPolicy
+from kube.connection import KubeConnection
+from kube.errors import ApiError
+from kube.session import ConnectionOptions
 from tests.fakes import KUBECONFIG
 
 

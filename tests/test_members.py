@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from propagator.propagation.resources import Owner
-from propagator.runtime.members import Applied, AppliedObjects, cached_form
+from propagator.runtime.memberregistry import Applied, AppliedObjects, cached_form
+from propagator.work.objects import Owner
 
 
 def test_a_cached_object_keeps_all_but_its_managed_fields() -> None:

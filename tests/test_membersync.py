@@ -11,12 +11,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext
 
-from fleet.connection import ApiError
+from kube.errors import ApiError
 from propagator.observability.metrics import Metrics
 from propagator.propagation import membersync
 from propagator.propagation.membersync import MemberSync
-from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
 from propagator.settings import Settings
+from propagator.work.table import ClusterWork, SyncPolicy, WorkTable
 from tests.e2e.manifests import config_map
 from tests.fakes import FakeMember
 

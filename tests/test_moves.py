@@ -3,8 +3,8 @@ passes."""
 
 from __future__ import annotations
 
-from propagator.propagation.failover import Eviction
-from propagator.propagation.moves import (
+from propagator.failover.decisions import Eviction
+from propagator.failover.moves import (
     Cause,
     Move,
     grace_left,
@@ -12,7 +12,7 @@ from propagator.propagation.moves import (
     release,
     with_kept_replicas,
 )
-from propagator.propagation.targets import Target
+from propagator.work.targets import Target
 
 LOST = Eviction("c", "ClusterUnreachable", 10.0, "not Ready for 5m0s")
 REBALANCE = Cause("Rebalance", "rebalance '1'")

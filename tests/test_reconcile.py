@@ -12,19 +12,19 @@ from typing import Any, cast
 import anyio
 import pytest
 
-from api.admission import FINALIZER
-from fleet.connection import KubeConnection
-from fleet.discovery import ResourceInfo
+from api.finalizerpolicy import FINALIZER
 from fleet.snapshot import SnapshotStore
+from kube.connection import KubeConnection
+from kube.discovery import ResourceInfo
 from propagator.observability.metrics import Metrics
-from propagator.propagation.health import WorkloadHealth
 from propagator.propagation.plan import MemberAccess, Plan
 from propagator.propagation.reconcile import Reconciler, _not_applied
-from propagator.propagation.work import WorkTable
 from propagator.scheduler import Scheduler
 from propagator.settings import Settings
-from propagator.tenancy.admission import QuotaAdmission
+from propagator.tenancy.hubquota import QuotaAdmission
 from propagator.tenancy.limits import LimitDefaults
+from propagator.work.table import WorkTable
+from propagator.work.workloadhealth import WorkloadHealth
 from tests.e2e.manifests import application, config_map, deployment
 from tests.fakes import served
 from tests.test_scheduler import PROFILE, cluster

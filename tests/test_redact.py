@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from fleet.connection import ApiError, ConnectionOptions, KubeConnection, _run_exec
-from fleet.kubeconfig import Credentials, ExecConfig, KubeconfigError, load_kubeconfig
-from fleet.redact import MAX_MESSAGE, capped, redact
+from kube.connection import KubeConnection
+from kube.credentials import run_exec
+from kube.errors import ApiError, error_for
+from kube.kubeconfig import Credentials, ExecConfig, KubeconfigError, load_kubeconfig
+from kube.redact import MAX_MESSAGE, capped, redact
+from kube.session import ConnectionOptions
 from propagator.conditions import condition
 from propagator.observability import logs
 
@@ -59,10 +62,10 @@ def test_a_member_echoing_our_headers_and_a_huge_body_are_capped_and_redacted() 
     creds = Credentials(server="https://m1:6443", token=TOKEN)
     conn = KubeConnection("m1", creds, ConnectionOptions())
     body = json.dumps({"message": f"bad request; you sent Authorization: Bearer {TOKEN}"})
-    error = conn._error_for(400, body.encode(), None, "GET /api")
+    error = error_for(conn.name, 400, body.encode(), None, "GET /api")
     assert TOKEN not in str(error)
     for data in (b"x" * 5_000_000, json.dumps({"message": "y" * 5_000_000}).encode()):
-        huge = conn._error_for(502, data, None, "GET /api")
+        huge = error_for(conn.name, 502, data, None, "GET /api")
         assert len(huge.message) < MAX_MESSAGE + 100
 
 
@@ -96,7 +99,7 @@ def test_a_credential_plugin_failure_names_the_command_not_its_arguments(
     )
     spec = ExecConfig(command=sys.executable, args=(str(script), "--token", TOKEN))
     with pytest.raises(ApiError) as caught:
-        _run_exec(spec, "m1")
+        run_exec(spec, "m1")
     message = str(caught.value)
     assert TOKEN not in message
     assert "exited 3" in message
@@ -110,7 +113,7 @@ def test_a_credential_plugin_token_a_header_cannot_carry_is_refused_unquoted(
     credential = {"kind": "ExecCredential", "status": {"token": TOKEN + "\nX-Injected: 1"}}
     script.write_text(f"import json\nprint(json.dumps({credential!r}))\n")
     with pytest.raises(ApiError, match="printed a token that cannot be used") as caught:
-        _run_exec(ExecConfig(command=sys.executable, args=(str(script),)), "m1")
+        run_exec(ExecConfig(command=sys.executable, args=(str(script),)), "m1")
     assert TOKEN not in str(caught.value)
 
 
@@ -125,12 +128,12 @@ def test_the_printed_forms_of_what_carries_a_credential_never_show_it() -> None:
     import datetime as dt
     from typing import cast
 
-    from fleet.connection import _ExecToken
-    from fleet.http2 import Sent
-    from fleet.http2conn import Http2Connection, Stream
+    from kube.credentials import ExecToken
+    from kube.http2 import Sent
+    from kube.http2conn import Http2Connection, Stream
 
     secret = "s3cr3t-" + "x" * 30
-    held = _ExecToken(secret, (b"cert", secret.encode()), dt.datetime(2030, 1, 1, tzinfo=dt.UTC))
+    held = ExecToken(secret, (b"cert", secret.encode()), dt.datetime(2030, 1, 1, tzinfo=dt.UTC))
     sent = Sent(
         cast(Http2Connection, None),
         Stream(1),

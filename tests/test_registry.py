@@ -8,11 +8,11 @@ from typing import Any, cast
 
 import anyio
 
-from fleet.connection import KubeConnection
-from fleet.health import HealthPolicy
-from fleet.informer import Informer
 from fleet.member import MemberMonitor
-from propagator.runtime.members import Member, MemberRegistry
+from fleet.readiness import HealthPolicy
+from kube.connection import KubeConnection
+from kube.informer import Informer
+from propagator.runtime.memberregistry import Member, MemberRegistry
 
 
 class _Watch:

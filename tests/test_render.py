@@ -10,7 +10,7 @@ import pytest
 
 from api.application import Override
 from fleet.snapshot import ClusterInfo
-from propagator.propagation.render import ApplicationRef, RenderError, render_for_cluster
+from propagator.render.manifests import ApplicationRef, RenderError, render_for_cluster
 
 APP = ApplicationRef("web", "shop")
 EDGE = ClusterInfo(

@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.application import Override
-from propagator.propagation.render import ApplicationRef, RenderError, render_for_cluster
-from propagator.propagation.renderworker import (
+from propagator.render.manifests import ApplicationRef, RenderError, render_for_cluster
+from propagator.render.worker import (
     NICENESS,
     WORKERS,
     RenderTarget,
@@ -164,8 +164,8 @@ def test_a_render_worker_dies_with_the_controller() -> None:
     script = textwrap.dedent(
         """
         import anyio
-        from propagator.propagation.render import ApplicationRef
-        from propagator.propagation.renderworker import NICENESS, RenderTarget, render_bounded
+        from propagator.render.manifests import ApplicationRef
+        from propagator.render.worker import NICENESS, RenderTarget, render_bounded
         loop = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
         manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
                     "data": {"v": loop}}
@@ -202,7 +202,7 @@ def test_a_render_worker_dies_with_the_controller() -> None:
 def test_a_worker_lives_while_the_process_that_started_it_does_whatever_its_pid() -> None:
     # In a pod the controller is PID 1: the check is against its pid, not against 1.
     script = (
-        "import os, sys; from propagator.propagation.renderworker import _die_with; "
+        "import os, sys; from propagator.render.worker import _die_with; "
         "_die_with(os.getppid() + int(sys.argv[1])); print('alive')"
     )
     kept = subprocess.run([sys.executable, "-c", script, "0"], capture_output=True, text=True)

@@ -10,9 +10,9 @@ import anyio
 import pytest
 
 from api.application import Override
-from propagator.propagation.render import ApplicationRef, RenderError, render_for_cluster
-from propagator.propagation.rendermemo import RenderMemo
-from propagator.propagation.renderworker import RenderTarget
+from propagator.render.manifests import ApplicationRef, RenderError, render_for_cluster
+from propagator.render.memo import RenderMemo
+from propagator.render.worker import RenderTarget
 
 REF = ApplicationRef("web", "team-a")
 MANIFEST = {

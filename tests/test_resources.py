@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from propagator.propagation.resources import (
+from propagator.work.objects import (
     APP_LABEL,
     MEMBER_LABEL,
     Owner,
@@ -71,7 +71,7 @@ def test_only_the_stamp_with_the_application_uid_owns_an_object() -> None:
 
 
 def test_kinds_name_api_version_and_kind() -> None:
-    from propagator.propagation.resources import kind_of, kinds_of
+    from propagator.work.objects import kind_of, kinds_of
 
     assert kind_of({"apiVersion": "apps/v1", "kind": "Deployment"}) == "apps/v1/Deployment"
     assert kinds_of([{"apiVersion": "v1", "kind": "ConfigMap"}] * 2) == {"v1/ConfigMap"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from propagator.conditions import NAMED_CLUSTERS
 from propagator.propagation.results import applied_summary
-from propagator.propagation.work import SyncState
+from propagator.work.table import SyncState
 
 
 def _far(n: int) -> str:

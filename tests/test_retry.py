@@ -3,8 +3,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from fleet.connection import ApiError
-from fleet.retry import backoff_delay, call_with_retries
+from kube.errors import ApiError
+from kube.retry import backoff_delay, call_with_retries
 
 
 def test_retries_retryable_errors_then_succeeds() -> None:

@@ -11,7 +11,6 @@ import pytest
 from fleet.snapshot import SnapshotStore, cluster_info
 from propagator.propagation import drift
 from propagator.propagation.drift import fingerprint
-from propagator.propagation.resources import Owner
 from propagator.propagation.routing import (
     FleetChange,
     Route,
@@ -19,8 +18,9 @@ from propagator.propagation.routing import (
     route_member_event,
     to_plan_again,
 )
-from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
-from propagator.runtime.members import Applied
+from propagator.runtime.memberregistry import Applied
+from propagator.work.objects import Owner
+from propagator.work.table import ClusterWork, SyncPolicy, WorkTable
 from tests.e2e.manifests import config_map, deployment
 from tests.fakes import FakeMember
 

@@ -24,6 +24,7 @@ from propagator.scheduler import (
     explain,
     on_clusters,
 )
+from propagator.scheduler.pluginregistry import discover
 from propagator.scheduler.plugins import (
     ApiEnablementFilter,
     BalancedAllocation,
@@ -37,7 +38,6 @@ from propagator.scheduler.plugins import (
     TaintToleration,
     TenantQuotaFilter,
 )
-from propagator.scheduler.registry import discover
 from propagator.scheduler.replicas import apportion as divide
 from propagator.scheduler.types import SchedulingContext
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from api.taints import NOT_READY_TAINT, Taint, Toleration
 from fleet.snapshot import ClusterInfo, build_snapshot
-from propagator.propagation.targets import Target, from_status, held_targets, targets_of
 from propagator.scheduler import Scheduler
+from propagator.work.targets import Target, from_status, held_targets, targets_of
 from tests.test_scheduler import PROFILE, cluster, demand, placement
 
 

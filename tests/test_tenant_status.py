@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from propagator.tenancy.enforcer import Usage
-from propagator.tenancy.status import tenant_status
+from propagator.tenancy.memberquota import Usage
+from propagator.tenancy.quotastatus import tenant_status
 
 D = Decimal
 
@@ -37,7 +37,7 @@ def test_limits_and_use_per_cluster_and_exceeded() -> None:
 
 
 def test_what_is_planned_and_not_running_yet_counts_as_used() -> None:
-    from propagator.tenancy.status import with_planned
+    from propagator.tenancy.quotastatus import with_planned
 
     usage = {"m1": Usage({"cpu": D(2), "pods": D(6)}, {"cpu": D("0.5"), "pods": D(4)})}
     planned = {"m1": {"cpu": D("1.5"), "pods": D(2)}, "m2": {"cpu": D(9)}}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from propagator.propagation.work import ClusterWork, SyncPolicy, SyncState, WorkTable
+from propagator.work.table import ClusterWork, SyncPolicy, SyncState, WorkTable
 
 
 def _works(revision: str, *clusters: str) -> dict[str, ClusterWork]:

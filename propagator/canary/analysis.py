@@ -22,7 +22,7 @@ from jinja2.sandbox import SandboxedEnvironment
 
 from api.common import duration_seconds
 from api.rollout import MetricCheck
-from propagator.canary.steps import CanaryState, Finding
+from propagator.canary.machine import CanaryState, Finding
 
 QUERY_TIMEOUT_S = 5.0
 MAX_RESPONSE_BYTES = 1 << 20

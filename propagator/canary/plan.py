@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from api.rollout import Canary
 from propagator.canary.copies import ClusterMode
+from propagator.canary.machine import CanaryState, Rollback
 from propagator.canary.revisions import Source
-from propagator.canary.steps import CanaryState, Rollback
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fleet.connection import ApiError, KubeConnection
+from kube.connection import KubeConnection
+from kube.errors import ApiError
 from propagator.canary.copies import DEPLOYMENT, kind_key_of
 
 APPLICATION_LABEL = "propagator.io/application"

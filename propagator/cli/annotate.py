@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 
 from api.common import API_VERSION
-from fleet.connection import KubeConnection
+from kube.connection import KubeConnection
 
 KIND = "ApplicationPropagation"
 POLL_S = 0.5

@@ -7,7 +7,7 @@ from typing import Any
 
 from api.common import API_VERSION
 from api.rollout import CANARY_ACTION_ANNOTATION
-from fleet.connection import KubeConnection
+from kube.connection import KubeConnection
 from propagator.cli.annotate import KIND, fresh_value, request
 from propagator.cli.text import table
 

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from api.admission import cleanup_finalizer_policy
 from api.crd import RESOURCES, crd_filename, crd_of, crds, to_yaml
+from api.finalizerpolicy import cleanup_finalizer_policy
 
 
 def register(commands: Any) -> None:

@@ -11,8 +11,6 @@ from typing import Any
 
 import anyio
 
-from fleet.connection import KubeConnection, tls_problem
-from fleet.kubeconfig import KubeconfigError, load_kubeconfig
 from fleet.registration import (
     JoinError,
     JoinPlan,
@@ -23,6 +21,9 @@ from fleet.registration import (
     unjoin,
     verify_member,
 )
+from kube.connection import KubeConnection
+from kube.credentials import tls_problem
+from kube.kubeconfig import KubeconfigError, load_kubeconfig
 from propagator.settings import Settings, SettingsError, add_setting_flags, load_settings
 
 PROG = "propagator fleet"

@@ -27,15 +27,16 @@ from pydantic import ValidationError
 from api.application import ApplicationPropagation
 from api.common import API_VERSION, DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, duration_seconds
 from api.failover import REBALANCE_ANNOTATION
-from fleet.connection import ApiError, KubeConnection
-from fleet.hub import context_namespace, hub_connection
-from fleet.kubeconfig import KubeconfigError
+from kube.connection import KubeConnection
+from kube.errors import ApiError
+from kube.hub import context_namespace, hub_connection
+from kube.kubeconfig import KubeconfigError
 from propagator.cli.annotate import KIND, fresh_value, request
 from propagator.cli.canary import read_status, request_action
 from propagator.cli.fleet import JoinRequest, add_join_flags, join_member, unjoin_member
 from propagator.cli.parser import KubectlParser
 from propagator.cli.schedule import decide, decision_text, live_objects
-from propagator.cli.status import read_status as application_status
+from propagator.cli.showstatus import read_status as application_status
 from propagator.propagation.placement import FleetNotFound
 from propagator.scheduler import PluginError, build_profile
 from propagator.settings import Settings, SettingsError, load_settings

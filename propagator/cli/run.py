@@ -12,8 +12,8 @@ from typing import Any
 
 import anyio
 
-from fleet.kubeconfig import KubeconfigError
 from fleet.snapshot import SnapshotStore
+from kube.kubeconfig import KubeconfigError
 from propagator.fleetmanager import FleetManager
 from propagator.observability import logs
 from propagator.observability.liveness import Liveness

@@ -15,12 +15,13 @@ from pydantic import ValidationError
 
 from api.application import ApplicationPropagation
 from api.common import API_VERSION
-from fleet.connection import ApiError, KubeConnection
-from fleet.discovery import UnknownKind
-from fleet.kubeconfig import KubeconfigError
-from fleet.retry import call_with_retries
 from fleet.snapshot import ClusterInfoCache, build_snapshot
-from propagator.fleetmanager import status as fleetstatus
+from kube.connection import KubeConnection
+from kube.discovery import UnknownKind
+from kube.errors import ApiError
+from kube.kubeconfig import KubeconfigError
+from kube.retry import call_with_retries
+from propagator.fleetmanager import statuswriter as fleetstatus
 from propagator.propagation.placement import FleetNotFound, current_placement, place
 from propagator.scheduler import (
     Decision,

@@ -26,13 +26,14 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from api.common import API_VERSION
-from fleet.connection import ApiError, KubeConnection
-from fleet.health import HealthPolicy
-from fleet.informer import Informer, wait_synced
 from fleet.member import MemberMonitor, ProbeResult, namespaces_of
+from fleet.readiness import HealthPolicy
 from fleet.snapshot import ClusterInfo, ClusterInfoCache, SnapshotStore, cluster_info
+from kube.connection import KubeConnection
+from kube.errors import ApiError
+from kube.informer import Informer, wait_synced
 from propagator.conditions import WrittenStatuses, now_iso, status_changed
-from propagator.fleetmanager import status as fleetstatus
+from propagator.fleetmanager import statuswriter as fleetstatus
 from propagator.fleetmanager.probes import ProbeSchedule
 from propagator.observability.metrics import Metrics
 from propagator.runtime.bounded import each

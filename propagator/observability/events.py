@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from api.common import API_VERSION
-from fleet.connection import ApiError, KubeConnection
-from fleet.redact import capped
+from kube.connection import KubeConnection
+from kube.errors import ApiError
+from kube.redact import capped
 from propagator.conditions import now_iso
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,8 @@ import time
 
 import anyio
 
-from fleet.connection import ApiError, KubeConnection
+from kube.connection import KubeConnection
+from kube.errors import ApiError
 
 BEAT_S = 1.0
 

@@ -1,6 +1,6 @@
 """Structured logs (JSON or text). Credentials never reach them: nothing logs a kubeconfig,
 a Secret's data or a token, connection errors name the server only, and every line goes
-through the redaction layer (``fleet.redact``) in case a member's answer or an exception
+through the redaction layer (``kube.redact``) in case a member's answer or an exception
 carries one."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import logging
 import sys
 from typing import Literal
 
-from fleet.redact import redact
+from kube.redact import redact
 from propagator.observability.tracing import current_trace_id
 
 

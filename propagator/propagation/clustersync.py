@@ -23,25 +23,27 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.connection import ApiError, Call, KubeConnection
-from fleet.discovery import UnknownKind
-from fleet.informer import Informer, cache_key
+from kube.connection import KubeConnection, apply_creating_namespace
+from kube.discovery import UnknownKind
+from kube.errors import ApiError
+from kube.informer import Informer, cache_key
+from kube.keys import KindKey, ObjectKey
+from kube.transport import Call
 from propagator.conditions import some_of
 from propagator.propagation.drift import fingerprint, in_line
-from propagator.propagation.resources import (
+from propagator.runtime.bounded import each
+from propagator.runtime.memberregistry import NAMESPACES, Applied, Caches, Member
+from propagator.tenancy.policy import describe
+from propagator.work.objects import (
     MEMBER_LABEL,
     REVISION_ANNOTATION,
-    ObjectKey,
     Owner,
     key_of,
     member_label_value,
     owner_named,
     revision_of,
 )
-from propagator.propagation.work import ClusterWork
-from propagator.runtime.bounded import each
-from propagator.runtime.members import NAMESPACES, Applied, Caches, KindKey, Member
-from propagator.tenancy.policy import describe
+from propagator.work.table import ClusterWork
 
 FIRST_KINDS = frozenset(
     {("v1", "Namespace"), ("apiextensions.k8s.io/v1", "CustomResourceDefinition")}
@@ -116,21 +118,6 @@ def _revision(obj: dict[str, Any]) -> str | None:
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     value = annotations.get(REVISION_ANNOTATION)
     return None if value is None else str(value)
-
-
-async def apply_creating_namespace(
-    conn: KubeConnection, obj: dict[str, Any], *, new: bool = False, sent: Call | None = None
-) -> dict[str, Any]:
-    """Apply ``obj`` (``new``: only as a create; ``sent``: that apply, sent already); if
-    its namespace is missing, create the namespace and apply again."""
-    try:
-        return await (sent.result() if sent is not None else conn.apply(obj, new=new))
-    except ApiError as exc:
-        namespace = (obj.get("metadata") or {}).get("namespace")
-        if not (exc.not_found and namespace and f'namespaces "{namespace}"' in exc.message):
-            raise
-    await conn.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    return await conn.apply(obj, new=new)
 
 
 def namespace_to_create(

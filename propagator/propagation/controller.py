@@ -25,34 +25,36 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from api.admission import FINALIZER
 from api.common import API_VERSION
+from api.finalizerpolicy import FINALIZER
 from api.selectors import selects, stored_selector
-from fleet.connection import ApiError, KubeConnection
-from fleet.discovery import UnknownKind
-from fleet.informer import Informer, cache_key, wait_synced
 from fleet.snapshot import FleetSnapshot, SnapshotStore
+from kube.connection import KubeConnection
+from kube.discovery import UnknownKind
+from kube.errors import ApiError
+from kube.informer import Informer, cache_key, wait_synced
+from kube.keys import KindKey
 from propagator.fleetmanager import FleetManager
 from propagator.observability.metrics import Metrics
-from propagator.propagation.health import WorkloadHealth, cluster_health, quota_refusals
 from propagator.propagation.membersync import MemberSync
 from propagator.propagation.plan import MemberAccess
 from propagator.propagation.reconcile import Reconciler
-from propagator.propagation.renderworker import warm_up
-from propagator.propagation.resources import member_selector, owner_label_of
 from propagator.propagation.routing import fleet_change, route_member_event, to_plan_again
-from propagator.propagation.work import ClusterWork, WorkTable
+from propagator.render.worker import warm_up
 from propagator.runtime.bounded import each
-from propagator.runtime.members import LIMIT_RANGES, KindKey, Member, MemberRegistry
+from propagator.runtime.memberregistry import LIMIT_RANGES, Member, MemberRegistry
 from propagator.runtime.workqueue import WorkQueue
 from propagator.scheduler import Profile, Scheduler
 from propagator.settings import Settings
-from propagator.tenancy.admission import QuotaAdmission
-from propagator.tenancy.enforcer import RESOURCE_QUOTA, QuotaEnforcer
+from propagator.tenancy.hubquota import QuotaAdmission
 from propagator.tenancy.keeper import KEPT_KINDS, NamespaceKeeper
 from propagator.tenancy.limits import LimitDefaults
+from propagator.tenancy.memberquota import RESOURCE_QUOTA, QuotaEnforcer
 from propagator.tenancy.policy import TenantPolicy, policy_for
-from propagator.tenancy.status import TenantStatusWriter
+from propagator.tenancy.quotastatus import TenantStatusWriter
+from propagator.work.objects import member_selector, owner_label_of
+from propagator.work.table import ClusterWork, WorkTable
+from propagator.work.workloadhealth import WorkloadHealth, cluster_health, quota_refusals
 
 log = logging.getLogger(__name__)
 

@@ -22,15 +22,15 @@ import anyio
 from opentelemetry import trace
 
 from fleet.circuit import CircuitOpen
-from fleet.connection import ApiError
-from fleet.discovery import UnknownKind
-from fleet.retry import REQUEUE_BACKOFF_S, backoff_delay
+from kube.discovery import UnknownKind
+from kube.errors import ApiError
+from kube.retry import REQUEUE_BACKOFF_S, Failure, backoff_delay, failure_of
 from propagator.observability.metrics import Metrics
 from propagator.observability.tracing import parented
 from propagator.propagation.clustersync import Guard, SyncReport, sync_cluster
-from propagator.propagation.work import ClusterWork, SyncState, WorkTable
-from propagator.runtime.members import Caches, Member
+from propagator.runtime.memberregistry import Caches, Member
 from propagator.settings import Settings
+from propagator.work.table import ClusterWork, SyncState, WorkTable
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("propagator")
@@ -93,7 +93,8 @@ class MemberSync:
             return
         self.table.record_try(state)
         report: SyncReport | None = None
-        retryable, retry_after, answered, over_quota = False, None, False, False
+        failure: Failure | None = None
+        over_quota = False
         operation = "cleanup" if work.removal else "apply"
         async with _held(self._app_limiter(work)), _held(self.limiter):
             with (
@@ -109,24 +110,19 @@ class MemberSync:
                         report = await sync_cluster(
                             member, work, self.caches, work.policy.timeout_s, self.guard
                         )
-                except TimeoutError:
-                    reason, retryable = f"timeout ({work.policy.timeout_s:g}s)", True
-                except ApiError as exc:
-                    reason, retryable, retry_after = exc.message, exc.retryable, exc.retry_after_s
-                    # A refusal (4xx) comes from a member that works: no circuit trip.
-                    answered = exc.status is not None and not exc.retryable
-                    over_quota = exc.status == 403 and "exceeded quota" in exc.message
-                except UnknownKind as exc:
-                    reason, answered = str(exc), True
+                except (TimeoutError, ApiError, UnknownKind) as exc:
+                    failure = failure_of(exc, work.policy.timeout_s)
+                    over_quota = isinstance(exc, ApiError) and _over_quota(exc)
                 timing.failed = report is None
         if self.table.get(app, member.name) != work:
             member.queue.add(app)  # the work changed meanwhile: sync the new one
         if report is not None:
             member.breaker.record(True)
             self._record_success(member, work, state, report)
-        else:
-            member.breaker.record(answered)
-            self._record_failure(member, work, state, reason, retryable, retry_after, over_quota)
+        elif failure is not None:
+            # A refusal comes from a member that works: no circuit trip.
+            member.breaker.record(failure.answered)
+            self._record_failure(member, work, state, failure, over_quota)
         self._publish_circuit(member)
         self.on_result(app, was_pending and (state.applied or state.failed))
 
@@ -165,24 +161,23 @@ class MemberSync:
         member: Member,
         work: ClusterWork,
         state: SyncState,
-        reason: str,
-        retryable: bool,
-        retry_after_s: float | None,
+        failure: Failure,
         over_quota: bool,
     ) -> None:
+        retryable = failure.retryable
         within_retries = retryable and state.tries <= work.policy.attempts
         self.table.record_failure(
             work.app,
             member.name,
             state,
-            reason,
+            failure.reason,
             within_retries=within_retries,
             over_quota=over_quota,
             now=time.monotonic(),
         )
         if within_retries:
             self.metrics.retries.labels(member.name).inc()
-            member.queue.add_after(work.app, work.policy.delay(state.tries, retry_after_s))
+            member.queue.add_after(work.app, work.policy.delay(state.tries, failure.retry_after_s))
             return
         self.metrics.applies.labels(member.name, "failed").inc()
         if retryable:  # a refusal waits for a change or the resync
@@ -214,3 +209,8 @@ class _NotNow(Exception):
         super().__init__(reason)
         self.reason = reason
         self.retry_in_s = retry_in_s
+
+
+def _over_quota(exc: ApiError) -> bool:
+    """The member's ResourceQuota refused the write."""
+    return exc.status == 403 and "exceeded quota" in exc.message

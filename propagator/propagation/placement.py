@@ -14,7 +14,7 @@ from typing import Any
 from api.application import ApplicationPropagation
 from fleet.snapshot import ClusterInfo, FleetSnapshot
 from propagator.scheduler import Decision, Demand, Scheduler
-from propagator.tenancy import quota
+from propagator.tenancy import quotamath
 
 
 class FleetNotFound(LookupError):
@@ -56,9 +56,11 @@ def place(
     if app.spec.fleet not in snapshot.fleets:
         raise FleetNotFound(app.spec.fleet, list(snapshot.fleets))
     namespace = app.metadata.get("namespace", "default")
-    tenant = quota.tenant_of(list(quotas), namespace, namespace_labels)
+    tenant = quotamath.tenant_of(list(quotas), namespace, namespace_labels)
     remaining = (
-        quota.remaining(tenant, {n: c.labels for n, c in snapshot.clusters.items()}, own, planned)
+        quotamath.remaining(
+            tenant, {n: c.labels for n, c in snapshot.clusters.items()}, own, planned
+        )
         if tenant
         else None
     )

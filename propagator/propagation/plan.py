@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from propagator.canary.plan import CanaryPlan
-from propagator.propagation.failoverstate import FailoverState
-from propagator.propagation.health import WorkloadHealth
-from propagator.propagation.targets import Target
+from propagator.failover.state import FailoverState
+from propagator.work.targets import Target
+from propagator.work.workloadhealth import WorkloadHealth
 
 Condition = tuple[str, bool | None, str, str]
 

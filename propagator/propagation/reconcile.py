@@ -20,39 +20,41 @@ from typing import Any
 from opentelemetry import trace
 from pydantic import ValidationError
 
-from api.admission import FINALIZER
 from api.application import ORPHAN_ANNOTATION, ApplicationPropagation, Override
 from api.common import API_VERSION, duration_seconds
-from fleet.connection import ApiError, KubeConnection
-from fleet.discovery import UnknownKind
-from fleet.informer import cache_key
+from api.finalizerpolicy import FINALIZER
 from fleet.snapshot import ClusterInfo, FleetSnapshot, SnapshotStore
+from kube.connection import KubeConnection
+from kube.discovery import UnknownKind
+from kube.errors import ApiError
+from kube.informer import cache_key
 from propagator.canary.analysis import Analysis
+from propagator.canary.driver import CanarySteps, condition_of
 from propagator.canary.plan import CanaryPlan
 from propagator.conditions import WrittenStatuses, by_message, now_iso, some_of
+from propagator.failover.decisions import unanswered
+from propagator.failover.driver import FailoverSteps
+from propagator.failover.state import FailoverDecision
 from propagator.observability.metrics import Metrics
 from propagator.observability.tracing import current_span_context
-from propagator.propagation.canarysteps import CanarySteps, condition_of
-from propagator.propagation.failover import unanswered
-from propagator.propagation.failoverstate import FailoverDecision
-from propagator.propagation.failoversteps import FailoverSteps
 from propagator.propagation.placement import FleetNotFound, place
 from propagator.propagation.plan import MemberAccess, Outcome, Plan
-from propagator.propagation.render import ApplicationRef, RenderError
-from propagator.propagation.rendermemo import RenderMemo
-from propagator.propagation.renderworker import RenderTarget, render_bounded
 from propagator.propagation.report import plan_status
-from propagator.propagation.resources import kinds_of, resolve
+from propagator.propagation.resolve import resolve
 from propagator.propagation.results import applied_summary, failures
-from propagator.propagation.status import StatusBuilder
-from propagator.propagation.targets import Target, held_targets, running_targets, targets_of
-from propagator.propagation.work import ClusterWork, SyncPolicy, WorkTable
+from propagator.propagation.statusbuilder import StatusBuilder
+from propagator.render.manifests import ApplicationRef, RenderError
+from propagator.render.memo import RenderMemo
+from propagator.render.worker import RenderTarget, render_bounded
 from propagator.scheduler import Scheduler, demand_of, on_clusters
 from propagator.settings import Settings
 from propagator.tenancy.accounting import Use
-from propagator.tenancy.admission import QuotaAdmission, QuotaRefusal
 from propagator.tenancy.boundary import check_rendered
+from propagator.tenancy.hubquota import QuotaAdmission, QuotaRefusal
 from propagator.tenancy.policy import Forbidden, policy_for
+from propagator.work.objects import kinds_of
+from propagator.work.table import ClusterWork, SyncPolicy, WorkTable
+from propagator.work.targets import Target, held_targets, running_targets, targets_of
 
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("propagator")
@@ -88,6 +90,7 @@ class Reconciler:
         """``fresh_clusters``: the members as their probes see them now, scanned when the
         snapshot is stale."""
         self.platform = settings.platform()
+        self.sync_defaults = settings.sync_defaults()
         self.fresh_clusters = fresh_clusters
         self.hub = hub
         self.settings = settings
@@ -301,7 +304,7 @@ class Reconciler:
         plan.failover.moves = moved.kept
         plan.desired_kinds = set().union(*(kinds_of(o) for o in rendered.values()))
         plan.kinds = plan.desired_kinds | set(previous.get("propagatedKinds") or [])
-        policy = SyncPolicy.of(app.spec.rollout, self.settings)
+        policy = SyncPolicy.of(app.spec.rollout, self.sync_defaults)
         uid, adopt = str(meta.get("uid", "")), app.spec.conflict_resolution == "Adopt"
         parent = current_span_context()
         works = {
@@ -603,7 +606,7 @@ class Reconciler:
             rollout = ApplicationPropagation.model_validate(obj).spec.rollout
         except ValidationError:
             rollout = None  # the controller's defaults
-        policy = SyncPolicy.of(rollout, self.settings)
+        policy = SyncPolicy.of(rollout, self.sync_defaults)
         uid = str(meta.get("uid", ""))
         works = {
             c: ClusterWork(key, c, (), REMOVAL, kinds, policy, uid)

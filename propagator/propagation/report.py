@@ -7,17 +7,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fleet.informer import cache_key
+from kube.informer import cache_key
+from propagator.canary.driver import canary_status
 from propagator.conditions import by_message, iso
-from propagator.propagation.canarysteps import canary_status
-from propagator.propagation.failover import unhealthy_since
-from propagator.propagation.failoverstate import unhealthy_clocks
-from propagator.propagation.health import HEALTHS, WorkloadHealth
+from propagator.failover.decisions import unhealthy_since
+from propagator.failover.state import unhealthy_clocks
 from propagator.propagation.plan import MemberAccess, Plan
 from propagator.propagation.results import applied_summary, failed_on, failures
-from propagator.propagation.status import ClusterLine, StatusBuilder, availability
-from propagator.propagation.targets import Target
-from propagator.propagation.work import SyncState, WorkTable
+from propagator.propagation.statusbuilder import ClusterLine, StatusBuilder, availability
+from propagator.work.table import SyncState, WorkTable
+from propagator.work.targets import Target
+from propagator.work.workloadhealth import HEALTHS, WorkloadHealth
 
 
 def plan_status(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from propagator.conditions import by_message, some_of
-from propagator.propagation.work import SyncState
+from propagator.work.table import SyncState
 
 
 class ClusterFailed(Exception):

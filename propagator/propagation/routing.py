@@ -7,13 +7,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from fleet.informer import cache_key
 from fleet.snapshot import FleetSnapshot, capacity_only
+from kube.informer import cache_key
 from propagator.propagation.drift import in_line
-from propagator.propagation.health import WORKLOAD_KINDS
-from propagator.propagation.resources import APP_ANNOTATION, REVISION_ANNOTATION, key_of
-from propagator.propagation.work import ClusterWork, WorkTable
-from propagator.runtime.members import Member
+from propagator.runtime.memberregistry import Member
+from propagator.work.objects import APP_ANNOTATION, REVISION_ANNOTATION, key_of
+from propagator.work.table import ClusterWork, WorkTable
+from propagator.work.workloadhealth import WORKLOAD_KINDS
 
 
 @dataclass(frozen=True)

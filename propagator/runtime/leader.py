@@ -19,7 +19,8 @@ from typing import Any
 
 import anyio
 
-from fleet.connection import ApiError, KubeConnection
+from kube.connection import KubeConnection
+from kube.errors import ApiError
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,13 @@ from collections import deque
 
 import anyio
 
+from kube.retry import QUEUE_BACKOFF_S, backoff_delay
+
 
 class WorkQueue:
     """Deduplicating, per-key rate-limited queue of reconcile keys (anyio)."""
 
-    def __init__(self, base_delay_s: float = 0.5, max_delay_s: float = 300.0) -> None:
+    def __init__(self, base_delay_s: float = QUEUE_BACKOFF_S, max_delay_s: float = 300.0) -> None:
         self.base_delay_s = base_delay_s
         self.max_delay_s = max_delay_s
         self._ready: deque[str] = deque()
@@ -74,10 +76,10 @@ class WorkQueue:
         self.add_after(key, delay_s, now)
 
     def retry(self, key: str) -> float:
-        """Queue ``key`` again after its backoff (doubling per failure); returns the delay."""
-        failures = self._failures.get(key, 0)
-        self._failures[key] = failures + 1
-        delay = min(self.max_delay_s, self.base_delay_s * math.pow(2, failures))
+        """Queue ``key`` again after its backoff (the retry policy's, doubling per failure,
+        without jitter); returns the delay."""
+        failures = self._failures[key] = self._failures.get(key, 0) + 1
+        delay = backoff_delay(failures, self.base_delay_s, self.max_delay_s, jitter=False)
         self.add_after(key, delay)
         return delay
 

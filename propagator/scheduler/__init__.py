@@ -3,7 +3,7 @@
 from propagator.scheduler.core import Scheduler
 from propagator.scheduler.demand import demand_of, on_clusters
 from propagator.scheduler.explain import explain
-from propagator.scheduler.registry import DEFAULT_PLUGINS, PluginError, Profile, build_profile
+from propagator.scheduler.pluginregistry import DEFAULT_PLUGINS, PluginError, Profile, build_profile
 from propagator.scheduler.types import Decision, Demand
 
 __all__ = [

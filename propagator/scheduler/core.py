@@ -20,11 +20,11 @@ from typing import cast
 from api.placement import Placement
 from fleet.columns import Columns
 from fleet.snapshot import ClusterInfo, FleetSnapshot
+from propagator.scheduler.pluginregistry import Profile
 from propagator.scheduler.plugins import (
     columnar_capacity,
     replicas_capacity,
 )
-from propagator.scheduler.registry import Profile
 from propagator.scheduler.replicas import apportion, rescale
 from propagator.scheduler.select import Room, select
 from propagator.scheduler.stages import MemoKeys, Stages, static_weight

@@ -11,8 +11,8 @@ from typing import NamedTuple, cast
 from api.placement import ReplicaWeights
 from fleet.columns import Columns
 from fleet.snapshot import ClusterInfo
+from propagator.scheduler.pluginregistry import Profile
 from propagator.scheduler.plugins import Failed, FilterPlugin
-from propagator.scheduler.registry import Profile
 from propagator.scheduler.types import SchedulingContext, Verdict
 from propagator.scheduler.verdicts import clamped, judge, score_of
 

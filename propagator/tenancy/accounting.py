@@ -9,11 +9,11 @@ from typing import Any
 
 from api.quantity import arithmetic
 from fleet.snapshot import FleetSnapshot
-from propagator.propagation.work import ClusterWork, WorkTable
 from propagator.scheduler import demand_of
 from propagator.scheduler.demand import REPLICATED_KINDS
-from propagator.tenancy.enforcer import written
 from propagator.tenancy.limits import LimitDefaults
+from propagator.tenancy.memberquota import written
+from propagator.work.table import ClusterWork, WorkTable
 
 Use = dict[str, dict[str, Decimal]]
 """cluster -> resource -> amount."""

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fleet.connection import KubeConnection
-from fleet.discovery import UnknownKind
+from kube.connection import KubeConnection
+from kube.discovery import UnknownKind
 from propagator.tenancy.policy import Forbidden, Platform, Refusal, TenantPolicy, refusals
 
 

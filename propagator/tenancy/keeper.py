@@ -21,27 +21,25 @@ from typing import Any
 
 import anyio
 
-from fleet.connection import ApiError
-from fleet.discovery import UnknownKind
-from fleet.informer import Informer
-from propagator.propagation.resources import (
+from kube.discovery import UnknownKind
+from kube.errors import ApiError
+from kube.informer import Informer
+from kube.keys import KindKey
+from propagator.runtime.bounded import each
+from propagator.runtime.memberregistry import NAMESPACES, Caches, Member
+from propagator.runtime.workqueue import WorkQueue
+from propagator.tenancy.memberquota import namespaces_written
+from propagator.tenancy.namespacelabels import namespace_labels, platform_object_name
+from propagator.tenancy.nsdefaults import LIMIT_RANGE, NETWORK_POLICY, limit_range, network_policy
+from propagator.tenancy.policy import TenantPolicy
+from propagator.work.objects import (
     APP_LABEL,
     MEMBER_LABEL,
+    TENANT_ANNOTATION,
     app_label_value,
     member_label_value,
 )
-from propagator.propagation.work import ClusterWork
-from propagator.runtime.bounded import each
-from propagator.runtime.members import NAMESPACES, Caches, KindKey, Member
-from propagator.runtime.workqueue import WorkQueue
-from propagator.tenancy.enforcer import namespaces_written
-from propagator.tenancy.namespacelabels import (
-    TENANT_ANNOTATION,
-    namespace_labels,
-    platform_object_name,
-)
-from propagator.tenancy.nsdefaults import LIMIT_RANGE, NETWORK_POLICY, limit_range, network_policy
-from propagator.tenancy.policy import TenantPolicy
+from propagator.work.table import ClusterWork
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,6 @@ from propagator.tenancy.podsecurity import Level
 POD_SECURITY_PREFIX = "pod-security.kubernetes.io/"
 TENANT_LABEL = "propagator.io/tenant"
 """On a member namespace: the tenant it belongs to (a hash when the name is too long)."""
-TENANT_ANNOTATION = "propagator.io/tenant"
-"""On the objects the platform keeps in a tenant's member namespaces (its ResourceQuota,
-LimitRange, NetworkPolicy): the TenantQuota they stand for."""
 MODES = ("enforce", "audit", "warn")
 """Pod Security Admission modes: refuse, record in the audit log, warn the client."""
 

@@ -8,20 +8,22 @@ from typing import Any
 import anyio
 import pytest
 
-from fleet.connection import NO_STORED_VERSION, ApiError, ConnectionOptions, KubeConnection
-from fleet.health import HealthPolicy
-from fleet.kubeconfig import load_kubeconfig
 from fleet.member import MemberMonitor
+from fleet.readiness import HealthPolicy
+from kube.connection import NO_STORED_VERSION, KubeConnection
+from kube.errors import ApiError
+from kube.kubeconfig import load_kubeconfig
+from kube.session import ConnectionOptions
 from propagator.propagation.clustersync import SyncReport, sync_cluster
-from propagator.propagation.resources import (
+from propagator.runtime.memberregistry import Member, MemberRegistry
+from propagator.work.objects import (
     APP_LABEL,
     MEMBER_LABEL,
     Owner,
     member_selector,
     owner_label_of,
 )
-from propagator.propagation.work import ClusterWork, SyncPolicy
-from propagator.runtime.members import Member, MemberRegistry
+from propagator.work.table import ClusterWork, SyncPolicy
 from tests.e2e.conftest import Fleet
 from tests.e2e.manifests import config_map
 from tests.e2e.waiting import HANG_GUARD_S

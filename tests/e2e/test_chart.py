@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from api.admission import PLURALS, cleanup_finalizer_policy
+from api.finalizerpolicy import PLURALS, cleanup_finalizer_policy
 from propagator.observability.dashboards import DASHBOARDS, queries
 from tests.e2e.tools import ROOT, built
 

@@ -7,9 +7,9 @@ import time
 import anyio
 from kubernetes import client as k8s
 
-from fleet.connection import ConnectionOptions
-from fleet.hub import hub_connection
 from fleet.local import HUB
+from kube.hub import hub_connection
+from kube.session import ConnectionOptions
 from propagator.runtime.leader import LeaderElector, LeaseConfig
 from tests.e2e.conftest import Fleet
 from tests.e2e.waiting import HANG_GUARD_S

@@ -19,10 +19,10 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
-from api.admission import FINALIZER, PLURALS, cleanup_finalizer_policy
+from api.finalizerpolicy import FINALIZER, PLURALS, cleanup_finalizer_policy
 from fleet.local import HUB
 from fleet.local import cluster as local_cluster
-from propagator.propagation.resources import APP_LABEL, MEMBER_LABEL, app_label_value
+from propagator.work.objects import APP_LABEL, MEMBER_LABEL, app_label_value
 from tests.e2e import manifests as manifests_module
 from tests.e2e.conftest import FLEET_NAME, Fleet
 from tests.e2e.controller import Controller, propagator, running

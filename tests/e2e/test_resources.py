@@ -8,10 +8,10 @@ import anyio
 import pytest
 
 from api.application import ApplicationPropagation
-from fleet.connection import ConnectionOptions
-from fleet.hub import hub_connection
 from fleet.local import HUB
-from propagator.propagation.resources import resolve
+from kube.hub import hub_connection
+from kube.session import ConnectionOptions
+from propagator.propagation.resolve import resolve
 from propagator.settings import Settings
 from propagator.tenancy.policy import Forbidden, policy_for
 from tests.e2e.conftest import Fleet

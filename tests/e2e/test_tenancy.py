@@ -365,7 +365,7 @@ def _hard_sum(
 def _admits(fleet: Fleet, cluster: str, namespaces: tuple[str, ...], tenant: str = "team-q") -> int:
     """The pods the tenant may run on ``cluster``: those running, and those the member's
     quotas still admit, counting from their own use (which may miss pods: see
-    propagator.tenancy.enforcer)."""
+    propagator.tenancy.memberquota)."""
     room = 0
     for rq in _tenant_rqs(fleet, cluster, namespaces, tenant):
         counted = int(((rq.status and rq.status.used) or {}).get("pods", "0"))

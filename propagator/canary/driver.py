@@ -1,0 +1,370 @@
+"""The canary within an application reconcile: its next state from what the canary
+clusters show, the stable revision kept on the hub, what each cluster runs, the status,
+the Events and the metrics. The decisions are :mod:`propagator.canary.machine` (pure)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from opentelemetry import trace
+
+from api.application import ApplicationPropagation, Override
+from api.rollout import CANARY_ACTION_ANNOTATION
+from api.selectors import selects
+from fleet.snapshot import FleetSnapshot
+from kube.connection import KubeConnection
+from propagator.canary.analysis import Analysis
+from propagator.canary.copies import (
+    DEPLOYMENT,
+    CanaryError,
+    compose,
+    is_canary_copy,
+    kind_key_of,
+    name_of,
+    replicas_of,
+    template_of,
+)
+from propagator.canary.machine import (
+    RUNNING,
+    CanaryState,
+    Rollback,
+    Seen,
+    action_of,
+    advance,
+    due_in,
+    recorded_action,
+)
+from propagator.canary.plan import CanaryPlan
+from propagator.canary.revisions import Source, StableRevisions, release_of, source_of
+from propagator.observability.events import record_event
+from propagator.observability.metrics import Metrics
+from propagator.propagation.plan import MemberAccess, Plan
+from propagator.render.manifests import RenderError
+from propagator.work.table import WorkTable
+from propagator.work.targets import Target
+
+tracer = trace.get_tracer("propagator")
+Objects = list[dict[str, Any]]
+StableRender = Callable[
+    [Sequence[Mapping[str, Any]], Sequence[Override], list[str]], Awaitable[dict[str, Objects]]
+]
+"""render(manifests, overrides, clusters): the stable revision's Deployments per cluster."""
+
+PHASES = ("Progressing", "Paused", "Promoting", "Succeeded", "RolledBack", "Aborted")
+
+
+def templates_differ(stable: Source, latest: Source) -> bool:
+    """Whether a Deployment both revisions have runs another pod template in the latest,
+    or the overrides changed (they may patch a template)."""
+    if stable.get("overrides") != latest.get("overrides"):
+        return True
+    before = {name_of(d): template_of(d) for d in stable.get("workloads") or []}
+    return any(
+        name_of(d) in before and before[name_of(d)] != template_of(d)
+        for d in latest.get("workloads") or []
+    )
+
+
+class CanarySteps:
+    """Runs the canaries of the applications one reconciler plans."""
+
+    def __init__(
+        self,
+        hub: KubeConnection,
+        table: WorkTable,
+        members: MemberAccess,
+        metrics: Metrics,
+        analysis: Analysis,
+    ) -> None:
+        self.hub, self.table, self.members, self.metrics = hub, table, members, metrics
+        self.revisions = StableRevisions(hub)
+        self.analysis = analysis
+
+    def forget(self, key: str) -> None:
+        namespace, _, name = key.partition("/")
+        self.revisions.forget(namespace, name)
+        self.analysis.forget(key)
+
+    # -- the next state -------------------------------------------------------------------
+
+    async def begin(
+        self,
+        app: ApplicationPropagation,
+        obj: Mapping[str, Any],
+        objects: Sequence[Mapping[str, Any]],
+        targets: Sequence[Target],
+        snapshot: FleetSnapshot,
+        last: Plan | None,
+        key: str,
+        now: float,
+    ) -> CanaryPlan | None:
+        """The canary of this plan (None without ``spec.canary``): its next state, from what
+        the last plan's clusters show and the metric checks measured now (nothing is
+        written: see :meth:`commit`). Raises ApiError (the hub)."""
+        canary = app.spec.canary
+        if canary is None:
+            return None
+        meta = obj["metadata"]
+        namespace, name = meta.get("namespace", "default"), meta["name"]
+        before = last.canary.state if last is not None and last.canary is not None else None
+        if before is None:
+            before = CanaryState.from_status((obj.get("status") or {}).get("canary"))
+        latest = source_of(
+            objects, [o.model_dump(by_alias=True, exclude_none=True) for o in app.spec.overrides]
+        )
+        release = release_of(latest)
+        stable: Source | None = None
+        if before is not None and before.stable is not None and before.stable != release:
+            stable = await self.revisions.get(namespace, name, before.stable)
+            if stable is None:  # deleted from the hub: nothing to render the stable copy from
+                before = dataclasses.replace(
+                    before,
+                    stable=None,
+                    message=f"stable revision {before.stable} is no longer on the hub",
+                )
+        clusters = frozenset(
+            t.cluster
+            for t in targets
+            if canary.cluster_selector is None
+            or (
+                t.cluster in snapshot.clusters
+                and selects(canary.cluster_selector, snapshot.clusters[t.cluster].labels)
+            )
+        )
+        seen = None
+        if last is not None and last.canary is not None and last.canary.state == before:
+            seen = self.seen(key, last)  # what the clusters show of the state planned last
+        finding = None
+        checks = canary.analysis.metrics
+        if checks and before is not None and before.phase in ("Progressing", "Paused"):
+            labels = {
+                c: dict(snapshot.clusters[c].labels) for c in clusters if c in snapshot.clusters
+            }
+            with tracer.start_as_current_span("canary analysis"):
+                finding = await self.analysis.measure(key, namespace, before, checks, labels, now)
+        value = (meta.get("annotations") or {}).get(CANARY_ACTION_ANNOTATION)
+        action, problem = action_of(value, before.last_action if before else None)
+        state, rollback = advance(
+            before,
+            canary,
+            release,
+            lambda: stable is None or templates_differ(stable, latest),
+            clusters,
+            seen,
+            action,
+            now,
+            finding,
+        )
+        if value and recorded_action(value) != (before.last_action if before else None):
+            state = dataclasses.replace(
+                state, last_action=recorded_action(value), message=problem or state.message
+            )
+        return CanaryPlan(
+            canary,
+            state,
+            clusters,
+            release,
+            None if state.stable == release else stable,
+            unsupported(objects),
+            before,
+            rollback,
+            latest,
+        )
+
+    async def commit(self, obj: Mapping[str, Any], plan: CanaryPlan, now: float) -> None:
+        """Once the plan goes ahead (rendered, within the tenant's bounds): keep a new stable
+        revision on the hub, and the Events and metrics of the move. Raises ApiError."""
+        state, before = plan.state, plan.before
+        new_stable = state.stable == plan.release and (
+            before is None or before.stable != plan.release
+        )
+        if new_stable and plan.latest is not None:
+            await self.revisions.put(obj, plan.release, plan.latest)
+        await self._announce(obj, before, state, plan.rollback, len(plan.spec.steps), now)
+
+    def seen(self, key: str, plan: Plan) -> dict[str, Seen]:
+        """What each cluster of ``plan`` shows of it: applied or not, and the health of its
+        stable and canary copies from the member's caches."""
+        namespace = key.partition("/")[0]
+        out = {}
+        for t in plan.targets:
+            rendered = plan.rendered.get(t.cluster) or []
+            state = self.table.state(key, t.cluster)
+            applied = (
+                state is not None
+                and state.applied
+                and state.revision == plan.revisions.get(t.cluster)
+            )
+            deployments = [o for o in rendered if kind_key_of(o) == DEPLOYMENT]
+            copies = [o for o in deployments if is_canary_copy(o)]
+            stable = [o for o in deployments if not is_canary_copy(o)]
+            out[t.cluster] = Seen(
+                applied,
+                self.members.health(t.cluster, stable, namespace),
+                self.members.health(t.cluster, copies, namespace) if copies else None,
+            )
+        return out
+
+    def due(self, key: str, plan: Plan, now: float) -> float | None:
+        """After a status refresh: plan again at once when what the clusters show moves the
+        canary on, else when its pause or deadline ends (None: nothing is due)."""
+        if plan.canary is None or not plan.canary.state.running:
+            return None
+        s, canary = plan.canary.state, plan.canary.spec
+        checks = canary.analysis.metrics
+        finding = None
+        if checks:
+            finding = self.analysis.finding(key, s, checks, plan.canary.canary_clusters)
+        moved, _ = advance(
+            s,
+            canary,
+            plan.canary.release,
+            lambda: True,
+            plan.canary.canary_clusters,
+            self.seen(key, plan),
+            None,
+            now,
+            finding,
+        )
+        if not moved.at_same_stage(s) or moved.phase != s.phase:
+            return 0.0
+        due = [due_in(moved, canary, now), self.analysis.next_due(key, checks, now)]
+        return min((d for d in due if d is not None), default=None)
+
+    # -- what each cluster runs -----------------------------------------------------------
+
+    async def compose(
+        self, plan: CanaryPlan, rendered: dict[str, Objects], render_stable: StableRender
+    ) -> dict[str, Objects]:
+        """Each cluster's objects as the canary's state has it run them. Raises
+        RenderError."""
+        needs = [c for c in rendered if plan.mode(c) in ("stable", "split")]
+        stable: dict[str, Objects] = {}
+        if needs and plan.stable is not None:
+            overrides = [Override.model_validate(o) for o in plan.stable.get("overrides") or []]
+            stable = await render_stable(plan.stable.get("workloads") or [], overrides, needs)
+        out = {}
+        for cluster, objects in rendered.items():
+            before = {name_of(d): d for d in stable.get(cluster) or []}
+            try:
+                out[cluster] = compose(objects, before, plan.mode(cluster), plan.state.weight)
+            except CanaryError as exc:
+                raise RenderError(f"{cluster}: canary: {exc}") from exc
+        return out
+
+    # -- status, events, metrics ----------------------------------------------------------
+
+    async def _announce(
+        self,
+        obj: Mapping[str, Any],
+        before: CanaryState | None,
+        after: CanaryState,
+        rollback: Rollback | None,
+        steps: int,
+        now: float,
+    ) -> None:
+        """Metrics, Events, and a span for each step that ended (its whole duration)."""
+        meta = obj["metadata"]
+        labels = (meta.get("namespace", "default"), meta["name"])
+        if (
+            before is not None
+            and before.running
+            and before.step_started_at is not None
+            and (before.step, before.canary, before.phase)
+            != (after.step, after.canary, after.phase)
+        ):
+            span = tracer.start_span(
+                "canary step",
+                start_time=int(before.step_started_at * 1e9),
+                attributes={
+                    "application": "/".join(labels),
+                    "step": before.step,
+                    "weight": before.weight,
+                    "revision": before.canary or "",
+                    "next": after.phase,
+                },
+            )
+            span.end(end_time=int(max(now, before.step_started_at) * 1e9))
+        self.metrics.canary_weight.labels(*labels).set(after.weight if after.running else 0)
+        for phase in PHASES:
+            self.metrics.canary_phase.labels(*labels, phase).set(1 if phase == after.phase else 0)
+        if before is not None and before.at_same_stage(after) and before.phase == after.phase:
+            return
+        if rollback is not None:
+            self.metrics.canary_rollbacks.labels(rollback.reason).inc()
+            await record_event(self.hub, obj, "Warning", "CanaryRolledBack", after.message)
+        elif after.phase in ("Progressing",) and (
+            before is None
+            or before.step != after.step
+            or before.canary != after.canary
+            or before.phase != after.phase
+        ):
+            await record_event(
+                self.hub,
+                obj,
+                "Normal",
+                "CanaryStep",
+                f"step {after.step + 1} of {steps}: weight {after.weight} on the canary "
+                f"clusters (revision {after.canary})",
+            )
+        elif after.phase != (before.phase if before else None) and after.phase != "Progressing":
+            reason = {"Paused": "CanaryPaused", "Promoting": "CanaryPromoting"}.get(
+                after.phase, f"Canary{after.phase}"
+            )
+            kind = "Warning" if after.phase in ("Aborted",) else "Normal"
+            await record_event(self.hub, obj, kind, reason, after.message)
+
+
+def canary_status(plan: Plan, members: MemberAccess, namespace: str) -> dict[str, Any] | None:
+    """``status.canary`` of ``plan`` with ready counts from the members' caches."""
+    if plan.canary is None:
+        return None
+    lines = []
+    for t in plan.targets:
+        if t.cluster not in plan.canary.canary_clusters:
+            continue
+        line: dict[str, Any] = {"name": t.cluster, "weight": 0}
+        mode = plan.canary.mode(t.cluster)
+        if mode in ("split", "folding"):
+            line["weight"] = plan.canary.state.weight
+        for obj in plan.rendered.get(t.cluster) or []:
+            if kind_key_of(obj) != DEPLOYMENT:
+                continue
+            field = "canaryReady" if is_canary_copy(obj) else "stableReady"
+            live = members.live(t.cluster, obj, namespace) or {}
+            ready = (live.get("status") or {}).get("readyReplicas") or 0
+            line[field] = f"{ready}/{replicas_of(obj)}"
+        if t.cluster in plan.canary.state.promoted:
+            line["promoted"] = True
+        lines.append(line)
+    return plan.canary.state.status(lines)
+
+
+UNSUPPORTED_KINDS = (("apps/v1", "StatefulSet"), ("apps/v1", "DaemonSet"))
+
+
+def unsupported(objects: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """``Kind name`` of the workloads a canary does not run."""
+    return tuple(
+        f"{kind_key_of(o)[1]} {name_of(o)}" for o in objects if kind_key_of(o) in UNSUPPORTED_KINDS
+    )
+
+
+def condition_of(
+    plan: CanaryPlan, objects: Sequence[Mapping[str, Any]]
+) -> tuple[str, bool, str, str]:
+    """The CanaryProgressing condition of ``plan``: CanaryUnsupported when the objects
+    hold no Deployment but StatefulSets or DaemonSets, which roll out at once."""
+    state = plan.state
+    message = state.message or state.phase
+    if plan.unsupported:
+        note = (
+            f"{', '.join(plan.unsupported[:5])} roll(s) out at once: canary steps run "
+            "Deployments only"
+        )
+        if not any(kind_key_of(o) == DEPLOYMENT for o in objects):
+            return ("CanaryProgressing", False, "CanaryUnsupported", note)
+        message = f"{message}; {note}"
+    return ("CanaryProgressing", state.phase in RUNNING, state.phase, message)

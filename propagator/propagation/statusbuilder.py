@@ -1,0 +1,120 @@
+"""The ApplicationPropagation status the controller writes, as pure functions.
+
+One status per reconcile, compared with what the hub holds so that nothing is written when
+nothing changed (conditions keep their lastTransitionTime while their status holds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from api.application import ApplicationPropagationStatus
+from kube.redact import redact
+from propagator.conditions import condition, some_of
+from propagator.work.workloadhealth import WorkloadHealth
+
+
+@dataclass(frozen=True)
+class ClusterLine:
+    """One cluster's line in ``status.clusters``."""
+
+    name: str
+    applied: bool
+    health: WorkloadHealth
+    attempts: int
+    last_error: str | None
+    revision: str | None
+    unhealthy_since: str | None = None
+    evicting: Mapping[str, Any] | None = None
+
+    def as_status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "applied": self.applied,
+            "health": self.health,
+            "attempts": self.attempts,
+        }
+        if self.last_error:
+            out["lastError"] = redact(self.last_error)[:2048]
+        if self.revision:
+            out["revision"] = self.revision
+        if self.unhealthy_since:
+            out["unhealthySince"] = self.unhealthy_since
+        if self.evicting:
+            out["evicting"] = {**self.evicting, "message": redact(self.evicting["message"])}
+        return out
+
+
+class StatusBuilder:
+    """Conditions for one application, against its previous status, at one time."""
+
+    def __init__(self, app: Mapping[str, Any], now: str) -> None:
+        meta = app.get("metadata") or {}
+        self.previous: dict[str, Any] = dict(app.get("status") or {})
+        self.generation: int | None = meta.get("generation")
+        self.now = now
+        self.status: dict[str, Any] = dict(self.previous)
+        self.status["observedGeneration"] = self.generation
+        self._conditions = {c["type"]: c for c in self.previous.get("conditions") or []}
+
+    def condition(self, type_: str, ok: bool | None, reason: str, message: str) -> None:
+        self._conditions[type_] = condition(
+            type_,
+            ok,
+            reason,
+            message,
+            self.generation,
+            self.previous.get("conditions"),
+            self.now,
+        )
+
+    def clusters(self, states: Sequence[ClusterLine], total: int) -> None:
+        """Per-cluster results and the ready counts (ready: applied and Healthy)."""
+        self.status["clusters"] = [s.as_status() for s in sorted(states, key=lambda s: s.name)]
+        ready = sum(s.applied and s.health == "Healthy" for s in states)
+        self.status["readyClusters"] = min(ready, total)
+        self.status["totalClusters"] = total
+        self.status["ready"] = f"{min(ready, total)}/{total}"
+
+    def build(self) -> dict[str, Any]:
+        """The status to write, checked against the API model first: the API server would
+        silently drop a field the CRD does not know, so a mistake here is raised instead."""
+        order = ["Scheduled", "Applied", "Available", "QuotaExceeded", "CanaryProgressing"]
+        self.status["conditions"] = sorted(
+            self._conditions.values(),
+            key=lambda c: (order.index(c["type"]) if c["type"] in order else 99, c["type"]),
+        )
+        try:
+            ApplicationPropagationStatus.model_validate(self.status)
+        except ValidationError as exc:
+            raise ValueError(f"the controller built an invalid status: {exc}") from exc
+        return self.status
+
+
+def availability(states: Iterable[ClusterLine], targets: Iterable[str]) -> tuple[bool, str, str]:
+    """(available, reason, message) for the Available condition."""
+    by_name = {s.name: s for s in states}
+    names = sorted(targets)
+    not_ready = [
+        (n, "not applied" if not by_name[n].applied else by_name[n].health)
+        for n in names
+        if n in by_name and not (by_name[n].applied and by_name[n].health == "Healthy")
+    ]
+    ready = len(names) - len(not_ready)
+    if not names:
+        return False, "NoClusters", "placed on no cluster"
+    if not not_ready:
+        return True, "Healthy", f"{ready}/{len(names)} clusters healthy"
+    degraded = any(by_name[n].health == "Degraded" for n in names if n in by_name)
+    # Degraded clusters first (applied or not): a message names only the first few.
+    not_ready.sort(key=lambda line: by_name[line[0]].health != "Degraded")
+    return (
+        False,
+        "Degraded" if degraded else "Progressing",
+        f"{ready}/{len(names)} clusters healthy; "
+        + some_of([f"{n}: {why}" for n, why in not_ready], "; "),
+    )
