@@ -50,6 +50,7 @@ docs: install
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(VENV)/bin/lint-imports
 
 typecheck: install
 	$(PY) -m mypy

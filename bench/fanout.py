@@ -194,7 +194,7 @@ async def _bare_loop(
             await _serving(registry, named)
         start = time.perf_counter()
         if cached:
-            for member in registry.members.values():
+            for member in registry.units.values():
                 registry.cache(member, *CONFIG_MAPS, first_from_any_state=True)
         async with anyio.create_task_group() as tg:
             for name in named:

@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
 
+import anyio
 import httpx
 
 from kube.discovery import Discovery, ResourceInfo
-from kube.errors import ApiError, transport_error
+from kube.errors import ApiError
 from kube.kubeconfig import Credentials
+from kube.retry import backoff_delay
 from kube.session import ConnectionOptions
-from kube.transport import ApiTransport, Call, serves_watch_list
+from kube.transport import ApiTransport, Call, serves_watch_list, transport_error
+
+T = TypeVar("T")
 
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"
 MERGE_PATCH_CONTENT_TYPE = "application/merge-patch+json"
@@ -217,3 +221,25 @@ async def apply_creating_namespace(
             raise
     await conn.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     return await conn.apply(obj, new=new)
+
+
+async def call_with_retries(
+    fn: Callable[[], Awaitable[T]],
+    *,
+    attempts: int = 4,
+    backoff_s: float = 0.5,
+    max_backoff_s: float = 10.0,
+) -> T:
+    """Call ``fn``; retry retryable :class:`ApiError` up to ``attempts`` more times with
+    exponential backoff and jitter, honouring a server's Retry-After. Other errors, and the
+    last retryable one, are raised."""
+    for attempt in range(attempts + 1):
+        try:
+            return await fn()
+        except ApiError as exc:
+            if not exc.retryable or attempt == attempts:
+                raise
+            await anyio.sleep(
+                backoff_delay(attempt + 1, backoff_s, max_backoff_s, exc.retry_after_s)
+            )
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -1,13 +1,11 @@
 """What a failed call to an API server says, classified: which failures are worth
-retrying (timeouts, connection errors, 429, 5xx) is decided here, once; how long to wait
-is :mod:`kube.retry`'s."""
+retrying (timeouts, connection errors, 429, 5xx) is decided here and in
+:func:`kube.transport.transport_error` (a call that got no answer), once; how long to
+wait is :mod:`kube.retry`'s."""
 
 from __future__ import annotations
 
 import json
-import ssl
-
-import httpx
 
 from kube.redact import capped
 
@@ -81,32 +79,3 @@ def error_for(
         retryable=status == 429 or status >= 500,
         retry_after_s=retry_after,
     )
-
-
-def transport_error(cluster: str, server: str, exc: BaseException, what: str) -> ApiError:
-    """What a call that failed before the server answered says: TLS (not retryable), or
-    a timeout, refusal or broken connection (retryable)."""
-    tls = tls_error(exc)
-    if tls is not None:
-        return ApiError(cluster, f"{what}: TLS failed: {tls}")
-    if isinstance(exc, httpx.ConnectTimeout):
-        problem = "timeout"
-    elif isinstance(exc, httpx.ConnectError):
-        problem = "connection refused or unreachable"
-    elif isinstance(exc, httpx.TimeoutException):
-        problem = "timeout"
-    elif isinstance(exc, httpx.RemoteProtocolError):  # what the server got wrong
-        problem = f"protocol error: {exc}"
-    else:
-        problem = f"connection error ({type(exc).__name__})"
-    return ApiError(cluster, f"{what}: {problem}: {server}", retryable=True)
-
-
-def tls_error(exc: BaseException) -> ssl.SSLError | None:
-    """The TLS failure behind a transport error (httpx wraps it twice), if any."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ssl.SSLError):
-            return seen
-        seen = seen.__cause__ or (None if seen.__suppress_context__ else seen.__context__)
-    return None

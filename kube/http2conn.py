@@ -22,6 +22,11 @@ answer is for and hands the reading over cost two task switches per answer, and 
 TLS wrapper a Python round per read and write; here TLS is the event loop's (C under
 uvloop) and an answer costs one wake-up. anyio has no callback API for sockets, so this
 module needs anyio's asyncio backend (the one the controller runs).
+
+One module and one class over the size the codebase keeps to: a connection's streams,
+flow-control windows, liveness and deadlines change together on every frame, and the
+invariants between them (a window never negative, a stream's end read once) are checked
+in one place rather than passed between classes.
 """
 
 from __future__ import annotations

@@ -21,6 +21,10 @@ quarter of the controller's CPU at rest with 1,000 members and of each API call'
 one parses a frame with one ``struct`` call and keeps a stream's state in five fields.
 Header blocks are decoded by :class:`kube.hpackread.AnswerHeaderDecoder` (only the
 headers read); ``encode`` (:func:`kube.http2conn.encode_headers`) encodes ours.
+
+One module and one class over the size the codebase keeps to: RFC 9113's connection state
+machine is one table of what each frame may do in each state, kept together so every
+rule a hostile server could probe is found in one reading.
 """
 
 from __future__ import annotations

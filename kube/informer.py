@@ -6,6 +6,10 @@ resourceVersion with bookmarks; ``410 Gone`` (the server no longer has that vers
 broken stream leads to a fresh list, and the cache is replaced with what the server has,
 reporting the differences as events. Runs as a task in the event loop (no thread); the
 handler is called there too, and must not block.
+
+One class over the size the codebase keeps to: its cache, index, relist and watch loop
+share one state (the versions, the namespaces listed, the sync flag) that a split would
+hand back and forth on every event.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import anyio
 from kube.connection import KubeConnection
 from kube.discovery import UnknownKind
 from kube.errors import ApiError
+from kube.keys import cache_key
 from kube.redact import unforeseen
 
 log = logging.getLogger(__name__)
@@ -49,13 +54,6 @@ once would otherwise get them back as fast as they can be made."""
 _MAX_BACKOFF_S = 30.0
 BACK_CHECK_S = 0.5
 """While backing off from an unreachable server: how often to look whether it answers."""
-
-
-def cache_key(obj: Object) -> str:
-    """``namespace/name``, or ``name`` for cluster-scoped objects."""
-    meta = obj.get("metadata") or {}
-    ns = meta.get("namespace")
-    return f"{ns}/{meta['name']}" if ns else str(meta["name"])
 
 
 @dataclass

@@ -8,6 +8,7 @@ each retry, and the defaults every queue starts from.
   jitter (many clusters fail together when a network does; they must not come back
   together); the work queues of the controller do not (one key each, and a test of their
   order must hold), as client-go's per-item rate limiter does not.
+- :func:`kube.connection.call_with_retries` retries a call by these rules.
 - The defaults: an application's retries (attempts, backoff, maxBackoff) are
   ``api.rollout``'s ``DEFAULT_RETRY_*`` unless settings or the application say otherwise;
   a cluster that used them up comes back from :data:`REQUEUE_BACKOFF_S`; a reconcile
@@ -18,16 +19,10 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
-
-import anyio
 
 from kube.discovery import UnknownKind
 from kube.errors import ApiError
-
-T = TypeVar("T")
 
 REQUEUE_BACKOFF_S = 0.5
 """The first wait before a cluster that has used up its application's retries is tried
@@ -77,25 +72,3 @@ def failure_of(exc: BaseException, timeout_s: float) -> Failure | None:
     if isinstance(exc, UnknownKind):
         return Failure(str(exc), retryable=False, answered=True)
     return None
-
-
-async def call_with_retries(
-    fn: Callable[[], Awaitable[T]],
-    *,
-    attempts: int = 4,
-    backoff_s: float = 0.5,
-    max_backoff_s: float = 10.0,
-) -> T:
-    """Call ``fn``; retry retryable :class:`ApiError` up to ``attempts`` more times with
-    exponential backoff and jitter, honouring a server's Retry-After. Other errors, and the
-    last retryable one, are raised."""
-    for attempt in range(attempts + 1):
-        try:
-            return await fn()
-        except ApiError as exc:
-            if not exc.retryable or attempt == attempts:
-                raise
-            await anyio.sleep(
-                backoff_delay(attempt + 1, backoff_s, max_backoff_s, exc.retry_after_s)
-            )
-    raise AssertionError("unreachable")  # pragma: no cover

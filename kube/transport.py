@@ -8,6 +8,7 @@ import contextlib
 import json
 import math
 import re
+import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
@@ -17,7 +18,7 @@ import anyio
 import httpx
 
 from kube.answerbody import BodyDecoder, LineSplitter, UnreadableAnswer
-from kube.errors import ApiError, error_for, transport_error
+from kube.errors import ApiError, error_for
 from kube.hpackread import READ_HEADERS
 from kube.http2 import Sent
 from kube.http2conn import ResponseBody
@@ -396,3 +397,32 @@ class ApiTransport(Session):
             extensions=self._extensions(),
         ) as resp:
             yield resp.status_code, _read_headers(resp.headers), resp.aiter_raw(), Progress()
+
+
+def transport_error(cluster: str, server: str, exc: BaseException, what: str) -> ApiError:
+    """What a call that failed before the server answered says: TLS (not retryable), or
+    a timeout, refusal or broken connection (retryable)."""
+    tls = tls_error(exc)
+    if tls is not None:
+        return ApiError(cluster, f"{what}: TLS failed: {tls}")
+    if isinstance(exc, httpx.ConnectTimeout):
+        problem = "timeout"
+    elif isinstance(exc, httpx.ConnectError):
+        problem = "connection refused or unreachable"
+    elif isinstance(exc, httpx.TimeoutException):
+        problem = "timeout"
+    elif isinstance(exc, httpx.RemoteProtocolError):  # what the server got wrong
+        problem = f"protocol error: {exc}"
+    else:
+        problem = f"connection error ({type(exc).__name__})"
+    return ApiError(cluster, f"{what}: {problem}: {server}", retryable=True)
+
+
+def tls_error(exc: BaseException) -> ssl.SSLError | None:
+    """The TLS failure behind a transport error (httpx wraps it twice), if any."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError):
+            return seen
+        seen = seen.__cause__ or (None if seen.__suppress_context__ else seen.__context__)
+    return None

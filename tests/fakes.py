@@ -21,8 +21,8 @@ from fleet.readiness import HealthPolicy
 from kube.connection import KubeConnection
 from kube.discovery import ResourceInfo, UnknownKind
 from kube.errors import ApiError
-from kube.informer import Informer, cache_key
-from kube.keys import KindKey
+from kube.informer import Informer
+from kube.keys import KindKey, cache_key
 from kube.session import ConnectionOptions
 from kube.transport import Call
 from propagator.runtime.memberregistry import Member, cached_form

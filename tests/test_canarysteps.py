@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from api.rollout import Canary
-from propagator.canary.driver import condition_of, templates_differ, unsupported
+from propagator.canary.driver import templates_differ
 from propagator.canary.machine import CanaryState
 from propagator.canary.plan import CanaryPlan
 from propagator.canary.revisions import release_of, source_of
+from propagator.canary.running import condition_of, unsupported
 from tests.test_canary_copies import deployment
 
 CANARY = Canary.model_validate({"steps": [{"weight": 50}]})

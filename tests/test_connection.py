@@ -20,9 +20,10 @@ import pytest
 
 from fleet.local.pki import CertificateAuthority
 from kube.connection import KubeConnection
-from kube.errors import ApiError, tls_error
+from kube.errors import ApiError
 from kube.kubeconfig import Credentials, ExecConfig
 from kube.session import ConnectionOptions
+from kube.transport import tls_error
 
 SEEN: list[dict[str, Any]] = []
 

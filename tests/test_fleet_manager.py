@@ -13,12 +13,13 @@ import pytest
 
 from fleet.member import MemberMonitor, ProbeResult
 from fleet.readiness import Health
-from fleet.snapshot import SnapshotStore
+from fleet.snapshotstore import SnapshotStore
 from kube.connection import KubeConnection
 from kube.errors import ApiError
 from propagator.fleetmanager import FleetManager
-from propagator.fleetmanager import manager as manager_module
-from propagator.fleetmanager.manager import FRESH_SCAN_REUSE_S
+from propagator.fleetmanager import prober as prober_module
+from propagator.fleetmanager import statuswriter as statuswriter_module
+from propagator.fleetmanager.statuswriter import FRESH_SCAN_REUSE_S
 from propagator.settings import Settings
 from tests.fakes import KUBECONFIG
 
@@ -47,8 +48,8 @@ def test_fresh_clusters_show_what_the_probes_see_not_what_the_hub_last_stored() 
     manager = FleetManager(cast(KubeConnection, object()), Settings(), SnapshotStore())
     user_taint = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
     # the hub still says Ready (the status writes have been failing), the probes do not
-    manager.members.cache["down"] = _member("down", "True", [user_taint])
-    manager.members.cache["up"] = _member(
+    manager.member_clusters.cache["down"] = _member("down", "True", [user_taint])
+    manager.member_clusters.cache["up"] = _member(
         "up", "False", [{"key": "propagator.io/not-ready", "effect": "NoSchedule"}]
     )
     for name, ready in (("down", False), ("up", True)):
@@ -71,7 +72,7 @@ def test_fresh_clusters_show_what_the_probes_see_not_what_the_hub_last_stored() 
 
 def test_a_fresh_scan_serves_the_decisions_of_the_next_second(monkeypatch: Any) -> None:
     manager = FleetManager(cast(KubeConnection, object()), Settings(), SnapshotStore())
-    manager.members.cache["m1"] = _member("m1", "True", [])
+    manager.member_clusters.cache["m1"] = _member("m1", "True", [])
     monitor = MemberMonitor(
         "m1",
         "1",
@@ -102,7 +103,7 @@ class _Hub:
         self, api_version: str, kind: str, name: str, body: dict[str, Any], **_: Any
     ) -> dict[str, Any]:
         self.patches.append((name, body["status"]))
-        cache = self.manager.members.cache
+        cache = self.manager.member_clusters.cache
         cache[name] = {**cache[name], "status": body["status"]}
         return cache[name]
 
@@ -114,8 +115,8 @@ def _one_ready_member() -> tuple[FleetManager, _Hub, MemberMonitor]:
     """A manager whose hub takes status patches, with one Ready member, m1, discovered."""
     manager = FleetManager(cast(KubeConnection, object()), Settings(), SnapshotStore())
     hub = _Hub(manager)
-    manager.hub = cast(KubeConnection, hub)
-    manager.members.cache["m1"] = _member("m1", "True", [])
+    manager.hub = manager.status.hub = cast(KubeConnection, hub)
+    manager.member_clusters.cache["m1"] = _member("m1", "True", [])
     monitor = MemberMonitor(
         "m1", "1", manager.policy, connection=cast(KubeConnection, object()), health=Health(True)
     )
@@ -168,7 +169,7 @@ def test_a_change_of_capacity_alone_waits_for_the_interval_readiness_does_not(
     clock[0] += 1
     anyio.run(manager.write_status)
     assert written() == ["3"]
-    assert manager._capacity_due == 100.0 + interval  # the status loop wakes then
+    assert manager.status.capacity_due == 100.0 + interval  # the status loop wakes then
     pods[0] = "5"
     monitor.health = Health(ready=False, last_error="timeout", not_ready_since=1.0)
     anyio.run(manager.write_status)  # not ready: at once, with the capacity of the moment
@@ -181,7 +182,7 @@ def test_a_change_of_capacity_alone_waits_for_the_interval_readiness_does_not(
     clock[0] += 0.5
     anyio.run(manager.write_status)
     assert written() == ["3", "5", "6"]
-    assert manager._capacity_due is None
+    assert manager.status.capacity_due is None
 
 
 def test_a_members_first_capacity_is_written_at_once(monkeypatch: Any) -> None:
@@ -196,7 +197,7 @@ def test_a_members_first_capacity_is_written_at_once(monkeypatch: Any) -> None:
     clock[0] += 1
     anyio.run(manager.write_status)
     assert [p.get("resources") for _, p in hub.patches] == [None, {"allocated": {"pods": "3"}}]
-    assert manager._capacity_due is None
+    assert manager.status.capacity_due is None
 
 
 class _SlowHub(_Hub):
@@ -241,14 +242,14 @@ def _region(count: int, refuse: str | None = None) -> tuple[FleetManager, _SlowH
     all fail (a region gone at once)."""
     manager = FleetManager(cast(KubeConnection, object()), Settings(), SnapshotStore())
     hub = _SlowHub(manager, refuse)
-    manager.hub = cast(KubeConnection, hub)
+    manager.hub = manager.status.hub = cast(KubeConnection, hub)
     manager.fleets.cache["all"] = {
         "metadata": {"name": "all", "generation": 1},
         "spec": {"clusterSelector": {}},
     }
     for i in range(count):
         name = f"m{i:02d}"
-        manager.members.cache[name] = _member(name, "True", [])
+        manager.member_clusters.cache[name] = _member(name, "True", [])
         manager.monitors[name] = MemberMonitor(
             name,
             "1",
@@ -266,7 +267,7 @@ def test_a_region_gone_at_once_is_written_many_at_a_time_and_the_fleet_counts_it
     assert sorted(written) == [f"m{i:02d}" for i in range(40)]
     assert all(status["conditions"][0]["status"] == "False" for _, status in hub.patches)
     assert sorted(hub.taints) == sorted(written)  # each one tainted not-ready too
-    assert hub.most_in_flight == manager_module.WRITES_IN_FLIGHT
+    assert hub.most_in_flight == statuswriter_module.WRITES_IN_FLIGHT
     # the fleet's status, written after them, counts what they were written as
     assert [(f["clusters"], f["readyClusters"]) for f in hub.fleet_patches] == [(40, 0)]
 
@@ -292,7 +293,9 @@ def test_a_pass_before_the_watch_brings_a_written_status_does_not_write_it_again
     manager, hub = _region(3)
     hub.echo = False  # the hub took each write; its watch has not brought them back yet
     seconds = iter(range(10, 60))  # each stamp a second later than the one before
-    monkeypatch.setattr(manager_module, "now_iso", lambda: f"2026-12-06T12:00:{next(seconds)}Z")
+    monkeypatch.setattr(
+        statuswriter_module, "now_iso", lambda: f"2026-12-06T12:00:{next(seconds)}Z"
+    )
 
     async def two_passes() -> None:
         await manager.write_status()
@@ -328,10 +331,10 @@ def test_what_a_member_learns_while_the_pass_writes_others_goes_in_its_one_write
 
 async def _probe_until(manager: FleetManager, done: anyio.Event) -> None:
     """Run the manager's probe loop over its monitors until ``done`` is set."""
-    manager._probes_wake = anyio.Event()
+    manager.prober._probes_wake = anyio.Event()
     with anyio.fail_after(60):  # a safety net, not a measure
         async with anyio.create_task_group() as tg:
-            tg.start_soon(manager._probe_loop)
+            tg.start_soon(manager.prober.run)
             await done.wait()
             tg.cancel_scope.cancel()
 
@@ -364,8 +367,8 @@ def test_a_member_whose_probe_hangs_does_not_hold_back_the_others_probes(
             if probes["ok"] == 4:
                 fourth.set()
 
-        manager.monitors = {"hung": monitor("hung", never.wait), "ok": monitor("ok", answers)}
-        monkeypatch.setattr(manager, "_poke", lambda: pokes.append("pass"))
+        manager.monitors.update({"hung": monitor("hung", never.wait), "ok": monitor("ok", answers)})
+        monkeypatch.setattr(manager.prober, "on_change", lambda: pokes.append("pass"))
         await _probe_until(manager, fourth)
 
     anyio.run(main)
@@ -409,8 +412,8 @@ def test_members_that_stopped_answering_do_not_hold_back_the_probes_of_those_tha
     async def main() -> None:
         nonlocal third
         third = anyio.Event()  # every dead member probed three times
-        manager.monitors = {name: monitor(name) for name in probes}
-        monkeypatch.setattr(manager, "_poke", lambda: None)
+        manager.monitors.update({name: monitor(name) for name in probes})
+        monkeypatch.setattr(manager.prober, "on_change", lambda: None)
         await _probe_until(manager, third)
 
     anyio.run(main)
@@ -423,7 +426,7 @@ def test_members_that_stopped_answering_do_not_hold_back_the_probes_of_those_tha
 def test_members_that_stop_answering_at_once_hold_the_probers_a_handoff_each(
     monkeypatch: Any,
 ) -> None:
-    monkeypatch.setattr(manager_module, "HANDOFF_S", 0.2)
+    monkeypatch.setattr(prober_module, "HANDOFF_S", 0.2)
     settings = Settings(probe_interval_s=0.5, probe_timeout_s=2.0, max_concurrency=1)
     manager = FleetManager(cast(KubeConnection, object()), settings, SnapshotStore())
     dead = ["dead-1", "dead-2", "dead-3"]  # probed before "ok" in a round (by name)
@@ -476,8 +479,8 @@ def test_members_that_stop_answering_at_once_hold_the_probers_a_handoff_each(
     async def main() -> None:
         nonlocal done
         done = anyio.Event()  # every dead member failed twice
-        manager.monitors = {name: monitor(name) for name in probes}
-        monkeypatch.setattr(manager, "_poke", lambda: None)
+        manager.monitors.update({name: monitor(name) for name in probes})
+        monkeypatch.setattr(manager.prober, "on_change", lambda: None)
         await _probe_until(manager, done)
 
     anyio.run(main)
@@ -509,7 +512,7 @@ def test_a_change_of_spec_namespaces_makes_a_new_monitor_and_keeps_its_health() 
     }
     member = _member("m1", "True", [])
     member["spec"]["secretRef"] = {"name": "m1", "namespace": namespace, "key": "kubeconfig"}
-    manager.members.cache["m1"] = member
+    manager.member_clusters.cache["m1"] = member
     manager._sync_monitors()
     first = manager.monitors["m1"]
     assert first.namespaces == ()

@@ -14,7 +14,7 @@ from fleet.readiness import Health, HealthPolicy
 from kube.connection import KubeConnection
 from kube.session import ConnectionOptions
 from propagator.conditions import status_changed
-from propagator.fleetmanager import statuswriter as fleetstatus
+from propagator.fleetmanager import memberstatus as fleetstatus
 
 POLICY = HealthPolicy(failure_threshold=1, success_threshold=1, unreachable_after_s=10)
 

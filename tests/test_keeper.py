@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from propagator.propagation.reconcile import REMOVAL
+from propagator.propagation.workrecord import REMOVAL
 from propagator.settings import Settings
 from propagator.tenancy.keeper import NamespaceKeeper
 from propagator.tenancy.policy import TenantPolicy, policy_for

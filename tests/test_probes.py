@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from propagator.fleetmanager.probes import ProbeSchedule
+from propagator.fleetmanager.probeschedule import ProbeSchedule
 
 
 def test_a_new_member_is_due_at_once_then_an_interval_after_its_probe_started() -> None:

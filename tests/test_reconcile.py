@@ -13,12 +13,13 @@ import anyio
 import pytest
 
 from api.finalizerpolicy import FINALIZER
-from fleet.snapshot import SnapshotStore
+from fleet.snapshotstore import SnapshotStore
 from kube.connection import KubeConnection
 from kube.discovery import ResourceInfo
 from propagator.observability.metrics import Metrics
-from propagator.propagation.plan import MemberAccess, Plan
-from propagator.propagation.reconcile import Reconciler, _not_applied
+from propagator.propagation.plan import Plan
+from propagator.propagation.reconcile import Reconciler
+from propagator.propagation.statusnotes import not_applied
 from propagator.scheduler import Scheduler
 from propagator.settings import Settings
 from propagator.tenancy.hubquota import QuotaAdmission
@@ -85,6 +86,7 @@ class Harness:
         listed theirs); ``kinds``: what every cluster serves."""
         app["metadata"]["generation"] = 1
         self.hub = FakeHub(app)
+        self.clusters = tuple(clusters)
         self.table = table or WorkTable()
         self.queued: list[tuple[str, str]] = []
         self.healths: dict[str, WorkloadHealth] = {}
@@ -106,18 +108,34 @@ class Harness:
                 self.metrics,
             ),
             self.table,
-            MemberAccess(self._enqueue, self._health, lambda c: c in clusters),
+            self,
+            self,
             self.metrics,
         )
 
-    def _enqueue(self, cluster: str, app: str) -> str | None:
+    # -- the member registry, as the reconcile sees it (MemberView, SyncQueues) ----------
+
+    def enqueue(self, cluster: str, app: str) -> str | None:
         self.queued.append((cluster, app))
         return None
 
-    def _health(
+    def known(self, cluster: str) -> bool:
+        return cluster in self.clusters
+
+    def health(
         self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str
     ) -> WorkloadHealth:
         return self.healths.get(cluster, "Healthy")
+
+    def quota_refusals(
+        self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str
+    ) -> list[str]:
+        return []
+
+    def live(
+        self, cluster: str, obj: Mapping[str, Any], namespace: str
+    ) -> Mapping[str, Any] | None:
+        return None
 
     def reconcile(self, replan: bool = True) -> Any:
         obj = copy.deepcopy(self.hub.app)  # what the informer's cache would hold
@@ -317,10 +335,10 @@ def test_the_applied_generation_replanned_without_room_stays_applied() -> None:
         ]
     }
     plan = Plan(4)
-    _not_applied(plan, previous, "Unschedulable", "0/2 clusters fit")
+    not_applied(plan, previous, "Unschedulable", "0/2 clusters fit")
     assert plan.conditions == []
     plan = Plan(5)
-    _not_applied(plan, previous, "QuotaExceeded", "over the quota")
+    not_applied(plan, previous, "QuotaExceeded", "over the quota")
     assert plan.conditions == [
         (
             "Applied",
@@ -536,7 +554,7 @@ def test_a_stale_snapshot_is_not_trusted_the_fresh_cluster_data_is_scanned() -> 
     snapshot = store.current()
     # the snapshot still shows a Ready; the probes have seen it stop answering
     fresh = [dataclasses.replace(snapshot.clusters["a"], ready=False), snapshot.clusters["b"]]
-    h.reconciler.fresh_clusters = lambda: fresh
+    h.reconciler.chooser.placer.fresh_clusters = lambda: fresh
     h.reconcile()
     h.reconcile(replan=False)
     assert [p["cluster"] for p in h.hub.app["status"]["placement"]] == ["b"]
@@ -550,19 +568,19 @@ def test_a_change_of_work_logs_one_line_naming_its_clusters_and_a_recheck_none(
 ) -> None:
     clusters = [f"c{i}" for i in range(7)]
     h = Harness(_app(), clusters=clusters)
-    with caplog.at_level("INFO", logger="propagator.propagation.reconcile"):
+    with caplog.at_level("INFO", logger="propagator.propagation.workrecord"):
         h.reconcile()
     lines = [r.getMessage() for r in caplog.records if "syncing" in r.getMessage()]
     assert lines == ["shop/web: syncing 7 clusters (c0, c1, c2, c3, c4 and 2 more)"]
     h.synced("shop/web", *clusters)
     caplog.clear()
-    h.reconciler.settings = Settings(resync_period_s=10)
+    h.reconciler.work.recheck_after_s = Settings(resync_period_s=10).resync_period_s
     for c in clusters:  # long enough ago that the plan rechecks every cluster
         state = h.table.state("shop/web", c)
         assert state is not None
         state.tried_at = time.monotonic() - 60
     h.queued = []
-    with caplog.at_level("INFO", logger="propagator.propagation.reconcile"):
+    with caplog.at_level("INFO", logger="propagator.propagation.workrecord"):
         h.reconcile()
     assert len(h.queued) == 7  # rechecked, silently
     assert not [r for r in caplog.records if "syncing" in r.getMessage()]

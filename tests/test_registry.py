@@ -84,7 +84,7 @@ def test_a_unit_runs_its_members_watches_and_stops_them_and_its_connection_as_on
             await tg.start(registry.run)
             await anyio.wait_all_tasks_blocked()
             seen["started"] = [w.running for w in first_watches]
-            seen["units"] = sorted(registry.members)
+            seen["units"] = sorted(registry.units)
             breaker = registry.breaker("m1")
 
             registry.sync({"m1": rebuilt})

@@ -3,8 +3,9 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from kube.connection import call_with_retries
 from kube.errors import ApiError
-from kube.retry import backoff_delay, call_with_retries
+from kube.retry import backoff_delay
 
 
 def test_retries_retryable_errors_then_succeeds() -> None:

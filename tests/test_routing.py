@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from fleet.snapshot import SnapshotStore, cluster_info
+from fleet.snapshot import cluster_info
+from fleet.snapshotstore import SnapshotStore
 from propagator.propagation import drift
 from propagator.propagation.drift import fingerprint
 from propagator.propagation.routing import (

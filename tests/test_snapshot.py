@@ -11,11 +11,11 @@ from fleet.snapshot import (
     ClusterInfo,
     ClusterInfoCache,
     FleetSnapshot,
-    SnapshotStore,
     build_snapshot,
     capacity_only,
     cluster_info,
 )
+from fleet.snapshotstore import SnapshotStore
 
 
 def mc(name: str, layer: str, labels: dict[str, str], ready: bool = True) -> dict[str, object]:

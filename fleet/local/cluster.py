@@ -1,5 +1,9 @@
 """One local Kubernetes cluster: etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler and kwok on loopback, with fake nodes that really run pods."""
+kube-scheduler and kwok on loopback, with fake nodes that really run pods.
+
+``prepare`` is long: it writes each component's flags and files in the order they start,
+a script rather than logic; the local fleet is for tests and demos and does not ship.
+"""
 
 from __future__ import annotations
 

@@ -1,16 +1,17 @@
-"""The canary within an application reconcile: its next state from what the canary
-clusters show, the stable revision kept on the hub, what each cluster runs, the status,
-the Events and the metrics. The decisions are :mod:`propagator.canary.machine` (pure)."""
+"""The canary within an application reconcile, with its I/O: its next state from what the
+canary clusters show and the metric checks, the stable revision kept on the hub, the
+Events and the metrics. The decisions are :mod:`propagator.canary.machine`, what each
+cluster runs :mod:`propagator.canary.running` (pure)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from opentelemetry import trace
 
-from api.application import ApplicationPropagation, Override
+from api.application import ApplicationPropagation
 from api.rollout import CANARY_ACTION_ANNOTATION
 from api.selectors import selects
 from fleet.snapshot import FleetSnapshot
@@ -18,16 +19,12 @@ from kube.connection import KubeConnection
 from propagator.canary.analysis import Analysis
 from propagator.canary.copies import (
     DEPLOYMENT,
-    CanaryError,
-    compose,
     is_canary_copy,
     kind_key_of,
     name_of,
-    replicas_of,
     template_of,
 )
 from propagator.canary.machine import (
-    RUNNING,
     CanaryState,
     Rollback,
     Seen,
@@ -38,19 +35,28 @@ from propagator.canary.machine import (
 )
 from propagator.canary.plan import CanaryPlan
 from propagator.canary.revisions import Source, StableRevisions, release_of, source_of
+from propagator.canary.running import unsupported
 from propagator.observability.events import record_event
 from propagator.observability.metrics import Metrics
-from propagator.propagation.plan import MemberAccess, Plan
-from propagator.render.manifests import RenderError
+from propagator.work.members import MemberView
 from propagator.work.table import WorkTable
 from propagator.work.targets import Target
 
 tracer = trace.get_tracer("propagator")
-Objects = list[dict[str, Any]]
-StableRender = Callable[
-    [Sequence[Mapping[str, Any]], Sequence[Override], list[str]], Awaitable[dict[str, Objects]]
-]
-"""render(manifests, overrides, clusters): the stable revision's Deployments per cluster."""
+
+
+class CanaryPlanned(Protocol):
+    """What the canary reads of the last plan."""
+
+    @property
+    def targets(self) -> Sequence[Target]: ...
+    @property
+    def rendered(self) -> Mapping[str, Sequence[Mapping[str, Any]]]: ...
+    @property
+    def revisions(self) -> Mapping[str, str]: ...
+    @property
+    def canary(self) -> CanaryPlan | None: ...
+
 
 PHASES = ("Progressing", "Paused", "Promoting", "Succeeded", "RolledBack", "Aborted")
 
@@ -67,18 +73,18 @@ def templates_differ(stable: Source, latest: Source) -> bool:
     )
 
 
-class CanarySteps:
+class CanaryDriver:
     """Runs the canaries of the applications one reconciler plans."""
 
     def __init__(
         self,
         hub: KubeConnection,
         table: WorkTable,
-        members: MemberAccess,
+        view: MemberView,
         metrics: Metrics,
         analysis: Analysis,
     ) -> None:
-        self.hub, self.table, self.members, self.metrics = hub, table, members, metrics
+        self.hub, self.table, self.view, self.metrics = hub, table, view, metrics
         self.revisions = StableRevisions(hub)
         self.analysis = analysis
 
@@ -96,7 +102,7 @@ class CanarySteps:
         objects: Sequence[Mapping[str, Any]],
         targets: Sequence[Target],
         snapshot: FleetSnapshot,
-        last: Plan | None,
+        last: CanaryPlanned | None,
         key: str,
         now: float,
     ) -> CanaryPlan | None:
@@ -184,7 +190,7 @@ class CanarySteps:
             await self.revisions.put(obj, plan.release, plan.latest)
         await self._announce(obj, before, state, plan.rollback, len(plan.spec.steps), now)
 
-    def seen(self, key: str, plan: Plan) -> dict[str, Seen]:
+    def seen(self, key: str, plan: CanaryPlanned) -> dict[str, Seen]:
         """What each cluster of ``plan`` shows of it: applied or not, and the health of its
         stable and canary copies from the member's caches."""
         namespace = key.partition("/")[0]
@@ -202,12 +208,12 @@ class CanarySteps:
             stable = [o for o in deployments if not is_canary_copy(o)]
             out[t.cluster] = Seen(
                 applied,
-                self.members.health(t.cluster, stable, namespace),
-                self.members.health(t.cluster, copies, namespace) if copies else None,
+                self.view.health(t.cluster, stable, namespace),
+                self.view.health(t.cluster, copies, namespace) if copies else None,
             )
         return out
 
-    def due(self, key: str, plan: Plan, now: float) -> float | None:
+    def due(self, key: str, plan: CanaryPlanned, now: float) -> float | None:
         """After a status refresh: plan again at once when what the clusters show moves the
         canary on, else when its pause or deadline ends (None: nothing is due)."""
         if plan.canary is None or not plan.canary.state.running:
@@ -232,27 +238,6 @@ class CanarySteps:
             return 0.0
         due = [due_in(moved, canary, now), self.analysis.next_due(key, checks, now)]
         return min((d for d in due if d is not None), default=None)
-
-    # -- what each cluster runs -----------------------------------------------------------
-
-    async def compose(
-        self, plan: CanaryPlan, rendered: dict[str, Objects], render_stable: StableRender
-    ) -> dict[str, Objects]:
-        """Each cluster's objects as the canary's state has it run them. Raises
-        RenderError."""
-        needs = [c for c in rendered if plan.mode(c) in ("stable", "split")]
-        stable: dict[str, Objects] = {}
-        if needs and plan.stable is not None:
-            overrides = [Override.model_validate(o) for o in plan.stable.get("overrides") or []]
-            stable = await render_stable(plan.stable.get("workloads") or [], overrides, needs)
-        out = {}
-        for cluster, objects in rendered.items():
-            before = {name_of(d): d for d in stable.get(cluster) or []}
-            try:
-                out[cluster] = compose(objects, before, plan.mode(cluster), plan.state.weight)
-            except CanaryError as exc:
-                raise RenderError(f"{cluster}: canary: {exc}") from exc
-        return out
 
     # -- status, events, metrics ----------------------------------------------------------
 
@@ -315,56 +300,3 @@ class CanarySteps:
             )
             kind = "Warning" if after.phase in ("Aborted",) else "Normal"
             await record_event(self.hub, obj, kind, reason, after.message)
-
-
-def canary_status(plan: Plan, members: MemberAccess, namespace: str) -> dict[str, Any] | None:
-    """``status.canary`` of ``plan`` with ready counts from the members' caches."""
-    if plan.canary is None:
-        return None
-    lines = []
-    for t in plan.targets:
-        if t.cluster not in plan.canary.canary_clusters:
-            continue
-        line: dict[str, Any] = {"name": t.cluster, "weight": 0}
-        mode = plan.canary.mode(t.cluster)
-        if mode in ("split", "folding"):
-            line["weight"] = plan.canary.state.weight
-        for obj in plan.rendered.get(t.cluster) or []:
-            if kind_key_of(obj) != DEPLOYMENT:
-                continue
-            field = "canaryReady" if is_canary_copy(obj) else "stableReady"
-            live = members.live(t.cluster, obj, namespace) or {}
-            ready = (live.get("status") or {}).get("readyReplicas") or 0
-            line[field] = f"{ready}/{replicas_of(obj)}"
-        if t.cluster in plan.canary.state.promoted:
-            line["promoted"] = True
-        lines.append(line)
-    return plan.canary.state.status(lines)
-
-
-UNSUPPORTED_KINDS = (("apps/v1", "StatefulSet"), ("apps/v1", "DaemonSet"))
-
-
-def unsupported(objects: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
-    """``Kind name`` of the workloads a canary does not run."""
-    return tuple(
-        f"{kind_key_of(o)[1]} {name_of(o)}" for o in objects if kind_key_of(o) in UNSUPPORTED_KINDS
-    )
-
-
-def condition_of(
-    plan: CanaryPlan, objects: Sequence[Mapping[str, Any]]
-) -> tuple[str, bool, str, str]:
-    """The CanaryProgressing condition of ``plan``: CanaryUnsupported when the objects
-    hold no Deployment but StatefulSets or DaemonSets, which roll out at once."""
-    state = plan.state
-    message = state.message or state.phase
-    if plan.unsupported:
-        note = (
-            f"{', '.join(plan.unsupported[:5])} roll(s) out at once: canary steps run "
-            "Deployments only"
-        )
-        if not any(kind_key_of(o) == DEPLOYMENT for o in objects):
-            return ("CanaryProgressing", False, "CanaryUnsupported", note)
-        message = f"{message}; {note}"
-    return ("CanaryProgressing", state.phase in RUNNING, state.phase, message)

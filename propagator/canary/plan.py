@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from api.rollout import Canary
 from propagator.canary.copies import ClusterMode
 from propagator.canary.machine import CanaryState, Rollback
-from propagator.canary.revisions import Source
+
+if TYPE_CHECKING:  # the type only: the plan reads no revision from the hub
+    from propagator.canary.revisions import Source
 
 
 @dataclass(frozen=True)

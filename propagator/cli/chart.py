@@ -1,7 +1,10 @@
 """``propagator chart``: write the Helm chart's generated files — ``values.schema.json``
 (every value typed and bounded; the controller's settings from the settings model itself,
 so a wrong value fails ``helm install`` with the same bounds ``propagator run`` checks) and
-the Grafana dashboards (``dashboards/*.json``, from ``observability/dashboards.py``)."""
+the Grafana dashboards (``dashboards/*.json``, from ``observability/dashboards.py``).
+
+``values_schema`` is long: it declares the chart's values, a table rather than logic.
+"""
 
 from __future__ import annotations
 

@@ -10,6 +10,9 @@ prints the new placement.
 ``propagator/cli/canary.py``). ``status NAME``: the application in one view.
 ``explain NAME``: the scheduler's decision for it on the live hub, cluster by cluster.
 ``join NAME`` / ``unjoin NAME``: add a member cluster to the hub, or remove it.
+
+``build_parser`` is long: it declares the plugin's commands and flags, a table rather
+than logic.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 
-from fleet.snapshot import SnapshotStore
+from fleet.snapshotstore import SnapshotStore
 from kube.kubeconfig import KubeconfigError
 from propagator.fleetmanager import FleetManager
 from propagator.observability import logs

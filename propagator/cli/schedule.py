@@ -16,12 +16,11 @@ from pydantic import ValidationError
 from api.application import ApplicationPropagation
 from api.common import API_VERSION
 from fleet.snapshot import ClusterInfoCache, build_snapshot
-from kube.connection import KubeConnection
+from kube.connection import KubeConnection, call_with_retries
 from kube.discovery import UnknownKind
 from kube.errors import ApiError
 from kube.kubeconfig import KubeconfigError
-from kube.retry import call_with_retries
-from propagator.fleetmanager import statuswriter as fleetstatus
+from propagator.fleetmanager import memberstatus as fleetstatus
 from propagator.propagation.placement import FleetNotFound, current_placement, place
 from propagator.scheduler import (
     Decision,

@@ -1,15 +1,16 @@
 """The failover part of an application reconcile, with its I/O: the decision and the
-health it needs, the Events and metrics it causes, the render of the graceful moves and
-their release, and when the application must be planned again.
+health it needs, the Events and metrics it causes, the graceful moves to render and their
+release, and when the application must be planned again.
 
-The decisions themselves are pure (:mod:`failover`, :mod:`failoverstate`, :mod:`moves`).
+The decisions themselves are pure (:mod:`propagator.failover.decisions`,
+:mod:`propagator.failover.state`, :mod:`propagator.failover.moves`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from api.application import ApplicationPropagation
 from api.common import duration_seconds
@@ -22,7 +23,6 @@ from propagator.failover.moves import (
     grace_left,
     graceful_moves,
     release,
-    with_kept_replicas,
 )
 from propagator.failover.state import (
     FailoverDecision,
@@ -32,8 +32,7 @@ from propagator.failover.state import (
 )
 from propagator.observability.events import record_event
 from propagator.observability.metrics import Metrics
-from propagator.propagation.plan import MemberAccess, Plan
-from propagator.work.objects import revision_of
+from propagator.work.members import MemberView
 from propagator.work.table import WorkTable
 from propagator.work.targets import Target
 
@@ -43,8 +42,20 @@ OVERDUE_RECHECK_S = 10.0
 """An application unhealthy beyond its toleration and not moved (unhealthy everywhere) is
 looked at again this often."""
 
-Rendered = dict[str, list[dict[str, Any]]]
-Render = Callable[[list[Target]], Awaitable[Rendered]]
+
+class FailoverPlanned(Protocol):
+    """What failover reads of the last plan."""
+
+    @property
+    def targets(self) -> Sequence[Target]: ...
+    @property
+    def rendered(self) -> Mapping[str, Sequence[Mapping[str, Any]]]: ...
+    @property
+    def revisions(self) -> Mapping[str, str]: ...
+    @property
+    def failover(self) -> FailoverState: ...
+    @property
+    def unhealthy_after_s(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -60,29 +71,21 @@ class FailoverPass:
     now: float
 
 
-@dataclass(frozen=True)
-class MovedRender:
-    """The objects per target with the replicas the moves still keep."""
+class FailoverDriver:
+    """The failover of the applications one reconciler plans."""
 
-    rendered: Rendered
-    revisions: dict[str, str]
-    kept: dict[str, Move]
-    """The moves still in progress."""
-
-
-class FailoverSteps:
     def __init__(
-        self, hub: KubeConnection, table: WorkTable, members: MemberAccess, metrics: Metrics
+        self, hub: KubeConnection, table: WorkTable, view: MemberView, metrics: Metrics
     ) -> None:
         self.hub = hub
         self.table = table
-        self.members = members
+        self.view = view
         self.metrics = metrics
 
     def begin(
         self,
         app: ApplicationPropagation,
-        last: Plan | None,
+        last: FailoverPlanned | None,
         previous: Mapping[str, Any],
         running: Sequence[Target],
         snapshot: FleetSnapshot,
@@ -97,7 +100,7 @@ class FailoverSteps:
         healths = {}
         if failover.application is not None and last is not None:
             healths = {
-                t.cluster: self.members.health(t.cluster, last.rendered[t.cluster], namespace)
+                t.cluster: self.view.health(t.cluster, last.rendered[t.cluster], namespace)
                 for t in last.targets
             }
         decision = decide(
@@ -113,14 +116,12 @@ class FailoverSteps:
         grace_s = duration_seconds(failover.grace_period)
         return FailoverPass(carried, before, decision, grace_s, now)
 
-    async def render(
-        self, step: FailoverPass, targets: list[Target], render: Render, key: str, namespace: str
-    ) -> MovedRender:
-        """Render ``targets`` keeping the replicas that move gracefully, and release the
-        moves that may go (the replacement Available, or the grace period over); raises
-        what ``render`` raises."""
+    @staticmethod
+    def moves(step: FailoverPass, targets: Sequence[Target]) -> dict[str, Move]:
+        """The replicas that move gracefully off the clusters they ran on (evicted,
+        rebalanced, failed back): kept there until their replacement is Available."""
         d = step.decision
-        moves = graceful_moves(
+        return graceful_moves(
             step.before,
             {t.cluster: t.replicas for t in targets},
             step.carried.moves,
@@ -130,19 +131,20 @@ class FailoverSteps:
             step.grace_s,
             step.now,
         )
-        rendered = await render(with_kept_replicas(targets, moves))
-        revisions = {c: revision_of(objs) for c, objs in rendered.items()}
-        replaced = self.replaced(key, targets, rendered, revisions, namespace, set(moves))
-        kept, released = release(moves, replaced, step.grace_s, step.now)
-        if any(m.cluster in revisions and m.replicas is not None for m in released.values()):
-            # a cluster that kept replicas now scales down to its placement
-            rendered = await render(with_kept_replicas(targets, kept))
-            revisions = {c: revision_of(objs) for c, objs in rendered.items()}
-        if replaced:
-            for move in released.values():
-                if move.lost is not None:  # cluster lost -> replacement Available
-                    self.metrics.failover_duration.observe(max(0.0, step.now - move.lost))
-        return MovedRender(rendered, revisions, kept)
+
+    @staticmethod
+    def settle(
+        step: FailoverPass, moves: Mapping[str, Move], replaced: bool
+    ) -> tuple[dict[str, Move], dict[str, Move]]:
+        """The moves kept and those released: all of them once the application is
+        ``replaced`` where it goes, each once its grace period is over."""
+        return release(moves, replaced, step.grace_s, step.now)
+
+    def observe_released(self, step: FailoverPass, released: Mapping[str, Move]) -> None:
+        """The time from losing a cluster to its replacement being Available."""
+        for move in released.values():
+            if move.lost is not None:
+                self.metrics.failover_duration.observe(max(0.0, step.now - move.lost))
 
     def replaced(
         self,
@@ -161,7 +163,7 @@ class FailoverSteps:
             state = self.table.state(key, t.cluster)
             if state is None or not state.applied or state.revision != revisions[t.cluster]:
                 return False
-            if self.members.health(t.cluster, rendered[t.cluster], namespace) != "Healthy":
+            if self.view.health(t.cluster, rendered[t.cluster], namespace) != "Healthy":
                 return False
         return True
 
@@ -207,7 +209,10 @@ class FailoverSteps:
 
     @staticmethod
     def next_plan(
-        app: ApplicationPropagation, step: FailoverPass, plan: Plan, snapshot: FleetSnapshot
+        app: ApplicationPropagation,
+        step: FailoverPass,
+        plan: FailoverPlanned,
+        snapshot: FleetSnapshot,
     ) -> float | None:
         """Seconds until ``plan`` must be made again although nothing else changes: a
         toleration, a failback period or a grace period runs out (a replacement turning
@@ -228,7 +233,7 @@ class FailoverSteps:
         return min(waits) + DEADLINE_MARGIN_S if waits else None
 
     def refresh_due(
-        self, key: str, plan: Plan, status: Mapping[str, Any], namespace: str, now: float
+        self, key: str, plan: FailoverPlanned, status: Mapping[str, Any], namespace: str, now: float
     ) -> float | None:
         """After a status refresh of ``plan`` (``status`` as just built): plan again at once
         when its moving replicas are replaced, or when an application failover toleration

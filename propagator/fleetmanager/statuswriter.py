@@ -1,201 +1,222 @@
-"""What the fleet manager writes: MemberCluster and Fleet status, and the health taints.
-
-Pure functions of what the monitors observed and what the hub holds, so that "nothing
-changed" is a plain comparison and no write is sent for it.
-"""
+"""The status pass: every MemberCluster and Fleet status and taint set that changed
+written (a member's capacity alone at most every ``capacity_status_interval_s``), then the
+fleet snapshot published; and the same view of the members, fresh, for a decision when
+the snapshot is stale."""
 
 from __future__ import annotations
 
-import datetime as dt
+import math
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from api.selectors import selects, stored_selector
-from api.taints import NOT_READY_TAINT, UNREACHABLE_TAINT
+from api.common import API_VERSION
 from fleet.member import MemberMonitor
-from fleet.readiness import Health
-from propagator.conditions import condition
+from fleet.snapshot import ClusterInfo, cluster_info
+from kube.connection import KubeConnection
+from kube.errors import ApiError
+from kube.informer import Informer
+from propagator.conditions import WrittenStatuses, now_iso, status_changed
+from propagator.fleetmanager import memberstatus
+from propagator.fleetmanager.publisher import SnapshotPublisher
+from propagator.observability.metrics import Metrics
+from propagator.runtime.bounded import each
+from propagator.settings import Settings
 
-CONTROLLER_TAINTS = (NOT_READY_TAINT, UNREACHABLE_TAINT)
-TAINT_EFFECT = "NoSchedule"
-PROBE_FAILED_PREFIX = "probes fail: "
-DISCOVERY_FIELDS = ("kubernetesVersion", "apiEnablements")
-CAPACITY_FIELDS = ("nodes", "resources")
-"""The status fields of ``fleet.capacity.summarize``."""
-
-
-def without_capacity(status: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``status`` without its :data:`CAPACITY_FIELDS`."""
-    return {k: v for k, v in (status or {}).items() if k not in CAPACITY_FIELDS}
-
-
-def member_status(
-    member: Mapping[str, Any], monitor: MemberMonitor | None, now: str
-) -> dict[str, Any]:
-    """The MemberCluster status for what ``monitor`` has observed."""
-    previous = (member.get("status") or {}).get("conditions")
-    generation = (member.get("metadata") or {}).get("generation")
-    status: dict[str, Any] = {"observedGeneration": generation}
-    if monitor is None or monitor.connection is None:
-        why = monitor.config_error if monitor else "no kubeconfig Secret referenced"
-        status["conditions"] = [
-            condition("Ready", False, "InvalidKubeconfig", str(why), generation, previous, now)
-        ]
-        return status
-    health = monitor.health
-    if health.ready:
-        ready = condition(
-            "Ready",
-            True,
-            "ProbeSucceeded",
-            "the API server answers /readyz",
-            generation,
-            previous,
-            now,
-        )
-    elif health.ready is None:
-        ready = condition(
-            "Ready",
-            None,
-            "Probing",
-            health.last_error or "not probed yet",
-            generation,
-            previous,
-            now,
-        )
-    else:
-        ready = condition(
-            "Ready",
-            False,
-            "ProbeFailed",
-            # No counters or times: the message must not change on every probe.
-            f"{PROBE_FAILED_PREFIX}{health.last_error}",
-            generation,
-            previous,
-            now,
-        )
-    status["conditions"] = [ready]
-    # Until a new monitor (a restart, another replica taking the lead) has discovered the
-    # member and listed its nodes and pods, what the status records stays: the hub keeps
-    # it anyway (a merge patch), and the fleet snapshot must not read a Ready member as
-    # serving no kind and holding nothing, which would make every decision unschedulable.
-    recorded = member.get("status") or {}
-    if monitor.version:
-        status["kubernetesVersion"] = monitor.version
-        status["apiEnablements"] = monitor.enablements
-    else:
-        status.update({k: recorded[k] for k in DISCOVERY_FIELDS if k in recorded})
-    if (capacity := monitor.capacity()) is not None:
-        status.update(capacity)
-    else:
-        status.update({k: recorded[k] for k in CAPACITY_FIELDS if k in recorded})
-    status["lastProbeTime"] = now
-    return status
+HEALTH_MANAGER = "propagator-health"
+WRITES_IN_FLIGHT = 16
+"""Status and taint writes at once in a status pass: a region of members going NotReady
+together, or a thousand members registered, is written in a fraction of the time one
+write at a time takes, without flooding the hub."""
+FRESH_SCAN_REUSE_S = 1.0
+"""Seconds a fresh scan of the members serves further decisions. On a stale snapshot every
+decision asks for one, each O(members): at 1,000 members a burst of decisions kept the
+event loop too busy for the status pass that would have refreshed the snapshot."""
 
 
-def recorded_health(member: Mapping[str, Any], now: float) -> Health:
-    """The health the MemberCluster's status records, as the start of a new monitor's
-    (``now``: time.monotonic()). A controller that takes over (a restart, another replica
-    leading) would otherwise read every member as never probed until its own probes
-    decide: Ready would turn Unknown on the hub, and the not-ready and unreachable taints
-    would come off meanwhile."""
-    conditions = (member.get("status") or {}).get("conditions") or []
-    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
-    if ready is None or ready.get("reason") not in ("ProbeSucceeded", "ProbeFailed"):
-        return Health()
-    if ready.get("status") == "True":
-        return Health(ready=True)
-    try:
-        since = dt.datetime.fromisoformat(str(ready.get("lastTransitionTime"))).timestamp()
-    except ValueError:
-        since = time.time()
-    return Health(
-        ready=False,
-        not_ready_since=now - max(0.0, time.time() - since),
-        last_error=str(ready.get("message") or "").removeprefix(PROBE_FAILED_PREFIX) or None,
-    )
+class StatusWriter:
+    """Writes what the monitors observed to the hub, and publishes the snapshot."""
 
+    def __init__(
+        self,
+        hub: KubeConnection,
+        settings: Settings,
+        metrics: Metrics,
+        member_clusters: Informer,
+        fleets: Informer,
+        monitors: Mapping[str, MemberMonitor],
+        publisher: SnapshotPublisher,
+    ) -> None:
+        self.hub = hub
+        self.settings = settings
+        self.metrics = metrics
+        self.member_clusters = member_clusters
+        self.fleets = fleets
+        self.monitors = monitors
+        self.publisher = publisher
+        self.statuses = WrittenStatuses()
+        """Per member, the status the hub holds while its watch has not brought the last
+        write back; also a status computed equal to the hub's, so the next pass compares
+        with the monitor's own discovery and capacity objects (identical ones at once),
+        not with the hub's copy element by element."""
+        self._capacity_written: dict[str, float] = {}
+        """Per member, when its status (and so its capacity) was last written by this
+        manager (time.monotonic())."""
+        self.capacity_due: float | None = None
+        """When the earliest capacity change held back is to be written."""
+        self.passed_at = -math.inf
+        """When the last status pass began (time.monotonic())."""
+        self._fresh: tuple[float, list[ClusterInfo]] | None = None
+        """The last fresh scan and when it was made (time.monotonic())."""
 
-def desired_taints(monitor: MemberMonitor | None, now: float) -> list[dict[str, str]]:
-    """The controller's taints for this member (NoSchedule: nothing new lands there)."""
-    if monitor is None:
-        return []
-    keys = monitor.health.taints(now, monitor.policy)
-    if monitor.connection is None:
-        keys = list(CONTROLLER_TAINTS[:1])  # unusable kubeconfig: not ready, never probed
-    return [{"key": k, "effect": TAINT_EFFECT} for k in keys]
+    def forget(self, name: str) -> None:
+        """Member ``name`` is gone."""
+        self.statuses.forget(name)
+        self.metrics.forget_cluster(name)
 
+    async def write(self) -> None:
+        """Write every MemberCluster and Fleet status and taint set that changed (up to
+        :data:`WRITES_IN_FLIGHT` at once), then publish a new snapshot if the fleet looks
+        different. After a write fails no new one starts, and the pass raises its error."""
+        stamp, now = now_iso(), time.monotonic()
+        self.passed_at = now
+        members = {m["metadata"]["name"]: m for m in self.member_clusters.snapshot()}
+        written, self._capacity_written = self._capacity_written, {}
+        self.capacity_due = None
+        writes: list[str] = []
+        for name, member in members.items():
+            if (last := written.get(name)) is not None:
+                self._capacity_written[name] = last
+            if self._member_write(name, member, now, stamp) is not None:
+                writes.append(name)
 
-def shown(monitor: MemberMonitor, now: float) -> tuple[object, ...]:
-    """What of ``monitor`` a probe can change in :func:`member_status` (capacity aside:
-    its watches report that) and in :func:`desired_taints` at ``now``: two probes giving
-    the same need no status pass between them."""
-    health = monitor.health
-    return (
-        health.ready,
-        health.last_error,
-        tuple(health.taints(now, monitor.policy)),
-        monitor.version,
-        monitor.enablements,
-    )
+        async def write_member(name: str) -> None:
+            # Decided again now: what a probe, discovery or the caches brought while the
+            # pass wrote others goes in this write, not in one more next pass (at
+            # registration most members' discovery and capacity come during a pass).
+            at = time.monotonic()
+            change = self._member_write(name, members[name], at, now_iso())
+            if change is None:
+                return
+            status, taints = change
+            if status is not None:
+                await self._patch_status("MemberCluster", name, status)
+                self._capacity_written[name] = at
+                # Until the watch brings the written object, a pass compares with what
+                # was written, not with what the hub held before.
+                self.statuses.written(name, members[name], status)
+                members[name] = {**members[name], "status": status}
+            if taints is not None:
+                self.metrics.status_writes.labels("MemberCluster taints").inc()
+                await self.hub.apply(
+                    {
+                        "apiVersion": API_VERSION,
+                        "kind": "MemberCluster",
+                        "metadata": {"name": name},
+                        "spec": {"taints": taints},
+                    },
+                    field_manager=HEALTH_MANAGER,
+                )
 
+        await each(writes, write_member, WRITES_IN_FLIGHT, (ApiError,))
+        # The fleets count their members as just written.
+        fleets: dict[str, list[str]] = {}
+        fleet_writes: list[tuple[str, dict[str, Any]]] = []
+        for fleet in self.fleets.snapshot():
+            name = fleet["metadata"]["name"]
+            fleet_status = memberstatus.fleet_status(fleet, members, stamp)
+            if status_changed(fleet.get("status"), fleet_status):
+                fleet_writes.append((name, fleet_status))
+            fleets[name] = memberstatus.fleet_members(fleet, members)
 
-def controller_taints(member: Mapping[str, Any]) -> list[dict[str, str]]:
-    """The controller's taints currently on the MemberCluster."""
-    return [
-        {"key": t["key"], "effect": t["effect"]}
-        for t in (member.get("spec") or {}).get("taints") or []
-        if t.get("key") in CONTROLLER_TAINTS
-    ]
+        async def write_fleet(write: tuple[str, dict[str, Any]]) -> None:
+            await self._patch_status("Fleet", *write)
 
+        await each(fleet_writes, write_fleet, WRITES_IN_FLIGHT, (ApiError,))
+        # The snapshot shows what the hub holds; what was just written comes back through
+        # the watch and wakes another pass.
+        self.publisher.publish(self.member_clusters.snapshot(), fleets)
 
-def fleet_members(fleet: Mapping[str, Any], members: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Names of the MemberClusters in a fleet: named ones that exist, plus selected ones."""
-    spec = fleet.get("spec") or {}
-    names = {n for n in spec.get("clusters") or [] if n in members}
-    if spec.get("clusterSelector") is not None:
-        selector = stored_selector(spec["clusterSelector"])
-        names |= {
-            n
-            for n, m in members.items()
-            if selects(selector, (m.get("metadata") or {}).get("labels") or {})
-        }
-    return sorted(names)
+    def _member_write(
+        self,
+        name: str,
+        member: dict[str, Any],
+        now: float,
+        stamp: str,
+    ) -> tuple[dict[str, Any] | None, list[dict[str, str]] | None] | None:
+        """What to write of member ``name`` (its new status, its new taints; None: as
+        they are) for what its monitor has observed by ``now``, against the status the
+        hub holds for it and its last capacity write; None: nothing. A capacity held
+        back sets when the status loop wakes for it."""
+        monitor = self.monitors.get(name)
+        # Built over what the hub holds (the last write, before its watch brings it
+        # back), so a condition keeps the transition time written.
+        held = self.statuses.held(name, member)
+        status = memberstatus.member_status(self.statuses.as_held(name, member), monitor, stamp)
+        self.metrics.cluster_ready.labels(name).set(memberstatus.is_ready({"status": status}))
+        changed: dict[str, Any] | None = None
+        last = self._capacity_written.get(name)
+        if not status_changed(held, status):
+            self.statuses.written(name, member, status)  # equal to the hub's: see statuses
+        elif (due := self._capacity_held_back(held, status, last, now)) is not None:
+            self.capacity_due = min(due, self.capacity_due or due)
+        else:
+            changed = status
+        taints = memberstatus.desired_taints(monitor, now)
+        retaint = None if taints == memberstatus.controller_taints(member) else taints
+        return None if changed is None and retaint is None else (changed, retaint)
 
+    def _capacity_held_back(
+        self,
+        held: Mapping[str, Any] | None,
+        status: Mapping[str, Any],
+        last: float | None,
+        now: float,
+    ) -> float | None:
+        """When a change of ``status`` from ``held`` is to be written, if it changes the
+        capacity alone and the last write was less than ``capacity_status_interval_s``
+        ago; None: at once (readiness, discovery and a member's first capacity never
+        wait: until then the status says nothing of its room)."""
+        interval = self.settings.capacity_status_interval_s
+        if last is None or now - last >= interval:
+            return None
+        if not any(k in (held or {}) for k in memberstatus.CAPACITY_FIELDS):
+            return None
+        if status_changed(
+            memberstatus.without_capacity(held), memberstatus.without_capacity(status)
+        ):
+            return None
+        return last + interval
 
-def is_ready(member: Mapping[str, Any]) -> bool:
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in (member.get("status") or {}).get("conditions") or []
-    )
+    def fresh_clusters(self) -> list[ClusterInfo]:
+        """Every member as its probes see it now — the status and taints the next status
+        pass would write — for a scheduling decision when the snapshot is stale (status
+        writes failing, say). One scan serves the decisions of the next
+        ``FRESH_SCAN_REUSE_S``."""
+        stamp, now = now_iso(), time.monotonic()
+        if self._fresh is not None and now - self._fresh[0] < FRESH_SCAN_REUSE_S:
+            return self._fresh[1]
+        infos = []
+        for member in self.member_clusters.snapshot():
+            name = member["metadata"]["name"]
+            monitor = self.monitors.get(name)
+            spec = dict(member.get("spec") or {})
+            own = {(t["key"], t["effect"]) for t in memberstatus.controller_taints(member)}
+            users = [
+                t for t in spec.get("taints") or [] if (t.get("key"), t.get("effect")) not in own
+            ]
+            spec["taints"] = users + memberstatus.desired_taints(monitor, now)
+            status = memberstatus.member_status(member, monitor, stamp)
+            infos.append(cluster_info({**member, "spec": spec, "status": status}))
+        self._fresh = (now, infos)
+        return infos
 
-
-def fleet_status(
-    fleet: Mapping[str, Any], members: Mapping[str, Mapping[str, Any]], now: str
-) -> dict[str, Any]:
-    """Fleet status: totals, ready members, members per layer, and a Ready condition."""
-    names = fleet_members(fleet, members)
-    ready = [n for n in names if is_ready(members[n])]
-    layers: dict[str, int] = {}
-    for n in names:
-        layer = (members[n].get("spec") or {}).get("layer", "default")
-        layers[layer] = layers.get(layer, 0) + 1
-    not_ready = [n for n in names if n not in ready]
-    if not names:
-        ok, reason, message = False, "Empty", "no member cluster matches this fleet"
-    else:
-        ok = bool(ready)
-        reason = "AllReady" if not not_ready else ("SomeReady" if ready else "NoneReady")
-        message = f"{len(ready)}/{len(names)} clusters ready"
-        if not_ready:
-            message += f"; not ready: {', '.join(not_ready)}"
-    generation = (fleet.get("metadata") or {}).get("generation")
-    previous = (fleet.get("status") or {}).get("conditions")
-    return {
-        "observedGeneration": generation,
-        "clusters": len(names),
-        "readyClusters": len(ready),
-        "layers": dict(sorted(layers.items())),
-        "conditions": [condition("Ready", ok, reason, message, generation, previous, now)],
-    }
+    async def _patch_status(self, kind: str, name: str, status: dict[str, Any]) -> None:
+        self.metrics.status_writes.labels(f"{kind} status").inc()
+        try:
+            await self.hub.merge_patch(
+                API_VERSION, kind, name, {"status": status}, subresource="status"
+            )
+        except ApiError as exc:
+            if not exc.not_found:  # deleted meanwhile: nothing to report
+                raise

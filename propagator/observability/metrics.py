@@ -1,4 +1,8 @@
-"""The controller's Prometheus metrics (every name starts with ``propagator_``)."""
+"""The controller's Prometheus metrics (every name starts with ``propagator_``).
+
+The registry's constructor is long: it declares every metric (name, help, labels,
+buckets), a table rather than logic.
+"""
 
 from __future__ import annotations
 

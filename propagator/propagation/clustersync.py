@@ -20,27 +20,24 @@ usual way, once the caches have listed.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kube.connection import KubeConnection, apply_creating_namespace
 from kube.discovery import UnknownKind
 from kube.errors import ApiError
-from kube.informer import Informer, cache_key
-from kube.keys import KindKey, ObjectKey
+from kube.informer import Informer
+from kube.keys import KindKey, ObjectKey, cache_key
 from kube.transport import Call
 from propagator.conditions import some_of
 from propagator.propagation.drift import fingerprint, in_line
+from propagator.propagation.ownership import claimed, unwanted
 from propagator.runtime.bounded import each
 from propagator.runtime.memberregistry import NAMESPACES, Applied, Caches, Member
 from propagator.tenancy.policy import describe
 from propagator.work.objects import (
-    MEMBER_LABEL,
     REVISION_ANNOTATION,
-    Owner,
     key_of,
-    member_label_value,
-    owner_named,
     revision_of,
 )
 from propagator.work.table import ClusterWork
@@ -180,32 +177,6 @@ def _fresh(
     return namespaces
 
 
-def _unwanted(
-    member: Member,
-    owner: Owner,
-    kinds: Sequence[KindKey],
-    cache: dict[KindKey, Informer],
-    wanted: set[ObjectKey],
-) -> set[ObjectKey]:
-    """The application's objects on ``member`` it no longer wants: in the caches, or
-    written by an earlier sync and not seen there yet (its watch event still on the way,
-    or the watch being re-established after an outage)."""
-    unwanted = set()
-    for api_version, kind in kinds:
-        for live in cache[api_version, kind].indexed(owner.label):
-            if owner.owns(live) and key_of(live) not in wanted:
-                unwanted.add(key_of(live))
-    for key, record in member.applied.of(f"{owner.namespace}/{owner.name}"):
-        if (
-            key not in wanted
-            and key[:2] in kinds
-            and owner.owns(record.desired)
-            and cache[key[0], key[1]].get(cache_key(record.desired)) is None
-        ):
-            unwanted.add(key)
-    return unwanted
-
-
 async def _delete_all(member: Member, keys: set[ObjectKey]) -> int:
     """Delete ``keys`` on ``member``; returns how many were there."""
     deleted = 0
@@ -246,41 +217,190 @@ async def sync_cluster(
     conflicts."""
     ahead: dict[int, Call] = {}
     try:
-        return await _sync(member, work, caches, timeout_s, guard, ahead)
+        return await _Sync(member, work, caches, timeout_s, guard, ahead).run()
     finally:
         for call in ahead.values():  # its turn never came: the sync failed first
             call.drop()
 
 
-async def _sync(
-    member: Member,
-    work: ClusterWork,
-    caches: Caches,
-    timeout_s: float,
-    guard: Guard | None,
-    ahead: dict[int, Call],
-) -> SyncReport:
-    """:func:`sync_cluster`; ``ahead``: the applies sent before their turn, by id() of
-    the object (see ``write_all``)."""
-    conn, owner = member.connection, work.owner
-    objects = await in_default_namespace(conn, work.objects, work.namespace)
-    refuse_outside_allowed(member, objects)
-    desired = [owner.stamp(o, revision_of([o]), member.name) for o in objects]
-    kinds = work.kinds
-    wanted = {key_of(o) for o in desired}
-    written: set[ObjectKey] = set()
+@dataclass
+class _Sorted:
+    """A sync's objects by how they are written."""
 
-    async def write_all(calls: Sequence[_Call], creates: Callable[..., Any] | None = None) -> None:
+    firsts: list[dict[str, Any]] = field(default_factory=list)
+    """Namespaces and CRDs the caches show, to write before everything else."""
+    rest: list[dict[str, Any]] = field(default_factory=list)
+    """Other objects the caches show, out of line."""
+    unknown: list[dict[str, Any]] = field(default_factory=list)
+    """Objects the caches lack that may exist all the same: written as creates, and read
+    before they are written if they exist."""
+    waiting: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Objects the caches lack in a namespace not known to exist (by namespace, the
+    namespace itself among them when the application brings it): the namespace is
+    created, and they are written at once if that made it, as creates if it existed."""
+    drifted: set[ObjectKey] = field(default_factory=set)
+    """Objects that were in line after an earlier apply of this revision."""
+
+
+class _Sync:
+    """One sync of ``work`` on ``member``: its steps and what they share. ``ahead``: the
+    applies sent before their turn, by id() of the object (see :meth:`_write_all`)."""
+
+    def __init__(
+        self,
+        member: Member,
+        work: ClusterWork,
+        caches: Caches,
+        timeout_s: float,
+        guard: Guard | None,
+        ahead: dict[int, Call],
+    ) -> None:
+        self.member, self.work, self.caches = member, work, caches
+        self.timeout_s, self.guard, self.ahead = timeout_s, guard, ahead
+        self.conn, self.owner, self.kinds = member.connection, work.owner, work.kinds
+        self.desired: list[dict[str, Any]] = []
+        self.wanted: set[ObjectKey] = set()
+        self.written: set[ObjectKey] = set()
+        self.conflicts: list[str] = []
+        self.created: list[str] = []
+        """Namespaces this sync created (nothing can be in them)."""
+        self.waiting: dict[str, list[dict[str, Any]]] = {}
+
+    async def run(self) -> SyncReport:
+        """:func:`sync_cluster`."""
+        member, owner = self.member, self.owner
+        objects = await in_default_namespace(self.conn, self.work.objects, self.work.namespace)
+        refuse_outside_allowed(member, objects)
+        self.desired = [owner.stamp(o, revision_of([o]), member.name) for o in objects]
+        self.wanted = {key_of(o) for o in self.desired}
+        fresh = _fresh(member, self.desired, self.kinds)
+        if fresh is not None and await self._made_fresh(fresh):
+            # Nothing can be in them: no cache to look at first.
+            await self._guarded()
+            await self._write_all([(self._apply, o) for o in self.desired])
+            cache = await self.caches(member, self.kinds, self.timeout_s)
+            return SyncReport(len(self.written), await self._prune(cache), 0)
+        cache = await self.caches(member, self.kinds, self.timeout_s)
+        plan = self._sort(cache)
+        self.waiting = plan.waiting
+        await self._write_firsts(plan)
+        await self._write_rest(plan)
+        deleted = await self._prune(cache)
+        written = self.written
+        return SyncReport(
+            len(written), deleted, len(written & plan.drifted), tuple(sorted(self.conflicts))
+        )
+
+    async def _made_fresh(self, fresh: dict[str, bool]) -> bool:
+        """Create the namespaces ``fresh`` names (whether the application brings each);
+        whether every one of them was made by this sync."""
+        made: list[str] = []
+
+        async def make(name: str) -> None:
+            if await _create_namespace(self.member, name, self.work, fresh[name]):
+                made.append(name)
+
+        await _each(sorted(fresh), make)
+        return len(made) == len(fresh)
+
+    def _sort(self, cache: dict[KindKey, Informer]) -> _Sorted:
+        """Each desired object by how it is written (in line ones not at all; a Namespace
+        someone else has, and a claimed object, left as they are)."""
+        member, owner, work = self.member, self.owner, self.work
+        ours = cache.get(NAMESPACES)  # when the application brings namespaces
+
+        def known(namespace: str) -> bool:
+            return namespace in member.namespaces or (
+                ours is not None and ours.get(namespace) is not None
+            )
+
+        out = _Sorted()
+        for obj in self.desired:
+            key = key_of(obj)
+            live = cache[key[0], key[1]].get(cache_key(obj))
+            if live is not None:
+                if key[:2] == NAMESPACES and not owner.annotated(live):
+                    continue  # a namespace is shared: one that exists is left as it is
+                if problem := claimed(obj, live, work, member.name):
+                    self.conflicts.append(problem)
+                    continue
+            before = member.applied.get(key)
+            recorded = before if before and _revision(before.desired) == _revision(obj) else None
+            last = (recorded.fingerprint, recorded.resource_version) if recorded else (None, None)
+            if in_line(live, obj, *last):
+                continue
+            if recorded is not None:
+                out.drifted.add(key)
+            # The caches hold only what carries our labels: an object they lack may exist
+            # unstamped, or through another MemberCluster, unless its namespace is new.
+            namespace = _namespace_of(key)
+            if live is not None:
+                (out.firsts if key[:2] in FIRST_KINDS else out.rest).append(obj)
+            elif namespace and not known(namespace):
+                out.waiting.setdefault(namespace, []).append(obj)
+            else:
+                out.unknown.append(obj)
+        return out
+
+    async def _write_firsts(self, plan: _Sorted) -> None:
+        """Namespaces and CRDs first: what may be in them or of their kind waits for them.
+        A Namespace the caches cannot see, known to exist, is someone else's or shared.
+        The other objects the caches lack are kept in ``plan.unknown`` for the rest."""
+        calls: list[_Call] = [(self._create, n) for n in sorted(plan.waiting)]
+        calls += [(self._apply, o) for o in plan.firsts]
+        unseen: list[dict[str, Any]] = []
+        for obj in plan.unknown:
+            if key_of(obj)[:2] == NAMESPACES:
+                calls.append((self._look, obj))
+            elif (obj["apiVersion"], obj["kind"]) in FIRST_KINDS:
+                calls.append((self._write_unseen, obj))
+            else:
+                unseen.append(obj)
+        plan.unknown = unseen
+        await self._write_all(calls, self._write_unseen)
+
+    async def _write_rest(self, plan: _Sorted) -> None:
+        """Everything else, once the tenant's quotas are in place (the guard)."""
+        calls: list[_Call] = []
+        rest, unseen = list(plan.rest), list(plan.unknown)
+        for name in sorted(plan.waiting):  # nothing can be in a namespace this sync made
+            if name in self.created:
+                rest.extend(plan.waiting[name])
+                continue
+            for obj in plan.waiting[name]:  # it existed: so does its Namespace
+                if key_of(obj)[:2] == NAMESPACES:
+                    calls.append((self._look, obj))
+                else:
+                    unseen.append(obj)
+        if rest or unseen:
+            await self._guarded()
+        calls += [(self._apply, o) for o in rest] + [(self._write_unseen, o) for o in unseen]
+        await self._write_all(calls, self._write_unseen)
+
+    async def _guarded(self) -> None:
+        if self.guard is not None:
+            await self.guard(self.member, self.work)
+
+    async def _prune(self, cache: dict[KindKey, Informer]) -> int:
+        """Delete what the application no longer wants; returns how many were there."""
+        gone = unwanted(self.member, self.owner, self.kinds, cache, self.wanted)
+        return await _delete_all(self.member, gone)
+
+    async def _write_all(
+        self, calls: Sequence[_Call], creates: Callable[..., Any] | None = None
+    ) -> None:
         """Run one round of ``calls``, the applies among the first ``IN_FLIGHT`` sent at
         once, in one write (``creates``: the function that applies as a create): each of
         :func:`_each`'s workers after the first would send its own after a round of the
         event loop's other work, and on a busy machine after the woken server took the
         processor. When every call of the round went out so, their answers are read here
         in turn (they arrive meanwhile), without a task each to wake and wait for."""
-        with conn.together():
+        ahead = self.ahead
+        with self.conn.together():
             for fn, obj in calls[:IN_FLIGHT]:
-                if fn is apply or fn is creates:
-                    ahead[id(obj)] = conn.send_apply(obj, new=fn is creates)
+                # (bound methods: equal, not identical, from one access to the next)
+                if fn == self._apply or (creates is not None and fn == creates):
+                    ahead[id(obj)] = self.conn.send_apply(obj, new=fn == creates)
         if len(calls) <= IN_FLIGHT and all(
             id(obj) in ahead and ahead[id(obj)].sent for _, obj in calls
         ):
@@ -289,13 +409,13 @@ async def _sync(
         else:
             await _each(calls, _call)
 
-    async def apply(obj: dict[str, Any], new: bool = False) -> None:
-        sent = ahead.pop(id(obj), None)
-        answer = await apply_creating_namespace(conn, obj, new=new, sent=sent)
+    async def _apply(self, obj: dict[str, Any], new: bool = False) -> None:
+        sent = self.ahead.pop(id(obj), None)
+        answer = await apply_creating_namespace(self.conn, obj, new=new, sent=sent)
         meta = answer.get("metadata") or {}
         generation, version = meta.get("generation"), meta.get("resourceVersion")
-        member.applied.record(
-            work.app,
+        self.member.applied.record(
+            self.work.app,
             key_of(obj),
             Applied(
                 obj,
@@ -304,175 +424,45 @@ async def _sync(
                 version if isinstance(version, str) else None,
             ),
         )
-        written.add(key_of(obj))
+        self.written.add(key_of(obj))
 
-    fresh = _fresh(member, desired, kinds)
-    if fresh is not None:
-        made: list[str] = []
-
-        async def make(name: str) -> None:
-            if await _create_namespace(member, name, work, fresh[name]):
-                made.append(name)
-
-        await _each(sorted(fresh), make)
-        if len(made) == len(fresh):  # nothing can be in them: no cache to look at first
-            if guard is not None:
-                await guard(member, work)
-            await write_all([(apply, o) for o in desired])
-            cache = await caches(member, kinds, timeout_s)
-            deleted = await _delete_all(member, _unwanted(member, owner, kinds, cache, wanted))
-            return SyncReport(len(written), deleted, 0)
-
-    cache = await caches(member, kinds, timeout_s)
-    ours = cache.get(NAMESPACES)  # when the application brings namespaces
-
-    def known(namespace: str) -> bool:
-        return namespace in member.namespaces or (
-            ours is not None and ours.get(namespace) is not None
-        )
-
-    firsts: list[dict[str, Any]] = []
-    """Namespaces and CRDs to write, before everything else."""
-    rest: list[dict[str, Any]] = []
-    unknown: list[dict[str, Any]] = []
-    """Objects the caches lack that may exist all the same: written as creates, and read
-    before they are written if they exist."""
-    waiting: dict[str, list[dict[str, Any]]] = {}
-    """Objects the caches lack in a namespace not known to exist (by namespace, the
-    namespace itself among them when the application brings it): the namespace is
-    created, and they are written at once if that made it, as creates if it existed."""
-    conflicts: list[str] = []
-    drifted: set[ObjectKey] = set()
-    """Objects that were in line after an earlier apply of this revision."""
-    for obj in desired:
-        key = key_of(obj)
-        live = cache[key[0], key[1]].get(cache_key(obj))
-        if live is not None:
-            if key[:2] == NAMESPACES and not owner.annotated(live):
-                continue  # a namespace is shared: one that exists is left as it is
-            if problem := _claimed(obj, live, work, member.name):
-                conflicts.append(problem)
-                continue
-        before = member.applied.get(key)
-        recorded = before if before and _revision(before.desired) == _revision(obj) else None
-        last = (recorded.fingerprint, recorded.resource_version) if recorded else (None, None)
-        if in_line(live, obj, *last):
-            continue
-        if recorded is not None:
-            drifted.add(key)
-        # The caches hold only what carries our labels: an object they lack may exist
-        # unstamped, or through another MemberCluster, unless its namespace is new.
-        namespace = _namespace_of(key)
-        if live is not None:
-            (firsts if key[:2] in FIRST_KINDS else rest).append(obj)
-        elif namespace and not known(namespace):
-            waiting.setdefault(namespace, []).append(obj)
-        else:
-            unknown.append(obj)
-
-    created: list[str] = []
-
-    async def create(name: str) -> None:
+    async def _create(self, name: str) -> None:
         """Create a namespace not known to exist: the answer says whether it did."""
-        brought = any(key_of(o)[:2] == NAMESPACES for o in waiting[name])
-        if await _create_namespace(member, name, work, brought):
-            created.append(name)
+        brought = any(key_of(o)[:2] == NAMESPACES for o in self.waiting[name])
+        if await _create_namespace(self.member, name, self.work, brought):
+            self.created.append(name)
 
-    async def may_write(obj: dict[str, Any]) -> bool:
+    async def _may_write(self, obj: dict[str, Any]) -> bool:
         """Read an object that exists though the caches cannot see it: one unstamped,
         stamped by another application or propagated through another MemberCluster is
         not this sync's to write (a conflict, or a shared namespace left as it is)."""
         meta = obj["metadata"]
         try:
-            live = await conn.get(
+            live = await self.conn.get(
                 obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace")
             )
         except ApiError as exc:
             if not exc.not_found:
                 raise
             return True  # gone meanwhile
-        if key_of(obj)[:2] == NAMESPACES and not owner.annotated(live):
+        if key_of(obj)[:2] == NAMESPACES and not self.owner.annotated(live):
             return False
-        problem = _claimed(obj, live, work, member.name)
+        problem = claimed(obj, live, self.work, self.member.name)
         if problem is not None:
-            conflicts.append(problem)
+            self.conflicts.append(problem)
         return problem is None
 
-    async def look(obj: dict[str, Any]) -> None:
+    async def _look(self, obj: dict[str, Any]) -> None:
         """Write an object that exists though the caches cannot see it, if it may be."""
-        if await may_write(obj):
-            await apply(obj)
+        if await self._may_write(obj):
+            await self._apply(obj)
 
-    async def write_unseen(obj: dict[str, Any]) -> None:
+    async def _write_unseen(self, obj: dict[str, Any]) -> None:
         """Write an object the caches cannot see as a create (one request, as most are
         new); one that exists refuses it, untouched, and is read before it is written."""
         try:
-            await apply(obj, new=True)
+            await self._apply(obj, new=True)
         except ApiError as exc:
             if not exc.not_new:
                 raise
-            await look(obj)
-
-    # Namespaces and CRDs first: what may be in them or of their kind waits for them. A
-    # Namespace the caches cannot see, known to exist, is someone else's or shared.
-    calls: list[_Call] = [(create, n) for n in sorted(waiting)]
-    calls += [(apply, o) for o in firsts]
-    unseen: list[dict[str, Any]] = []
-    for obj in unknown:
-        if key_of(obj)[:2] == NAMESPACES:
-            calls.append((look, obj))
-        elif (obj["apiVersion"], obj["kind"]) in FIRST_KINDS:
-            calls.append((write_unseen, obj))
-        else:
-            unseen.append(obj)
-    await write_all(calls, write_unseen)
-    calls = []
-    for name in sorted(waiting):  # nothing can be in a namespace this sync made
-        if name in created:
-            rest.extend(waiting[name])
-            continue
-        for obj in waiting[name]:  # it existed: so does its Namespace
-            if key_of(obj)[:2] == NAMESPACES:
-                calls.append((look, obj))
-            else:
-                unseen.append(obj)
-    if (rest or unseen) and guard is not None:
-        await guard(member, work)
-    calls += [(apply, o) for o in rest] + [(write_unseen, o) for o in unseen]
-    await write_all(calls, write_unseen)
-
-    deleted = await _delete_all(member, _unwanted(member, owner, kinds, cache, wanted))
-    return SyncReport(len(written), deleted, len(written & drifted), tuple(sorted(conflicts)))
-
-
-def _claimed(
-    obj: dict[str, Any], live: dict[str, Any], work: ClusterWork, cluster: str
-) -> str | None:
-    """Why ``obj`` must not be written over ``live`` (None: it may). The application's
-    own object is written whatever labels someone took off it, unless another
-    MemberCluster's label says it was propagated through that one: then two MemberClusters
-    reach this API server, and writing would take it from the other, again and again."""
-    if not work.owner.annotated(live):
-        return _conflict(obj, live, work)
-    through = ((live.get("metadata") or {}).get("labels") or {}).get(MEMBER_LABEL)
-    if through is not None and through != member_label_value(cluster):
-        return (
-            f"{describe(obj)} is propagated there through MemberCluster {through} as well "
-            "(two MemberClusters reach the same API server)"
-        )
-    return None
-
-
-def _conflict(obj: dict[str, Any], live: dict[str, Any], work: ClusterWork) -> str | None:
-    """Why ``obj`` must not be written over ``live`` (None: it may). A Namespace that
-    exists is shared, never a conflict: it is left as it is."""
-    owner = owner_named(live)
-    what = describe(obj)
-    if owner is not None:
-        return f"{what} belongs to {owner}"
-    if work.adopt:
-        return None
-    return (
-        f"{what} exists on the member without Propagator's stamp "
-        "(spec.conflictResolution: Adopt takes it over)"
-    )
+            await self._look(obj)

@@ -16,10 +16,8 @@ again at once: drift is healed from the watch caches.
 
 from __future__ import annotations
 
-import functools
 import logging
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import anyio
@@ -27,23 +25,24 @@ import anyio.abc
 
 from api.common import API_VERSION
 from api.finalizerpolicy import FINALIZER
-from api.selectors import selects, stored_selector
-from fleet.snapshot import FleetSnapshot, SnapshotStore
+from fleet.snapshot import FleetSnapshot
+from fleet.snapshotstore import SnapshotStore
 from kube.connection import KubeConnection
 from kube.discovery import UnknownKind
 from kube.errors import ApiError
-from kube.informer import Informer, cache_key, wait_synced
-from kube.keys import KindKey
+from kube.informer import Informer, wait_synced
+from kube.keys import KindKey, cache_key
 from propagator.fleetmanager import FleetManager
 from propagator.observability.metrics import Metrics
 from propagator.propagation.membersync import MemberSync
-from propagator.propagation.plan import MemberAccess
+from propagator.propagation.memberview import RegistryView
 from propagator.propagation.reconcile import Reconciler
 from propagator.propagation.routing import fleet_change, route_member_event, to_plan_again
+from propagator.propagation.selected import SelectedWatches, picks
+from propagator.propagation.workers import ReconcileWorkers
 from propagator.render.worker import warm_up
 from propagator.runtime.bounded import each
 from propagator.runtime.memberregistry import LIMIT_RANGES, Member, MemberRegistry
-from propagator.runtime.workqueue import WorkQueue
 from propagator.scheduler import Profile, Scheduler
 from propagator.settings import Settings
 from propagator.tenancy.hubquota import QuotaAdmission
@@ -54,7 +53,6 @@ from propagator.tenancy.policy import TenantPolicy, policy_for
 from propagator.tenancy.quotastatus import TenantStatusWriter
 from propagator.work.objects import member_selector, owner_label_of
 from propagator.work.table import ClusterWork, WorkTable
-from propagator.work.workloadhealth import WorkloadHealth, cluster_health, quota_refusals
 
 log = logging.getLogger(__name__)
 
@@ -134,11 +132,7 @@ class PropagationController:
         self.store = store
         self.manager = manager
         self.metrics = metrics
-        self.queue = WorkQueue(max_delay_s=settings.requeue_max_delay_s)
-        self._replan: set[str] = set()
-        self._replan_due: dict[str, float] = {}
-        """Keys to plan again once time.monotonic() reaches the value (a toleration or a
-        failback period running out), whatever status refreshes come first."""
+        self.platform = settings.platform()
         self.limiter = anyio.CapacityLimiter(settings.max_concurrency)
         self.apps = Informer(hub, API_VERSION, "ApplicationPropagation", self._on_app)
         self.quotas = Informer(hub, API_VERSION, "TenantQuota", self._on_quota)
@@ -146,53 +140,10 @@ class PropagationController:
         self.namespaces = Informer(
             hub, "v1", "Namespace", self._on_namespace, transform=_namespace_labels
         )
-        self.selected: dict[tuple[str, str], Informer] = {}
+        self.selected = SelectedWatches(hub, self._on_selected)
         self.table = WorkTable()
-        namespace_labels = self._namespace_labels
-        self.enforcer = QuotaEnforcer(
-            self.quotas.snapshot,
-            namespace_labels,
-            self._cluster_labels,
-            self.table,
-            self._caches,
-            settings.cluster_timeout_s,
-            lambda tenant: self.tenant_status.changed(tenant),
-        )
-        self.platform = settings.platform()
-        self.keeper = NamespaceKeeper(self._policy_of, self._caches, settings.cluster_timeout_s)
-        self.tenant_status = TenantStatusWriter(
-            hub,
-            self.quotas.snapshot,
-            self.enforcer.usage,
-            metrics,
-            lambda tenant: self.admission.tenant_plans(tenant, store.current()),
-        )
-        self.sync = MemberSync(
-            settings,
-            self.table,
-            metrics,
-            self.limiter,
-            self._caches,
-            self._refresh,
-            self._guard,
-        )
-        self.members = MemberRegistry(
-            selector=member_selector,
-            index=owner_label_of,
-            sync=self.sync.sync,
-            on_object=self._on_member_object,
-            on_added=self._on_member_added,
-            on_pods=lambda member, namespace: self.enforcer.pods_changed(member.name, namespace),
-            workers_per_member=settings.member_workers,
-            circuit_failure_threshold=settings.circuit_failure_threshold,
-            circuit_cool_down_s=settings.circuit_cool_down_s,
-            requeue_max_delay_s=settings.requeue_max_delay_s,
-        )
-        manager.on_monitors = self.members.sync
-        self.limits = LimitDefaults(self._limit_ranges)
-        self.admission = QuotaAdmission(
-            self.quotas.snapshot, namespace_labels, self.table, self.limits, metrics
-        )
+        self._tenancy()
+        self._member_registry()
         self.reconciler = Reconciler(
             hub,
             settings,
@@ -204,25 +155,82 @@ class PropagationController:
             ),
             self.admission,
             self.table,
-            MemberAccess(
-                self._enqueue_sync,
-                self._health,
-                lambda c: c in manager.monitors,
-                self._quota_refusals,
-                self._live,
-            ),
+            self.view,
+            self.view,
             metrics,
             manager.fresh_clusters,
         )
-        metrics.queue_depth.set_function(lambda: len(self.queue))
+        self.workers = ReconcileWorkers(
+            self.apps,
+            self.reconciler,
+            metrics,
+            settings.workers,
+            settings.requeue_max_delay_s,
+            self._forget,
+        )
+        metrics.queue_depth.set_function(lambda: len(self.workers.queue))
         metrics.member_sync_depth.set_function(
-            lambda: sum(len(m.queue) for m in self.members.members.values())
+            lambda: sum(len(m.queue) for m in self.registry.units.values())
         )
         metrics.operations_in_flight.set_function(lambda: self.limiter.borrowed_tokens)
-        self._task_group: anyio.abc.TaskGroup | None = None
-        self._workers_started = False
-        self._workers_done = anyio.Event()
         self._warm = False
+
+    def _tenancy(self) -> None:
+        """The tenant quotas enforced on the members and checked on the hub, the
+        platform's part of tenant namespaces, and the TenantQuota status."""
+        namespace_labels = self._namespace_labels
+        self.enforcer = QuotaEnforcer(
+            self.quotas.snapshot,
+            namespace_labels,
+            self._cluster_labels,
+            self.table,
+            self._caches,
+            self.settings.cluster_timeout_s,
+            lambda tenant: self.tenant_status.changed(tenant),
+        )
+        self.keeper = NamespaceKeeper(
+            self._policy_of, self._caches, self.settings.cluster_timeout_s
+        )
+        self.limits = LimitDefaults(self._limit_ranges)
+        self.admission = QuotaAdmission(
+            self.quotas.snapshot, namespace_labels, self.table, self.limits, self.metrics
+        )
+        store = self.store
+        self.tenant_status = TenantStatusWriter(
+            self.hub,
+            self.quotas.snapshot,
+            self.enforcer.usage,
+            self.metrics,
+            lambda tenant: self.admission.tenant_plans(tenant, store.current()),
+        )
+
+    def _member_registry(self) -> None:
+        """The member syncs, the registry that runs them per member (with its watch
+        caches), and the registry as the reconcile sees it."""
+        settings = self.settings
+        self.sync = MemberSync(
+            settings,
+            self.table,
+            self.metrics,
+            self.limiter,
+            self._caches,
+            self._refresh,
+            self._guard,
+        )
+        self.registry = MemberRegistry(
+            selector=member_selector,
+            index=owner_label_of,
+            sync=self.sync.sync,
+            on_object=self._on_member_object,
+            on_added=self._on_member_added,
+            on_pods=lambda member, namespace: self.enforcer.pods_changed(member.name, namespace),
+            workers_per_member=settings.member_workers,
+            circuit_failure_threshold=settings.circuit_failure_threshold,
+            circuit_cool_down_s=settings.circuit_cool_down_s,
+            requeue_max_delay_s=settings.requeue_max_delay_s,
+        )
+        self.manager.on_monitors = self.registry.sync
+        self.view = RegistryView(self.registry, self.manager.monitors, self.table)
 
     def _namespace_labels(self, namespace: str) -> Mapping[str, str]:
         labels: Mapping[str, str] = (self.namespaces.get(namespace) or {}).get("metadata", {}).get(
@@ -231,7 +239,7 @@ class PropagationController:
         return labels
 
     def _limit_ranges(self, cluster: str) -> Informer | None:
-        member = self.members.get(cluster)
+        member = self.registry.get(cluster)
         return member.cached(*LIMIT_RANGES) if member else None
 
     def _cluster_labels(self, cluster: str) -> Mapping[str, str] | None:
@@ -250,72 +258,31 @@ class PropagationController:
 
     def busy(self) -> bool:
         """Whether an application or a member sync is waiting to run now or running."""
-        return self.queue.busy() or any(m.queue.busy() for m in self.members.members.values())
+        return self.workers.queue.busy() or any(
+            m.queue.busy() for m in self.registry.units.values()
+        )
 
     # -- what the reconcile and the member syncs use --------------------------------------
-
-    def _enqueue_sync(self, cluster: str, app: str) -> str | None:
-        member = self.members.get(cluster)
-        if member is None:
-            monitor = self.manager.monitors.get(cluster)
-            return (monitor.config_error if monitor else None) or "no such MemberCluster"
-        self._queue_sync(member, app)
-        return None
-
-    def _queue_sync(self, member: Member, app: str) -> None:
-        work = self.table.get(app, member.name)
-        self.members.queue(member, app, work.kinds if work is not None else ())
-
-    def _health(
-        self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str
-    ) -> WorkloadHealth:
-        member = self.members.get(cluster)
-        if member is None:
-            return cluster_health(None, objects, namespace)
-
-        def applied(key: tuple[str, str, str, str]) -> int | None:
-            write = member.applied.get(key)
-            return write.generation if write is not None else None
-
-        return cluster_health(member.cached, objects, namespace, applied)
-
-    def _quota_refusals(
-        self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str
-    ) -> list[str]:
-        member = self.members.get(cluster)
-        return quota_refusals(member.cached if member else None, objects, namespace)
-
-    def _live(
-        self, cluster: str, obj: Mapping[str, Any], namespace: str
-    ) -> Mapping[str, Any] | None:
-        member = self.members.get(cluster)
-        informer = (
-            member.cached(str(obj.get("apiVersion")), str(obj.get("kind"))) if member else None
-        )
-        meta = obj.get("metadata") or {}
-        where = meta.get("namespace") or namespace
-        return informer.get(f"{where}/{meta.get('name')}") if informer is not None else None
 
     async def _caches(
         self, member: Member, kinds: Iterable[KindKey], timeout_s: float
     ) -> dict[KindKey, Informer]:
-        return await self.members.caches_synced(member, kinds, timeout_s)
+        return await self.registry.caches_synced(member, kinds, timeout_s)
 
     def _refresh(self, app: str, settled: bool = False) -> None:
         """Refresh ``app``'s status (a member sync reported, a workload changed): at once,
         or soon (:func:`status_refresh_delay`)."""
-        delay = status_refresh_delay(self.table, app, settled)
-        if delay:
-            self.queue.add_soon(app, delay)
-        else:
-            self.queue.add(app)
+        self.workers.refresh(app, status_refresh_delay(self.table, app, settled))
+
+    async def drain(self, grace_s: float) -> None:
+        """Take no new work; give reconciles in flight ``grace_s`` to finish (and write
+        their status)."""
+        await self.workers.drain(grace_s)
 
     # -- events (every watch calls in the event loop) ------------------------------------
 
     def _replan_now(self, keys: list[str]) -> None:
-        for key in keys:
-            self._replan.add(key)
-            self.queue.add(key)
+        self.workers.replan(keys)
 
     def _enqueue(self, *keys: str) -> None:
         self._replan_now(list(keys))
@@ -330,13 +297,12 @@ class PropagationController:
         elif _spec_changed(old, new):
             self._replan_now([key])
             if new is not None:
-                self._watch_selected_kinds([new])
+                self.selected.watch([new])
 
     def _forget(self, key: str) -> None:
         self.reconciler.forget(key)
         self.sync.forget(key)
-        self._replan.discard(key)
-        self._replan_due.pop(key, None)
+        self.workers.forget(key)
 
     def _policy_of(self, app: str) -> tuple[TenantPolicy, Mapping[str, Any] | None]:
         """An application's tenant policy and TenantQuota (None: it has no tenant)."""
@@ -365,10 +331,10 @@ class PropagationController:
             self._enqueue(*self._keys(lambda a: a["metadata"].get("namespace") == name))
 
     def _on_member_added(self, member: Member) -> None:
-        self.members.cache(member, *LIMIT_RANGES)
+        self.registry.cache(member, *LIMIT_RANGES)
         self.limits.changed(member.name)
         for app in self.table.apps_on(member.name):
-            self._queue_sync(member, app)
+            self.view.queue(member, app)
             if (quota := self.enforcer.tenant_of_app(app)) is not None:
                 self.enforcer.changed(member.name, quota["metadata"]["name"])
 
@@ -392,45 +358,8 @@ class PropagationController:
         if route.refresh:
             self._refresh(route.refresh)
 
-    def _on_selected(self, kind_key: tuple[str, str], _event: str, old: Any, new: Any) -> None:
-        meta = (new or old).get("metadata") or {}
-        api_version, kind = kind_key  # listed items carry no apiVersion/kind
-
-        def picks_it(app: dict[str, Any]) -> bool:
-            if app["metadata"].get("namespace") != meta.get("namespace"):
-                return False
-            for sel in ((app.get("spec") or {}).get("resources") or {}).get("selectors") or []:
-                if sel.get("apiVersion") != api_version or sel.get("kind") != kind:
-                    continue
-                if sel.get("name") == meta.get("name"):
-                    return True
-                labels = sel.get("labelSelector")
-                if labels is not None and selects(
-                    stored_selector(labels), meta.get("labels") or {}
-                ):
-                    return True
-            return False
-
-        self._enqueue(*self._keys(picks_it))
-
-    # -- watches started on demand --------------------------------------------------------
-
-    def _start(self, informer: Informer) -> None:
-        assert self._task_group is not None
-        self._task_group.start_soon(informer.run)
-
-    def _watch_selected_kinds(self, apps: Sequence[dict[str, Any]]) -> None:
-        """One hub watch per kind ``apps`` select (so edits re-trigger them)."""
-        if self._task_group is None:
-            return  # run() starts them once the applications are listed
-        for app in apps:
-            for sel in ((app.get("spec") or {}).get("resources") or {}).get("selectors") or []:
-                kind = (str(sel.get("apiVersion")), str(sel.get("kind")))
-                if kind not in self.selected:
-                    self.selected[kind] = Informer(
-                        self.hub, *kind, functools.partial(self._on_selected, kind)
-                    )
-                    self._start(self.selected[kind])
+    def _on_selected(self, kind: tuple[str, str], meta: Mapping[str, Any]) -> None:
+        self._enqueue(*self._keys(lambda app: picks(app, kind, meta)))
 
     # -- loops ----------------------------------------------------------------------------
 
@@ -449,97 +378,37 @@ class PropagationController:
             apps = self.apps.snapshot()
             self._replan_now(to_plan_again(change, apps, self.reconciler.capacity_bound))
 
-    async def _worker(self) -> None:
-        while (key := await self.queue.get()) is not None:
-            try:
-                obj = self.apps.get(key)
-                if obj is None:
-                    self._forget(key)
-                    continue
-                due = self._replan_due.get(key)
-                replan = key in self._replan or (due is not None and due <= time.monotonic())
-                self._replan.discard(key)
-                if replan:
-                    self._replan_due.pop(key, None)
-                try:
-                    outcome = await self.reconciler.reconcile(obj, replan=replan)
-                except Exception as exc:
-                    if isinstance(exc, ApiError):  # the hub said no (e.g. a conflict): retry
-                        log.warning("%s: reconcile failed: %s", key, exc)
-                    else:
-                        log.exception("%s: reconcile failed", key)
-                    self.metrics.reconciles.labels("error").inc()
-                    self.metrics.reconcile_errors.labels(type(exc).__name__).inc()
-                    self._replan.add(key)
-                    self.queue.retry(key)
-                    continue
-                if outcome.retry:
-                    self.metrics.reconciles.labels("error").inc()
-                    self.metrics.reconcile_errors.labels(type(outcome.error).__name__).inc()
-                    self._replan.add(key)
-                    self.queue.retry(key)
-                    continue
-                if replan:
-                    self.metrics.reconciles.labels("success").inc()
-                self.queue.forget(key)
-                if outcome.replan_after_s is not None:
-                    at = time.monotonic() + outcome.replan_after_s
-                    self._replan_due[key] = min(at, self._replan_due.get(key, at))
-                    self.queue.add_after(key, outcome.replan_after_s)
-                if outcome.refresh_after_s is not None:
-                    self.queue.add_after(key, outcome.refresh_after_s)
-            finally:
-                self.queue.done(key)
-
-    async def _workers(self) -> None:
-        self._workers_started = True
-        try:
-            async with anyio.create_task_group() as tg:
-                for _ in range(self.settings.workers):
-                    tg.start_soon(self._worker)
-        finally:
-            self._workers_done.set()
-
     async def _warm_up(self) -> None:
         await warm_up()
         self._warm = True
-
-    async def drain(self, grace_s: float) -> None:
-        """Take no new work; give reconciles in flight ``grace_s`` to finish (and write
-        their status)."""
-        self.queue.shut_down()
-        if not self._workers_started:
-            return  # never led, or still starting: nothing in flight
-        with anyio.move_on_after(grace_s):
-            await self._workers_done.wait()
 
     async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
         """Watch and reconcile until cancelled."""
         try:
             async with anyio.create_task_group() as tg:
-                self._task_group = tg
                 hub_watches = [self.apps, self.quotas, self.namespaces]
                 for informer in hub_watches:
-                    self._start(informer)
+                    tg.start_soon(informer.run)
                 await wait_synced(hub_watches)
                 # Decisions need the fleet: wait for the fleet manager's first snapshot.
                 await self.store.newer_than(0)
-                await tg.start(self.members.run)
-                self.members.sync(self.manager.monitors)
-                self._watch_selected_kinds(self.apps.snapshot())
+                await tg.start(self.registry.run)
+                self.registry.sync(self.manager.monitors)
+                self.selected.start(tg, self.apps.snapshot())
                 self._replan_now(self._keys())
                 task_status.started()
                 tg.start_soon(self._warm_up)
-                tg.start_soon(self._workers)
-                tg.start_soon(self.enforcer.run, self.members.get)
-                tg.start_soon(self.keeper.run, self.members.get)
+                tg.start_soon(self.workers.run)
+                tg.start_soon(self.enforcer.run, self.registry.get)
+                tg.start_soon(self.keeper.run, self.registry.get)
                 tg.start_soon(self.tenant_status.run)
                 tg.start_soon(self._resync_loop)
                 tg.start_soon(self._snapshot_loop)
         finally:
-            self.queue.shut_down()
+            self.workers.queue.shut_down()
             self.enforcer.queue.shut_down()
             self.keeper.queue.shut_down()
             self.tenant_status.queue.shut_down()
-            for informer in (self.apps, self.quotas, self.namespaces, *self.selected.values()):
+            for informer in (self.apps, self.quotas, self.namespaces):
                 informer.stop()
+            self.selected.stop()

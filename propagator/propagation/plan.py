@@ -1,30 +1,54 @@
-"""What one application reconcile decided, kept until the next, and what it needs of the
-member registry."""
+"""What one application reconcile decided, kept until the next; what it tells the worker
+(:class:`Result`, or :class:`Requeue`); how a step stops it (:class:`Stop`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from propagator.canary.plan import CanaryPlan
 from propagator.failover.state import FailoverState
 from propagator.work.targets import Target
-from propagator.work.workloadhealth import WorkloadHealth
 
 Condition = tuple[str, bool | None, str, str]
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """What the worker does next with the key: retry with backoff, or not; refresh the
-    status after ``refresh_after_s``."""
+class Result:
+    """What the worker does next with a key that reconciled (as controller-runtime's
+    ``Result``): refresh its status after ``refresh_after_s``, plan it again after
+    ``replan_after_s``. A failure the status reports and that no retry would mend (an
+    invalid spec, a refusal) is a Result too: the application waits for a change."""
 
-    retry: bool
-    error: BaseException | None = None
     refresh_after_s: float | None = None
     replan_after_s: float | None = None
     """Plan again after this long (a toleration or a grace period runs out)."""
+
+
+class Requeue(Exception):
+    """A reconcile that failed for a reason a retry may mend (the hub did not answer), the
+    status written already: the key comes back after the work queue's backoff."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class Stop(Exception):
+    """A step of the reconcile stopped the plan: the conditions it adds to the status,
+    what went wrong (None: nothing to log, e.g. unschedulable), and whether to retry."""
+
+    def __init__(
+        self,
+        conditions: list[Condition],
+        cause: BaseException | None = None,
+        *,
+        retry: bool = False,
+    ) -> None:
+        super().__init__(str(cause) if cause is not None else "stopped")
+        self.conditions = conditions
+        self.cause = cause
+        self.retry = retry
 
 
 @dataclass
@@ -60,21 +84,3 @@ class Plan:
         """Clusters the application left that keep what runs there until it is replaced."""
         placed = {t.cluster for t in self.targets}
         return sorted(c for c in self.failover.moves if c not in placed)
-
-
-@dataclass(frozen=True)
-class MemberAccess:
-    """What the reconcile needs of the member registry."""
-
-    enqueue: Callable[[str, str], str | None]
-    """enqueue(cluster, application): queue a sync; returns why it cannot (no connection)."""
-    health: Callable[[str, Sequence[Mapping[str, Any]], str], WorkloadHealth]
-    """health(cluster, objects, namespace) from the member's caches."""
-    known: Callable[[str], bool]
-    """Whether a MemberCluster of that name exists."""
-    quota_refusals: Callable[[str, Sequence[Mapping[str, Any]], str], list[str]] = lambda *_: []
-    """quota_refusals(cluster, objects, namespace): workloads whose pods the member's quota
-    refuses, from its caches."""
-    live: Callable[[str, Mapping[str, Any], str], Mapping[str, Any] | None] = lambda *_: None
-    """live(cluster, object, namespace): the member's cached copy of ``object`` (None: not
-    there, or not known yet)."""

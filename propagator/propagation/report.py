@@ -7,21 +7,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kube.informer import cache_key
-from propagator.canary.driver import canary_status
+from kube.keys import cache_key
+from propagator.canary.running import canary_status
 from propagator.conditions import by_message, iso
 from propagator.failover.decisions import unhealthy_since
 from propagator.failover.state import unhealthy_clocks
-from propagator.propagation.plan import MemberAccess, Plan
+from propagator.propagation.plan import Plan
 from propagator.propagation.results import applied_summary, failed_on, failures
 from propagator.propagation.statusbuilder import ClusterLine, StatusBuilder, availability
+from propagator.work.members import MemberView
 from propagator.work.table import SyncState, WorkTable
 from propagator.work.targets import Target
 from propagator.work.workloadhealth import HEALTHS, WorkloadHealth
 
 
 def plan_status(
-    obj: dict[str, Any], plan: Plan, table: WorkTable, members: MemberAccess, now: float
+    obj: dict[str, Any], plan: Plan, table: WorkTable, view: MemberView, now: float
 ) -> dict[str, Any]:
     """The status of ``obj`` for ``plan`` with the current sync states, at ``now`` (epoch
     seconds)."""
@@ -35,10 +36,12 @@ def plan_status(
         builder.status["evicted"] = failover.evicted_status()  # [] clears it (a merge patch)
     if plan.targets:
         builder.status["placement"] = [_placed(t) for t in plan.targets]
-        _cluster_status(obj, plan, table, members, builder, now)
-    canary = canary_status(plan, members, obj["metadata"].get("namespace", "default"))
-    if canary is not None:
-        builder.status["canary"] = canary
+        _cluster_status(obj, plan, table, view, builder, now)
+    if plan.canary is not None:
+        namespace = obj["metadata"].get("namespace", "default")
+        builder.status["canary"] = canary_status(
+            plan.canary, plan.targets, plan.rendered, view, namespace
+        )
     return builder.build()
 
 
@@ -46,21 +49,46 @@ def _cluster_status(
     obj: dict[str, Any],
     plan: Plan,
     table: WorkTable,
-    members: MemberAccess,
+    view: MemberView,
     builder: StatusBuilder,
     now: float,
 ) -> None:
-    """Per-cluster lines, ``Applied``, ``Available`` and ``propagatedKinds``."""
+    """Per-cluster lines, ``Applied``, ``QuotaExceeded``, ``Available`` and
+    ``propagatedKinds``."""
     key = cache_key(obj)
     namespace = obj["metadata"].get("namespace", "default")
     previous = {c["name"]: c for c in builder.previous.get("clusters") or []}
-    target_states: dict[str, SyncState] = {}
+    lines, states = _target_lines(key, namespace, plan, table, view, builder, now)
+    removal = {
+        c: s for c in plan.removed if (s := table.state(key, c)) is not None and not s.applied
+    }
+    lines += _leaving_lines(plan, removal, previous)
+    builder.clusters(lines, len(plan.targets))
+    _applied(builder, plan, states, removal)
+    if not any(c[0] == "QuotaExceeded" for c in plan.conditions):
+        _member_quota(builder, plan, states, view, namespace)
+    available, why, text = availability(lines, plan.rendered)
+    builder.condition("Available", available, why, text)
+
+
+def _target_lines(
+    key: str,
+    namespace: str,
+    plan: Plan,
+    table: WorkTable,
+    view: MemberView,
+    builder: StatusBuilder,
+    now: float,
+) -> tuple[list[ClusterLine], dict[str, SyncState]]:
+    """A line per target cluster, and its sync state."""
+    previous = {c["name"]: c for c in builder.previous.get("clusters") or []}
+    states: dict[str, SyncState] = {}
     lines = []
     clocks = unhealthy_clocks(builder.previous)
     for t in plan.targets:
         state = table.state(key, t.cluster) or SyncState(plan.revisions[t.cluster])
-        target_states[t.cluster] = state
-        health = members.health(t.cluster, plan.rendered[t.cluster], namespace)
+        states[t.cluster] = state
+        health = view.health(t.cluster, plan.rendered[t.cluster], namespace)
         if state.carried and health == "Unknown":  # the caches have not listed yet
             health = _reported_health(previous.get(t.cluster)) or health
         since = None
@@ -80,10 +108,15 @@ def _cluster_status(
                 plan.failover.move_status(t.cluster),
             )
         )
-    removal = {
-        c: s for c in plan.removed if (s := table.state(key, c)) is not None and not s.applied
-    }
-    lines += [
+    return lines, states
+
+
+def _leaving_lines(
+    plan: Plan, removal: Mapping[str, SyncState], previous: Mapping[str, Mapping[str, Any]]
+) -> list[ClusterLine]:
+    """A line per cluster the application is being removed from, and per cluster it
+    left that keeps what runs there until it is replaced."""
+    lines = [
         ClusterLine(
             c,
             False,
@@ -106,43 +139,60 @@ def _cluster_status(
         )
         for c in plan.leaving()
     ]
-    builder.clusters(lines, len(plan.targets))
+    return lines
+
+
+def _applied(
+    builder: StatusBuilder,
+    plan: Plan,
+    states: Mapping[str, SyncState],
+    removal: Mapping[str, SyncState],
+) -> None:
+    """``Applied`` and ``propagatedKinds``."""
     blocking = {c: s for c, s in removal.items() if c not in plan.unanswered}
-    done = not blocking and all(s.applied for s in target_states.values())
+    done = not blocking and all(s.applied for s in states.values())
     # Kinds leave the list only once no cluster may hold them (evicted ones included).
     settled = done and not removal and not plan.leaving()
     builder.status["propagatedKinds"] = sorted(plan.desired_kinds if settled else plan.kinds)
-    message = applied_summary(target_states)
+    message = applied_summary(states)
     removal_failures = failures({c: s for c, s in blocking.items() if s.failed})
     if removal_failures is not None:
         message += "; not yet removed from " + failed_on(removal_failures)
     if done:
         reason = "Applied"
-    elif any(s.conflict for s in target_states.values()):
+    elif any(s.conflict for s in states.values()):
         reason = "Conflict"
-    elif any(s.failed for s in (*target_states.values(), *blocking.values())):
+    elif any(s.failed for s in (*states.values(), *blocking.values())):
         reason = "ApplyFailed"
     else:
         reason = "Applying"
     builder.condition("Applied", done, reason, message)
-    if not any(c[0] == "QuotaExceeded" for c in plan.conditions):
-        over = [(c, str(s.error)) for c, s in sorted(target_states.items()) if s.quota_exceeded]
-        over += [
-            (t.cluster, refusal)
-            for t in plan.targets
-            for refusal in members.quota_refusals(t.cluster, plan.rendered[t.cluster], namespace)
-        ]
-        if over:
-            builder.condition(
-                "QuotaExceeded",
-                True,
-                "QuotaExceeded",
-                "refused by the member's quota on " + by_message(over, "refusals"),
-            )
-        else:
-            builder.condition("QuotaExceeded", False, "WithinQuota", "within the quota")
-    available, why, text = availability(lines, plan.rendered)
-    builder.condition("Available", available, why, text)
+
+
+def _member_quota(
+    builder: StatusBuilder,
+    plan: Plan,
+    states: Mapping[str, SyncState],
+    view: MemberView,
+    namespace: str,
+) -> None:
+    """``QuotaExceeded`` from the members: writes their quotas refused, and workloads
+    whose pods they refuse."""
+    over = [(c, str(s.error)) for c, s in sorted(states.items()) if s.quota_exceeded]
+    over += [
+        (t.cluster, refusal)
+        for t in plan.targets
+        for refusal in view.quota_refusals(t.cluster, plan.rendered[t.cluster], namespace)
+    ]
+    if over:
+        builder.condition(
+            "QuotaExceeded",
+            True,
+            "QuotaExceeded",
+            "refused by the member's quota on " + by_message(over, "refusals"),
+        )
+    else:
+        builder.condition("QuotaExceeded", False, "WithinQuota", "within the quota")
 
 
 def _reported_health(line: Mapping[str, Any] | None) -> WorkloadHealth | None:

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fleet.snapshot import FleetSnapshot, capacity_only
-from kube.informer import cache_key
+from kube.keys import cache_key
 from propagator.propagation.drift import in_line
-from propagator.runtime.memberregistry import Member
 from propagator.work.objects import APP_ANNOTATION, REVISION_ANNOTATION, key_of
 from propagator.work.table import ClusterWork, WorkTable
 from propagator.work.workloadhealth import WORKLOAD_KINDS
+
+if TYPE_CHECKING:  # the type only: routing decides, it does no I/O
+    from propagator.runtime.memberregistry import Member
 
 
 @dataclass(frozen=True)

@@ -186,13 +186,13 @@ class MemberRegistry:
         self._workers = workers_per_member
         self._breaker_args = (circuit_failure_threshold, circuit_cool_down_s)
         self._max_delay_s = requeue_max_delay_s
-        self.members: dict[str, Member] = {}
+        self.units: dict[str, Member] = {}
         self._breakers: dict[str, CircuitBreaker] = {}
         self._task_group: anyio.abc.TaskGroup | None = None
         self._pending: Mapping[str, MemberMonitor] | None = None
 
     def get(self, name: str) -> Member | None:
-        return self.members.get(name)
+        return self.units.get(name)
 
     def breaker(self, name: str) -> CircuitBreaker:
         """The member's breaker; it outlives connection changes (a new Secret)."""
@@ -210,15 +210,15 @@ class MemberRegistry:
             self._pending = monitors  # before run(): taken up when it starts
             return
         connected = {n: m for n, m in monitors.items() if m.connection is not None}
-        for name in list(self.members):
-            if connected.get(name) is not self.members[name].monitor:
-                member = self.members.pop(name)
+        for name in list(self.units):
+            if connected.get(name) is not self.units[name].monitor:
+                member = self.units.pop(name)
                 self._stop(member)
                 self._task_group.start_soon(member.connection.close)
                 if name not in monitors:
                     self._breakers.pop(name, None)
         for name, monitor in connected.items():
-            if name not in self.members:
+            if name not in self.units:
                 self._start(name, monitor)
 
     def _start(self, name: str, monitor: MemberMonitor) -> None:
@@ -231,7 +231,7 @@ class MemberRegistry:
             WorkQueue(max_delay_s=self._max_delay_s),
             monitor,
         )
-        self.members[name] = member
+        self.units[name] = member
         if self._on_pods is not None:
             monitor.pods_changed = functools.partial(self._on_pods, member)
         self._task_group.start_soon(self._serve, member)
@@ -351,10 +351,10 @@ class MemberRegistry:
                 task_status.started()
                 await anyio.sleep_forever()
         finally:
-            for member in self.members.values():
+            for member in self.units.values():
                 self._stop(member)
             with anyio.move_on_after(2, shield=True):
-                for member in self.members.values():
+                for member in self.units.values():
                     await member.connection.close()
-            self.members.clear()
+            self.units.clear()
             self._task_group = None

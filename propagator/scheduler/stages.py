@@ -12,7 +12,13 @@ from api.placement import ReplicaWeights
 from fleet.columns import Columns
 from fleet.snapshot import ClusterInfo
 from propagator.scheduler.pluginregistry import Profile
-from propagator.scheduler.plugins import Failed, FilterPlugin
+from propagator.scheduler.plugins.protocol import (
+    ColumnarFilter,
+    ColumnarScore,
+    Failed,
+    FilterPlugin,
+    Memoized,
+)
 from propagator.scheduler.types import SchedulingContext, Verdict
 from propagator.scheduler.verdicts import clamped, judge, score_of
 
@@ -43,16 +49,18 @@ class Stages:
         self._filters: list[_Filter] = [
             (
                 f,
-                getattr(f, "filter_columns", None) if columnar else None,
-                getattr(f, "memo_key", None) if columnar else None,
+                f.filter_columns if columnar and isinstance(f, ColumnarFilter) else None,
+                f.memo_key if columnar and isinstance(f, Memoized) else None,
             )
             for f in profile.filters
         ]
         self._scores = [
-            (s, w, getattr(s, "score_columns", None) if columnar else None)
+            (s, w, s.score_columns if columnar and isinstance(s, ColumnarScore) else None)
             for s, w in profile.scores
         ]
-        keys = [getattr(s, "memo_key", None) if columnar else None for s, _ in profile.scores]
+        keys = [
+            s.memo_key if columnar and isinstance(s, Memoized) else None for s, _ in profile.scores
+        ]
         # A score without one: every score is reckoned anew.
         self._score_keys: list[Callable[[SchedulingContext], Hashable]] = (
             [] if None in keys else cast(list[Callable[[SchedulingContext], Hashable]], keys)

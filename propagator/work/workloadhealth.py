@@ -7,9 +7,10 @@ counts; anything else is Healthy once it exists (there is nothing to wait for).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from kube.informer import Informer
+if TYPE_CHECKING:  # the type only: judging health reads caches, it does no I/O
+    from kube.informer import Informer
 
 WorkloadHealth = Literal["Healthy", "Progressing", "Degraded", "Unknown"]
 _ORDER: dict[WorkloadHealth, int] = {"Healthy": 0, "Unknown": 1, "Progressing": 2, "Degraded": 3}

@@ -1,0 +1,2 @@
+"""An example Propagator scheduler plugin: clusters score by the cost tier their
+platform team labels them with."""

@@ -1,0 +1,209 @@
+"""Where an application goes and what each cluster gets, within the tenant's bounds:
+place → canary's next state → render → tenant boundary → tenant quota; placed again
+without the clusters where it does not run yet and where, as rendered, it asks more than
+the tenant's quota leaves (a templated value, an override, a LimitRange default)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from api.application import ApplicationPropagation
+from api.common import duration_seconds
+from fleet.snapshot import FleetSnapshot
+from kube.connection import KubeConnection
+from kube.errors import ApiError
+from propagator.canary.driver import CanaryDriver
+from propagator.canary.plan import CanaryPlan
+from propagator.failover.driver import FailoverDriver, FailoverPass
+from propagator.observability.metrics import Metrics
+from propagator.propagation.placement import Placer
+from propagator.propagation.plan import Plan, Stop
+from propagator.propagation.rendering import MovedRender, Renderer
+from propagator.propagation.statusnotes import not_applied
+from propagator.render.manifests import RenderError
+from propagator.tenancy.boundary import check_rendered
+from propagator.tenancy.hubquota import QuotaAdmission, QuotaRefusal
+from propagator.tenancy.policy import Forbidden, Platform, TenantPolicy
+from propagator.work.targets import Target
+
+PLACE_AGAIN_LIMIT = 2
+"""How many times an application whose rendering asks more than the tenant's quota leaves
+on some clusters is placed again without them before it is refused: each rendering can
+show a new one (a templated value, an override, a LimitRange default)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Chosen:
+    """Where the application goes and what each cluster gets: the outcome of placing,
+    rendering and checking it within its tenant's bounds."""
+
+    targets: list[Target]
+    moved: MovedRender
+    canary: CanaryPlan | None
+    over_room: dict[str, str]
+    """Clusters it was placed without because, as rendered, it asks more there than the
+    tenant's quota leaves."""
+
+
+class Chooser:
+    """Chooses for the applications one reconciler plans."""
+
+    def __init__(
+        self,
+        hub: KubeConnection,
+        platform: Platform,
+        admission: QuotaAdmission,
+        placer: Placer,
+        renderer: Renderer,
+        failover: FailoverDriver,
+        canary: CanaryDriver,
+        metrics: Metrics,
+    ) -> None:
+        self.hub = hub
+        self.platform = platform
+        self.admission = admission
+        self.placer = placer
+        self.renderer = renderer
+        self.failover = failover
+        self.canary = canary
+        self.metrics = metrics
+
+    async def choose(
+        self,
+        obj: dict[str, Any],
+        key: str,
+        last: Plan | None,
+        app: ApplicationPropagation,
+        objects: list[dict[str, Any]],
+        snapshot: FleetSnapshot,
+        running: Sequence[Target],
+        step: FailoverPass,
+        tenant: Mapping[str, Any] | None,
+        tenancy: TenantPolicy,
+        plan: Plan,
+        previous: Mapping[str, Any],
+    ) -> Chosen:
+        """Place, render and check the application; placed again without the clusters
+        where it does not run yet and where, as rendered, it asks more than the tenant's
+        quota leaves (a templated value, an override, a LimitRange default)."""
+        namespace = app.metadata.get("namespace", "default")
+        own, planned = self.admission.use(tenant, key, snapshot)
+        over_room: dict[str, str] = {}
+        runs_on = {t.cluster for t in running}
+        refusal: QuotaRefusal | None = None
+        scheduled = len(plan.conditions)
+        for attempt in range(PLACE_AGAIN_LIMIT + 1):
+            placed = self.placer.place(
+                app, objects, snapshot, running, tenant, own, planned, step.decision, over_room
+            )
+            plan.capacity_bound = placed.capacity_bound
+            del plan.conditions[scheduled:]  # the last placement's conditions only
+            if not placed.targets and refusal is not None:
+                # Placed without where it asks too much, nothing is left: refused as it was.
+                raise _refused(plan, previous, refusal)
+            plan.conditions.extend(placed.conditions)
+            if not placed.targets:
+                # No fleet, or nothing fits: what runs stays where it is (no apply, no prune).
+                _, _, reason, why = next(
+                    (c for c in placed.conditions if c[0] == "Scheduled"),
+                    ("Scheduled", False, "Unschedulable", "nothing placed"),
+                )
+                not_applied(plan, previous, reason, why)
+                raise Stop([])
+            if attempt == 0:
+                plan.failover = step.decision.state
+                if app.spec.failover.application is not None:
+                    plan.unhealthy_after_s = duration_seconds(
+                        app.spec.failover.application.unhealthy_after
+                    )
+                await self.failover.announce(obj, step)
+            canary = await self._canary(
+                app, obj, objects, placed.targets, snapshot, key, last, step
+            )
+            moved = await self._render(key, app, objects, snapshot, placed.targets, canary, step)
+            await self._check_boundary(tenancy, moved, namespace)
+            refusal = self.admission.check(
+                tenant, own, planned, moved.rendered, snapshot, namespace
+            )
+            if refusal is None:
+                return Chosen(placed.targets, moved, canary, over_room)
+            again = {c: why for c, why in refusal.over.items() if c not in over_room}
+            # Where it runs already, it is not taken away for want of room: refused whole,
+            # what runs stays as it is.
+            if not again or attempt == PLACE_AGAIN_LIMIT or again.keys() & runs_on:
+                raise _refused(plan, previous, refusal)
+            over_room.update(again)  # placed again without them
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _canary(
+        self,
+        app: ApplicationPropagation,
+        obj: Mapping[str, Any],
+        objects: Sequence[Mapping[str, Any]],
+        targets: Sequence[Target],
+        snapshot: FleetSnapshot,
+        key: str,
+        last: Plan | None,
+        step: FailoverPass,
+    ) -> CanaryPlan | None:
+        """The canary's next state; Stop (retried) when the hub's stable revision cannot
+        be read."""
+        try:
+            return await self.canary.begin(
+                app, obj, objects, targets, snapshot, last, key, step.now
+            )
+        except ApiError as exc:
+            raise Stop(
+                [("CanaryProgressing", False, "HubError", f"{exc}")], exc, retry=True
+            ) from exc
+
+    async def _render(
+        self,
+        key: str,
+        app: ApplicationPropagation,
+        objects: list[dict[str, Any]],
+        snapshot: FleetSnapshot,
+        targets: list[Target],
+        canary: CanaryPlan | None,
+        step: FailoverPass,
+    ) -> MovedRender:
+        """Each target's objects; Stop (not retried: the same inputs fail the same way)
+        when a template, an override or the canary's composition fails."""
+        try:
+            return await self.renderer.render_moving(
+                key, app, objects, snapshot, targets, canary, self.failover, step
+            )
+        except RenderError as exc:
+            why = f"{exc}; nothing was applied"
+            raise Stop([("Applied", False, "RenderFailed", why)], exc) from exc
+
+    async def _check_boundary(
+        self, tenancy: TenantPolicy, moved: MovedRender, namespace: str
+    ) -> None:
+        """Stop when a rendered object leaves the tenant's boundary (Forbidden), or the
+        hub's discovery did not answer (retried, nothing written meanwhile)."""
+        try:
+            await check_rendered(
+                self.hub, tenancy, self.platform, moved.rendered, namespace, moved.revisions
+            )
+        except Forbidden as exc:
+            raise forbidden(exc, self.metrics) from exc
+        except ApiError as exc:
+            why = f"discovery: {exc}"
+            raise Stop([("Applied", False, "ResolveFailed", why)], exc, retry=True) from exc
+
+
+def forbidden(exc: Forbidden, metrics: Metrics) -> Stop:
+    """Refuse the whole application: nothing is applied or pruned anywhere; what an
+    earlier allowed plan put on the members stays as it is."""
+    metrics.tenant_rejections.labels(exc.policy.tenant or "", "forbidden").inc()
+    return Stop([("Applied", False, "Forbidden", f"{exc}; nothing was applied")], exc)
+
+
+def _refused(plan: Plan, previous: Mapping[str, Any], refusal: QuotaRefusal) -> Stop:
+    """Refused for the tenant's quota: what runs stays as it is."""
+    plan.conditions.append(("QuotaExceeded", True, refusal.reason, refusal.message))
+    not_applied(plan, previous, refusal.reason, refusal.message)
+    return Stop([])

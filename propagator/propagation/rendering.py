@@ -1,0 +1,136 @@
+"""The render step of a reconcile: each target cluster's objects, rendered in the bounded
+worker unless the application's last renders had the same inputs; with a canary, as its
+state has each cluster run them; with graceful moves, keeping the replicas that move
+until they may go."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import trace
+
+from api.application import ApplicationPropagation
+from fleet.snapshot import FleetSnapshot
+from propagator.canary.plan import CanaryPlan
+from propagator.canary.running import compose_clusters, stable_request
+from propagator.failover.driver import FailoverDriver, FailoverPass
+from propagator.failover.moves import Move, with_kept_replicas
+from propagator.observability.metrics import Metrics
+from propagator.render.manifests import ApplicationRef
+from propagator.render.memo import RenderMemo
+from propagator.render.worker import RenderTarget, render_bounded
+from propagator.work.objects import revision_of
+from propagator.work.targets import Target
+
+tracer = trace.get_tracer("propagator")
+Rendered = dict[str, list[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class MovedRender:
+    """The objects per target with the replicas the moves still keep."""
+
+    rendered: Rendered
+    revisions: dict[str, str]
+    kept: dict[str, Move]
+    """The moves still in progress."""
+
+
+class Renderer:
+    """Renders the applications one reconciler plans, remembering their last renders."""
+
+    def __init__(self, timeout_s: float, max_bytes: int, metrics: Metrics) -> None:
+        self.memo = RenderMemo(
+            functools.partial(render_bounded, timeout_s=timeout_s, max_bytes=max_bytes)
+        )
+        self.metrics = metrics
+
+    def forget(self, key: str) -> None:
+        self.memo.forget(key)
+
+    async def render_moving(
+        self,
+        key: str,
+        app: ApplicationPropagation,
+        objects: list[dict[str, Any]],
+        snapshot: FleetSnapshot,
+        targets: list[Target],
+        canary: CanaryPlan | None,
+        failover: FailoverDriver,
+        step: FailoverPass,
+    ) -> MovedRender:
+        """Render ``targets`` keeping the replicas that move gracefully, and release the
+        moves that may go (the replacement Available, or the grace period over); raises
+        RenderError."""
+        namespace = app.metadata.get("namespace", "default")
+        moves = failover.moves(step, targets)
+        rendered = await self.render(
+            key, app, objects, snapshot, with_kept_replicas(targets, moves), canary
+        )
+        revisions = _revisions(rendered)
+        replaced = failover.replaced(key, targets, rendered, revisions, namespace, set(moves))
+        kept, released = failover.settle(step, moves, replaced)
+        if any(m.cluster in revisions and m.replicas is not None for m in released.values()):
+            # a cluster that kept replicas now scales down to its placement
+            rendered = await self.render(
+                key, app, objects, snapshot, with_kept_replicas(targets, kept), canary
+            )
+            revisions = _revisions(rendered)
+        if replaced:
+            failover.observe_released(step, released)
+        return MovedRender(rendered, revisions, kept)
+
+    async def render(
+        self,
+        key: str,
+        app: ApplicationPropagation,
+        objects: list[dict[str, Any]],
+        snapshot: FleetSnapshot,
+        targets: list[Target],
+        canary: CanaryPlan | None = None,
+    ) -> Rendered:
+        """The objects for each target cluster, rendered in a bounded worker unless the
+        application's last renders had the same inputs (with a canary: as its state has
+        each cluster run them); raises RenderError at the first problem."""
+        shared = app.spec.placement.replicas.mode != "Duplicated"  # Divided, Aggregated
+        ref = ApplicationRef(app.metadata["name"], app.metadata.get("namespace", "default"))
+        facts = _facts(snapshot, targets, shared)
+        with self.metrics.timed("render"), tracer.start_as_current_span("render"):
+            rendered = await self.memo.render(
+                key, objects, app.spec.overrides, list(facts.values()), ref
+            )
+            if canary is None:
+                return rendered
+            request = stable_request(canary, rendered)
+            stable: Rendered = {}
+            if request is not None:
+                stable = await self.memo.render(
+                    key,
+                    request.workloads,
+                    request.overrides,
+                    [facts[c] for c in request.clusters],
+                    ref,
+                )
+            return compose_clusters(canary, rendered, stable)
+
+
+def _facts(
+    snapshot: FleetSnapshot, targets: Sequence[Target], shared: bool
+) -> dict[str, RenderTarget]:
+    """What a template may read of each target cluster (its replicas when the application
+    divides them)."""
+    facts = {}
+    for t in targets:
+        c = snapshot.clusters[t.cluster]
+        replicas = t.replicas if shared else None
+        facts[t.cluster] = RenderTarget(
+            c.name, dict(c.labels), c.layer, c.region, c.zone, c.provider, replicas
+        )
+    return facts
+
+
+def _revisions(rendered: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, str]:
+    return {c: revision_of(objs) for c, objs in rendered.items()}
