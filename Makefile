@@ -66,18 +66,20 @@ test: lint typecheck unit docs e2e
 # bench.fanout, bench.propagation, bench.scale and bench.failover start local clusters
 # (bench.failover waits out the default 300 s toleration; bench.scale with
 # 100, 300 and 1,000 far members takes the longest; --clusters 100,300 for a shorter run;
-# then again at 1,000 with each far member used only in its own namespace).
+# then again at 1,000 with each far member used only in its own namespace). Each run is
+# recorded in bench/results/ and docs/benchmarks.md written from them (bench.pages).
 bench: install testbin
-	$(PY) -m bench.calls
-	$(PY) -m bench.snapshot
-	$(PY) -m bench.scheduler
-	$(PY) -m bench.fanout
-	$(PY) -m bench.propagation
-	$(PY) -m bench.scale
-	$(PY) -m bench.scale --clusters 1000 --limited
-	$(PY) -m bench.failover
-	$(PY) -m bench.canary
-	$(PY) -m bench.tenancy
+	$(PY) -m bench.calls --record
+	$(PY) -m bench.snapshot --record
+	$(PY) -m bench.scheduler --record
+	$(PY) -m bench.fanout --record
+	$(PY) -m bench.propagation --record
+	$(PY) -m bench.scale --record
+	$(PY) -m bench.scale --clusters 1000 --limited --record
+	$(PY) -m bench.failover --record
+	$(PY) -m bench.canary --record
+	$(PY) -m bench.tenancy --record
+	$(PY) -m bench.pages
 
 local-up: install testbin
 	$(VENV)/bin/propagator local up --state-dir $(STATE_DIR)

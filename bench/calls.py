@@ -1,6 +1,6 @@
 """The controller's cost per API call: sequential calls over one HTTP/2 connection.
 
-An HTTP/2 server over TLS (tests/h2server.py) runs in a child process; this process makes
+An HTTP/2 server over TLS (tests/kube/h2server.py) runs in a child process; this process makes
 N sequential GETs (with a service account's bearer token) and reports its own CPU time
 per call (the server's is not counted) and the wall time per call (p50, p99), three ways,
 in the same run:
@@ -67,7 +67,7 @@ TOKEN = "eyJhbGciOiJSUzI1NiIsImtpZCI6IjEifQ." + "x" * 900
 
 
 def _serve(directory: Path) -> None:
-    from tests.h2server import H2Server
+    from tests.kube.h2server import H2Server
 
     async def main() -> None:
         server = H2Server(directory)

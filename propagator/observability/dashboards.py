@@ -6,6 +6,7 @@ ships as ConfigMaps for Grafana's dashboard sidecar. Every query reads a metric 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -241,59 +242,62 @@ DASHBOARDS = (
 )
 
 
-def _variable(v: Variable) -> dict[str, Any]:
-    return {
-        "name": v.name,
-        "type": "query",
-        "datasource": DATASOURCE,
-        "query": {"query": v.query, "refId": v.name},
-        "definition": v.query,
-        "refresh": 2,
-        "includeAll": True,
-        "allValue": ".*",
-        "multi": True,
-        "current": {"text": "All", "value": "$__all"},
-    }
-
-
 def grafana(d: Dashboard) -> dict[str, Any]:
-    """The Grafana dashboard JSON of ``d``."""
-    panels = []
-    for i, p in enumerate(d.panels):
-        panels.append(
-            {
-                "id": i + 1,
-                "type": "timeseries",
-                "title": p.title,
-                "description": p.description,
-                "datasource": DATASOURCE,
-                "gridPos": {"h": 8, "w": 12, "x": 12 * (i % 2), "y": 8 * (i // 2)},
-                "fieldConfig": {"defaults": {"unit": p.unit}, "overrides": []},
-                "targets": [
-                    {"refId": chr(ord("A") + j), "expr": expr, "legendFormat": legend}
-                    for j, (expr, legend) in enumerate(p.targets)
-                ],
-            }
+    """The Grafana dashboard JSON of ``d``, built with Grafana's own dashboards-as-code
+    library (``grafana-foundation-sdk``, typed after Grafana's dashboard schema): a
+    development dependency, needed by ``propagator chart`` only, which writes the chart's
+    files; the controller never imports it."""
+    try:
+        from grafana_foundation_sdk.builders import dashboard as builders
+        from grafana_foundation_sdk.builders import prometheus, timeseries
+        from grafana_foundation_sdk.cog.encoder import JSONEncoder
+        from grafana_foundation_sdk.models import dashboard as models
+    except ImportError as exc:  # the controller's image: no chart to write there
+        raise RuntimeError(
+            "writing the dashboards needs the development dependencies: "
+            "pip install 'propagator[dev]'"
+        ) from exc
+    source = models.DataSourceRef(type_val=DATASOURCE["type"], uid=DATASOURCE["uid"])
+    board = (
+        builders.Dashboard(d.title)
+        .uid(d.uid)
+        .tags(["propagator"])
+        .editable()
+        .version(1)
+        .time("now-6h", "now")
+        .refresh("30s")
+        .with_variable(
+            builders.DatasourceVariable("datasource").type("prometheus").label("Prometheus")
         )
-    source = {
-        "name": "datasource",
-        "type": "datasource",
-        "query": "prometheus",
-        "label": "Prometheus",
-        "current": {},
-    }
-    return {
-        "uid": d.uid,
-        "title": d.title,
-        "tags": ["propagator"],
-        "schemaVersion": 39,
-        "version": 1,
-        "editable": True,
-        "time": {"from": "now-6h", "to": "now"},
-        "refresh": "30s",
-        "templating": {"list": [source, *(_variable(v) for v in d.variables)]},
-        "panels": panels,
-    }
+    )
+    for v in d.variables:
+        board = board.with_variable(
+            builders.QueryVariable(v.name)
+            .datasource(source)
+            .query({"query": v.query, "refId": v.name})
+            .refresh(models.VariableRefresh.ON_TIME_RANGE_CHANGED)
+            .include_all(True)
+            .all_value(".*")
+            .multi(True)
+            .current(models.VariableOption(text="All", value="$__all"))
+        )
+    for i, p in enumerate(d.panels):
+        panel = (
+            timeseries.Panel()
+            .id(i + 1)
+            .title(p.title)
+            .description(p.description)
+            .datasource(source)
+            .unit(p.unit)
+            .grid_pos(models.GridPos(h=8, w=12, x=12 * (i % 2), y=8 * (i // 2)))
+        )
+        for j, (expr, legend) in enumerate(p.targets):
+            panel = panel.with_target(
+                prometheus.Dataquery().ref_id(chr(ord("A") + j)).expr(expr).legend_format(legend)
+            )
+        board = board.with_panel(panel)
+    built: dict[str, Any] = json.loads(JSONEncoder(sort_keys=True).encode(board.build()))
+    return built
 
 
 def queries(d: Dashboard) -> list[tuple[str, str]]:

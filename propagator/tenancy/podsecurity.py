@@ -1,7 +1,7 @@
 """The Pod Security Standards (privileged, baseline, restricted) as Pod Security Admission
 checks them at its latest policy version (Kubernetes v1.37): one function per upstream
 check, with the same reasons and details, so a verdict given on the hub is the one the
-member's admission gives (``tests/test_podsecurity.py`` compares them with the
+member's admission gives (``tests/propagator/tenancy/test_podsecurity.py`` compares them with the
 ``k8s.io/pod-security-admission`` module over generated pods).
 
 Pure: pods and pod templates as the plain dictionaries an application renders. A field of

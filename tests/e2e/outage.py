@@ -15,7 +15,7 @@ from fleet.local import HUB
 from fleet.local import cluster as local_cluster
 from tests.e2e.conftest import Fleet
 from tests.e2e.controller import Controller
-from tests.e2e.test_propagation import MEMBERS
+from tests.e2e.propagation.test_propagation import MEMBERS
 from tests.e2e.waiting import HANG_GUARD_S, eventually
 
 

@@ -1,0 +1,53 @@
+"""The canary within the reconcile: when a release needs a canary, and its condition."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api.rollout import Canary
+from propagator.canary.driver import templates_differ
+from propagator.canary.machine import CanaryState
+from propagator.canary.plan import CanaryPlan
+from propagator.canary.revisions import release_of, source_of
+from propagator.canary.running import condition_of, unsupported
+from tests.propagator.canary.test_copies import deployment
+
+CANARY = Canary.model_validate({"steps": [{"weight": 50}]})
+STATEFUL = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"}}
+
+
+def source(*objects: dict[str, Any], overrides: list[Any] | None = None) -> dict[str, Any]:
+    return source_of(objects, overrides or [])
+
+
+def test_only_a_changed_pod_template_needs_a_canary() -> None:
+    v1 = source(deployment("v1", replicas=3))
+    assert templates_differ(v1, source(deployment("v2", replicas=3)))
+    assert not templates_differ(v1, source(deployment("v1", replicas=9)))  # scaled only
+    assert not templates_differ(v1, source(deployment("v2", name="api")))  # a new Deployment
+    assert templates_differ(v1, source(deployment("v1"), overrides=[{"values": {"a": 1}}]))
+
+
+def test_a_release_is_named_by_its_workloads_and_overrides() -> None:
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+    assert release_of(source(deployment("v1"))) == release_of(source(deployment("v1"), config))
+    assert release_of(source(deployment("v1"))) != release_of(source(deployment("v2")))
+
+
+def plan(*objects: dict[str, Any]) -> CanaryPlan:
+    state = CanaryState("Progressing", "a", "b", 0, 50, message="step 1 of 1, weight 50")
+    return CanaryPlan(CANARY, state, frozenset({"c1"}), "b", None, unsupported(objects))
+
+
+def test_statefulsets_and_daemonsets_roll_out_at_once_and_say_so() -> None:
+    alone = condition_of(plan(STATEFUL), [STATEFUL])
+    assert alone == (
+        "CanaryProgressing",
+        False,
+        "CanaryUnsupported",
+        "StatefulSet db roll(s) out at once: canary steps run Deployments only",
+    )
+    mixed = [deployment("v1"), STATEFUL]
+    _, status, reason, message = condition_of(plan(*mixed), mixed)
+    assert (status, reason) == (True, "Progressing")
+    assert message.startswith("step 1 of 1, weight 50; StatefulSet db roll(s) out at once")
