@@ -15,9 +15,8 @@ members joined with ``propagator fleet join`` and ``propagator run`` as a child 
    installs it, adds the finalizer for both), sent by a loop that does nothing else. Its
    create → ``Applied`` is the servers' limit on these cores, and the controller's is
    printed as a ratio to it as well. Half the bare loop's runs come before the
-   controller's and half after, so neither side alone has a fresh fleet: in scratch runs
-   of both orders the controller's median was 11-16 ms higher after the bare loop's runs
-   than before them (the bare loop's moved by less, either way).
+   controller's and half after, so neither side alone has a fresh fleet (the order moves
+   the controller's median more than the bare loop's).
 2. Steady state with 1,000 applications (one ConfigMap each, on all three members): the
    time to propagate them all, then two waves of reconciles with nothing to change —
    every application re-queued by a TenantQuota change (what is applied is known), and a

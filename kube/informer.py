@@ -86,7 +86,6 @@ class Informer:
     tolerate a state a moment old. Later fills are of the latest."""
     cache: dict[str, Object] = field(default_factory=dict)
     """By :func:`cache_key`; changed by the informer only (its index follows it)."""
-    relists: int = 0
     last_error: str | None = None
     not_served: bool = False
     """The server does not serve the kind (it is retried with backoff all the same)."""
@@ -203,7 +202,6 @@ class Informer:
         for key, obj in old.items():
             if key not in fresh:
                 self.handler("DELETED", obj, None)
-        self.relists += 1
         self.not_served = False
         self._listed.add(namespace)
         if len(self._listed) >= max(1, len(self.namespaces)):

@@ -40,20 +40,14 @@ from propagator.observability.events import record_event
 from propagator.observability.metrics import Metrics
 from propagator.work.members import MemberView
 from propagator.work.table import WorkTable
-from propagator.work.targets import Target
+from propagator.work.targets import Planned, Target
 
 tracer = trace.get_tracer("propagator")
 
 
-class CanaryPlanned(Protocol):
+class CanaryPlanned(Planned, Protocol):
     """What the canary reads of the last plan."""
 
-    @property
-    def targets(self) -> Sequence[Target]: ...
-    @property
-    def rendered(self) -> Mapping[str, Sequence[Mapping[str, Any]]]: ...
-    @property
-    def revisions(self) -> Mapping[str, str]: ...
     @property
     def canary(self) -> CanaryPlan | None: ...
 
@@ -121,15 +115,7 @@ class CanaryDriver:
             objects, [o.model_dump(by_alias=True, exclude_none=True) for o in app.spec.overrides]
         )
         release = release_of(latest)
-        stable: Source | None = None
-        if before is not None and before.stable is not None and before.stable != release:
-            stable = await self.revisions.get(namespace, name, before.stable)
-            if stable is None:  # deleted from the hub: nothing to render the stable copy from
-                before = dataclasses.replace(
-                    before,
-                    stable=None,
-                    message=f"stable revision {before.stable} is no longer on the hub",
-                )
+        before, stable = await self._stable(namespace, name, before, release)
         clusters = frozenset(
             t.cluster
             for t in targets
@@ -178,6 +164,22 @@ class CanaryDriver:
             rollback,
             latest,
         )
+
+    async def _stable(
+        self, namespace: str, name: str, before: CanaryState | None, release: str
+    ) -> tuple[CanaryState | None, Source | None]:
+        """The stable revision's source from the hub, when the state names one other than
+        ``release``; a state whose stable revision is no longer there says so."""
+        if before is None or before.stable is None or before.stable == release:
+            return before, None
+        stable = await self.revisions.get(namespace, name, before.stable)
+        if stable is None:  # deleted from the hub: nothing to render the stable copy from
+            before = dataclasses.replace(
+                before,
+                stable=None,
+                message=f"stable revision {before.stable} is no longer on the hub",
+            )
+        return before, stable
 
     async def commit(self, obj: Mapping[str, Any], plan: CanaryPlan, now: float) -> None:
         """Once the plan goes ahead (rendered, within the tenant's bounds): keep a new stable

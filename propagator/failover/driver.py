@@ -34,7 +34,7 @@ from propagator.observability.events import record_event
 from propagator.observability.metrics import Metrics
 from propagator.work.members import MemberView
 from propagator.work.table import WorkTable
-from propagator.work.targets import Target
+from propagator.work.targets import Planned, Target
 
 DEADLINE_MARGIN_S = 0.5
 """Planned again this long after a toleration, failback or grace period runs out."""
@@ -43,15 +43,9 @@ OVERDUE_RECHECK_S = 10.0
 looked at again this often."""
 
 
-class FailoverPlanned(Protocol):
+class FailoverPlanned(Planned, Protocol):
     """What failover reads of the last plan."""
 
-    @property
-    def targets(self) -> Sequence[Target]: ...
-    @property
-    def rendered(self) -> Mapping[str, Sequence[Mapping[str, Any]]]: ...
-    @property
-    def revisions(self) -> Mapping[str, str]: ...
     @property
     def failover(self) -> FailoverState: ...
     @property

@@ -89,10 +89,6 @@ class FleetManager:
         """Every member as its probes see it now (see :meth:`StatusWriter.fresh_clusters`)."""
         return self.status.fresh_clusters()
 
-    async def write_status(self) -> None:
-        """One status pass (see :meth:`StatusWriter.write`)."""
-        await self.status.write()
-
     def _poke(self) -> None:
         if self._wake is not None:
             self._wake.set()

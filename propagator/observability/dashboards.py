@@ -298,8 +298,3 @@ def grafana(d: Dashboard) -> dict[str, Any]:
         board = board.with_panel(panel)
     built: dict[str, Any] = json.loads(JSONEncoder(sort_keys=True).encode(board.build()))
     return built
-
-
-def queries(d: Dashboard) -> list[tuple[str, str]]:
-    """(panel title, PromQL) of every target of ``d``."""
-    return [(p.title, expr) for p in d.panels for expr, _ in p.targets]

@@ -9,9 +9,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from api.application import ApplicationPropagation
 from api.common import duration_seconds
-from fleet.snapshot import FleetSnapshot
 from kube.connection import KubeConnection
 from kube.errors import ApiError
 from propagator.canary.driver import CanaryDriver
@@ -19,7 +17,7 @@ from propagator.canary.plan import CanaryPlan
 from propagator.failover.driver import FailoverDriver, FailoverPass
 from propagator.observability.metrics import Metrics
 from propagator.propagation.placement import Placer
-from propagator.propagation.plan import Plan, Stop
+from propagator.propagation.plan import Given, Plan, Stop
 from propagator.propagation.rendering import MovedRender, Renderer
 from propagator.propagation.statusnotes import not_applied
 from propagator.render.manifests import RenderError
@@ -70,33 +68,21 @@ class Chooser:
         self.canary = canary
         self.metrics = metrics
 
-    async def choose(
-        self,
-        obj: dict[str, Any],
-        key: str,
-        last: Plan | None,
-        app: ApplicationPropagation,
-        objects: list[dict[str, Any]],
-        snapshot: FleetSnapshot,
-        running: Sequence[Target],
-        step: FailoverPass,
-        tenant: Mapping[str, Any] | None,
-        tenancy: TenantPolicy,
-        plan: Plan,
-        previous: Mapping[str, Any],
-    ) -> Chosen:
+    async def choose(self, given: Given, step: FailoverPass, plan: Plan) -> Chosen:
         """Place, render and check the application; placed again without the clusters
         where it does not run yet and where, as rendered, it asks more than the tenant's
-        quota leaves (a templated value, an override, a LimitRange default)."""
-        namespace = app.metadata.get("namespace", "default")
-        own, planned = self.admission.use(tenant, key, snapshot)
+        quota leaves (a templated value, an override, a LimitRange default). Adds the
+        placement's conditions (and failover's decision) to ``plan``."""
+        g = given
+        app, snapshot, tenant, previous = g.app, g.snapshot, g.tenant, g.previous
+        own, planned = self.admission.use(tenant, g.key, snapshot)
         over_room: dict[str, str] = {}
-        runs_on = {t.cluster for t in running}
+        runs_on = {t.cluster for t in g.running}
         refusal: QuotaRefusal | None = None
         scheduled = len(plan.conditions)
         for attempt in range(PLACE_AGAIN_LIMIT + 1):
             placed = self.placer.place(
-                app, objects, snapshot, running, tenant, own, planned, step.decision, over_room
+                app, g.objects, snapshot, g.running, tenant, own, planned, step.decision, over_room
             )
             plan.capacity_bound = placed.capacity_bound
             del plan.conditions[scheduled:]  # the last placement's conditions only
@@ -118,14 +104,12 @@ class Chooser:
                     plan.unhealthy_after_s = duration_seconds(
                         app.spec.failover.application.unhealthy_after
                     )
-                await self.failover.announce(obj, step)
-            canary = await self._canary(
-                app, obj, objects, placed.targets, snapshot, key, last, step
-            )
-            moved = await self._render(key, app, objects, snapshot, placed.targets, canary, step)
-            await self._check_boundary(tenancy, moved, namespace)
+                await self.failover.announce(g.obj, step)
+            canary = await self._canary(given, placed.targets, step)
+            moved = await self._render(given, placed.targets, canary, step)
+            await self._check_boundary(g.tenancy, moved, g.namespace)
             refusal = self.admission.check(
-                tenant, own, planned, moved.rendered, snapshot, namespace
+                tenant, own, planned, moved.rendered, snapshot, g.namespace
             )
             if refusal is None:
                 return Chosen(placed.targets, moved, canary, over_room)
@@ -138,42 +122,26 @@ class Chooser:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _canary(
-        self,
-        app: ApplicationPropagation,
-        obj: Mapping[str, Any],
-        objects: Sequence[Mapping[str, Any]],
-        targets: Sequence[Target],
-        snapshot: FleetSnapshot,
-        key: str,
-        last: Plan | None,
-        step: FailoverPass,
+        self, g: Given, targets: Sequence[Target], step: FailoverPass
     ) -> CanaryPlan | None:
         """The canary's next state; Stop (retried) when the hub's stable revision cannot
         be read."""
         try:
             return await self.canary.begin(
-                app, obj, objects, targets, snapshot, last, key, step.now
+                g.app, g.obj, g.objects, targets, g.snapshot, g.last, g.key, step.now
             )
         except ApiError as exc:
-            raise Stop(
-                [("CanaryProgressing", False, "HubError", f"{exc}")], exc, retry=True
-            ) from exc
+            why = f"{exc}"
+            raise Stop([("CanaryProgressing", False, "HubError", why)], exc, retry=True) from exc
 
     async def _render(
-        self,
-        key: str,
-        app: ApplicationPropagation,
-        objects: list[dict[str, Any]],
-        snapshot: FleetSnapshot,
-        targets: list[Target],
-        canary: CanaryPlan | None,
-        step: FailoverPass,
+        self, g: Given, targets: list[Target], canary: CanaryPlan | None, step: FailoverPass
     ) -> MovedRender:
         """Each target's objects; Stop (not retried: the same inputs fail the same way)
         when a template, an override or the canary's composition fails."""
         try:
             return await self.renderer.render_moving(
-                key, app, objects, snapshot, targets, canary, self.failover, step
+                g.key, g.app, g.objects, g.snapshot, targets, canary, self.failover, step
             )
         except RenderError as exc:
             why = f"{exc}; nothing was applied"

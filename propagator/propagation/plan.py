@@ -3,14 +3,42 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from api.application import ApplicationPropagation
+from fleet.snapshot import FleetSnapshot
 from propagator.canary.plan import CanaryPlan
 from propagator.failover.state import FailoverState
+from propagator.tenancy.policy import TenantPolicy
 from propagator.work.targets import Target
 
 Condition = tuple[str, bool | None, str, str]
+
+
+@dataclass(frozen=True)
+class Given:
+    """What one reconcile works from: the application as cached and as validated, the
+    objects it propagates, the fleet as the snapshot shows it, its last plan and status,
+    where it runs, and its tenant."""
+
+    obj: dict[str, Any]
+    key: str
+    app: ApplicationPropagation
+    objects: list[dict[str, Any]]
+    snapshot: FleetSnapshot
+    previous: Mapping[str, Any]
+    """The status the cached object holds."""
+    last: Plan | None
+    running: Sequence[Target]
+    tenant: Mapping[str, Any] | None
+    """Its TenantQuota (None: no tenant)."""
+    tenancy: TenantPolicy
+
+    @property
+    def namespace(self) -> str:
+        return str(self.app.metadata.get("namespace", "default"))
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from api.application import ApplicationPropagation
 from api.finalizerpolicy import FINALIZER
-from fleet.snapshot import ClusterInfo, FleetSnapshot
+from fleet.snapshot import ClusterInfo
 from fleet.snapshotstore import SnapshotStore
 from kube.connection import KubeConnection
 from kube.discovery import UnknownKind
@@ -46,7 +46,7 @@ from propagator.observability.tracing import current_span_context
 from propagator.propagation.appwrites import ApplicationWrites
 from propagator.propagation.choose import Chooser, Chosen, forbidden
 from propagator.propagation.placement import Placer
-from propagator.propagation.plan import Plan, Requeue, Result, Stop
+from propagator.propagation.plan import Given, Plan, Requeue, Result, Stop
 from propagator.propagation.removal import Removal
 from propagator.propagation.rendering import Renderer
 from propagator.propagation.report import plan_status
@@ -65,10 +65,6 @@ from propagator.work.targets import running_targets
 log = logging.getLogger(__name__)
 tracer = trace.get_tracer("propagator")
 
-PLACE_AGAIN_LIMIT = 2
-"""How many times an application whose rendering asks more than the tenant's quota leaves
-on some clusters is placed again without them before it is refused: each rendering can
-show a new one (a templated value, an override, a LimitRange default)."""
 STATUS_CATCH_UP_S = 1.0
 """A reconcile with member syncs in flight leaves the status write to their results; this
 long at most."""
@@ -179,26 +175,26 @@ class Reconciler:
         tenant = self.admission.tenant_of(namespace)
         tenancy = policy_for(namespace, tenant, self.platform)
         objects = await self._resolve(app, tenancy)
-        snapshot = self.store.current()
         last = self.plans.get(key)
         running = running_targets(last.targets if last is not None else [], previous)
-        step = self.failover.begin(app, last, previous, running, snapshot, time.time())
-        plan.failover = step.carried  # unchanged unless a placement is made
-        chosen = await self.chooser.choose(
-            obj, key, last, app, objects, snapshot, running, step, tenant, tenancy, plan, previous
+        g = Given(
+            obj, key, app, objects, self.store.current(), previous, last, running, tenant, tenancy
         )
+        step = self.failover.begin(app, last, previous, running, g.snapshot, time.time())
+        plan.failover = step.carried  # unchanged unless a placement is made
+        chosen = await self.chooser.choose(g, step, plan)
         if chosen.over_room:
             note_over_room(plan, chosen.over_room)
         if chosen.canary is not None:  # it goes ahead: the canary's move is kept
             await self._commit_canary(obj, chosen.canary, step.now)
             plan.canary = chosen.canary
             plan.conditions.append(condition_of(chosen.canary, objects))
-        queued = self._record(key, app, obj, plan, chosen, previous, last, snapshot, step)
+        queued = self._record(g, plan, chosen, step)
         # Syncs in flight (queued now, or by an earlier plan of this revision) report back.
         pending = queued or self.table.pending(key)
         return Result(
             refresh_after_s=STATUS_CATCH_UP_S if pending else None,
-            replan_after_s=self.failover.next_plan(app, step, plan, snapshot),
+            replan_after_s=self.failover.next_plan(app, step, plan, g.snapshot),
         )
 
     # -- the steps ------------------------------------------------------------------------
@@ -229,20 +225,10 @@ class Reconciler:
             why = f"{exc}"
             raise Stop([("CanaryProgressing", False, "HubError", why)], exc, retry=True) from exc
 
-    def _record(
-        self,
-        key: str,
-        app: ApplicationPropagation,
-        obj: Mapping[str, Any],
-        plan: Plan,
-        chosen: Chosen,
-        previous: Mapping[str, Any],
-        last: Plan | None,
-        snapshot: FleetSnapshot,
-        step: FailoverPass,
-    ) -> bool:
+    def _record(self, g: Given, plan: Plan, chosen: Chosen, step: FailoverPass) -> bool:
         """Record the plan's work per cluster (and the removals from those it leaves);
         returns whether member syncs were queued."""
+        key, app, previous = g.key, g.app, g.previous
         moved = chosen.moved
         plan.targets, plan.rendered, plan.revisions = (
             chosen.targets,
@@ -254,11 +240,11 @@ class Reconciler:
         plan.kinds = plan.desired_kinds | set(previous.get("propagatedKinds") or [])
         leaving = self.work.leaving(key, previous, {t.cluster for t in chosen.targets})
         plan.removed = [c for c in leaving if c not in moved.kept]
-        plan.unanswered = unanswered(plan.removed, snapshot, step.now)
+        plan.unanswered = unanswered(plan.removed, g.snapshot, step.now)
         works = works_for(
             key,
             Written(
-                str(obj["metadata"].get("uid", "")),
+                str(g.obj["metadata"].get("uid", "")),
                 SyncPolicy.of(app.spec.rollout, self.sync_defaults),
                 frozenset(plan.kinds),
                 app.spec.conflict_resolution == "Adopt",
@@ -269,7 +255,7 @@ class Reconciler:
             plan.revisions,
             plan.removed,
         )
-        return self.work.record(key, works, reported(previous) if last is None else None)
+        return self.work.record(key, works, reported(previous) if g.last is None else None)
 
     # -- the status -----------------------------------------------------------------------
 

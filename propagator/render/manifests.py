@@ -11,7 +11,7 @@ A string that is exactly one expression (``"{{ values.replicas }}"``) becomes th
 of that expression — a number stays a number, a string stays a string (``NO``, ``017`` or
 ``12:30:00`` are not re-read as YAML 1.1), lists and maps stay lists and maps — so
 templated fields keep the type the author meant. Rendering is pure and unbounded in time
-here; the controller runs it in a bounded worker (``renderworker.py``).
+here; the controller runs it in a bounded worker (:mod:`propagator.render.worker`).
 """
 
 from __future__ import annotations

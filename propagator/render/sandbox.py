@@ -4,7 +4,7 @@ bounded arithmetic, and whole-value expressions that keep their type.
 The sandbox already refuses unsafe attributes and bounds ``range`` (jinja2's MAX_RANGE);
 here ``*``, ``**`` and ``+`` are bounded too, so that ``'a' * 10**9`` or ``10 ** 10**9``
 fails at once with a message instead of eating memory or a CPU. What still takes long
-(nested loops) is stopped by the render worker's deadline (``renderworker.py``).
+(nested loops) is stopped by the render worker's deadline (:mod:`propagator.render.worker`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from api.placement import Placement
 from api.taints import untolerated
@@ -101,3 +101,15 @@ def targets_of(decision: Decision | None, held: Iterable[Target]) -> list[Target
     for target in held:
         targets.setdefault(target.cluster, target)
     return [targets[name] for name in sorted(targets)]
+
+
+class Planned(Protocol):
+    """What a plan put where, as the capabilities a reconcile calls (the canary, failover)
+    read the last plan without importing the propagation package that makes it."""
+
+    @property
+    def targets(self) -> Sequence[Target]: ...
+    @property
+    def rendered(self) -> Mapping[str, Sequence[Mapping[str, Any]]]: ...
+    @property
+    def revisions(self) -> Mapping[str, str]: ...

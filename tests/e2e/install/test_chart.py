@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from api.finalizerpolicy import PLURALS, cleanup_finalizer_policy
-from propagator.observability.dashboards import DASHBOARDS, queries
+from propagator.observability.dashboards import DASHBOARDS
 from tests.e2e.tools import ROOT, built
 
 CHART = ROOT / "charts" / "propagator"
@@ -185,7 +185,7 @@ def test_the_dashboards_ship_as_configmaps_with_valid_promql(helm: Path, tmp_pat
     assert len(labelled) == len(DASHBOARDS)
     assert not of_kind(template(helm, "dashboards.enabled=false"), "ConfigMap")
     # every query parses: promtool checks them as recording rules ($variables as .*)
-    every = [expr for d in DASHBOARDS for _, expr in queries(d)]
+    every = [expr for d in DASHBOARDS for p in d.panels for expr, _ in p.targets]
     for name in ("cluster", "namespace", "application", "tenant"):
         every = [expr.replace(f'"${name}"', '".*"') for expr in every]
     rules = [{"record": f"check:{i}", "expr": expr} for i, expr in enumerate(every)]

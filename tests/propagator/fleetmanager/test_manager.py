@@ -135,7 +135,7 @@ def test_a_status_pass_writes_each_change_and_nothing_while_the_member_is_in_lin
                 monitor.enablements = [{"groupVersion": "v1", "kinds": ["ConfigMap", "Pod"]}]
             elif change == "not ready":
                 monitor.health = Health(ready=False, last_error="timeout", not_ready_since=1.0)
-            await manager.write_status()
+            await manager.status.write()
             writes.append(len(hub.patches))
         return writes
 
@@ -163,24 +163,24 @@ def test_a_change_of_capacity_alone_waits_for_the_interval_readiness_does_not(
     def written() -> list[str]:
         return [p["resources"]["allocated"]["pods"] for _, p in hub.patches]
 
-    anyio.run(manager.write_status)
+    anyio.run(manager.status.write)
     assert written() == ["3"]  # the first write of this manager: at once
     pods[0] = "4"  # a pod started
     clock[0] += 1
-    anyio.run(manager.write_status)
+    anyio.run(manager.status.write)
     assert written() == ["3"]
     assert manager.status.capacity_due == 100.0 + interval  # the status loop wakes then
     pods[0] = "5"
     monitor.health = Health(ready=False, last_error="timeout", not_ready_since=1.0)
-    anyio.run(manager.write_status)  # not ready: at once, with the capacity of the moment
+    anyio.run(manager.status.write)  # not ready: at once, with the capacity of the moment
     assert written() == ["3", "5"]
     assert hub.patches[-1][1]["conditions"][0]["status"] == "False"
     pods[0] = "6"
     clock[0] += interval - 0.5
-    anyio.run(manager.write_status)
+    anyio.run(manager.status.write)
     assert written() == ["3", "5"]  # the interval counts from the last write
     clock[0] += 0.5
-    anyio.run(manager.write_status)
+    anyio.run(manager.status.write)
     assert written() == ["3", "5", "6"]
     assert manager.status.capacity_due is None
 
@@ -191,11 +191,11 @@ def test_a_members_first_capacity_is_written_at_once(monkeypatch: Any) -> None:
     monkeypatch.setattr(monitor, "capacity", lambda: capacity[0])
     clock = [100.0]
     monkeypatch.setattr(time, "monotonic", lambda: clock[0])
-    anyio.run(manager.write_status)
+    anyio.run(manager.status.write)
     assert [("resources" in p) for _, p in hub.patches] == [False]  # Ready, at once
     capacity[0] = {"nodes": {"total": 1, "ready": 1}, "resources": {"allocated": {"pods": "3"}}}
     clock[0] += 1
-    anyio.run(manager.write_status)
+    anyio.run(manager.status.write)
     assert [p.get("resources") for _, p in hub.patches] == [None, {"allocated": {"pods": "3"}}]
     assert manager.status.capacity_due is None
 
@@ -262,7 +262,7 @@ def _region(count: int, refuse: str | None = None) -> tuple[FleetManager, _SlowH
 
 def test_a_region_gone_at_once_is_written_many_at_a_time_and_the_fleet_counts_it() -> None:
     manager, hub = _region(40)
-    anyio.run(manager.write_status)
+    anyio.run(manager.status.write)
     written = [name for name, _ in hub.patches]
     assert sorted(written) == [f"m{i:02d}" for i in range(40)]
     assert all(status["conditions"][0]["status"] == "False" for _, status in hub.patches)
@@ -275,13 +275,13 @@ def test_a_region_gone_at_once_is_written_many_at_a_time_and_the_fleet_counts_it
 def test_a_write_that_fails_fails_the_pass_and_the_next_pass_writes_what_is_left() -> None:
     manager, hub = _region(40, refuse="m03")
     with pytest.raises(ApiError, match="overloaded"):
-        anyio.run(manager.write_status)
+        anyio.run(manager.status.write)
     first = {name for name, _ in hub.patches}
     assert "m03" not in first
     assert len(first) < 39  # nothing new started after the failure
     assert hub.fleet_patches == []  # nor the fleet's status: it would count stale members
     hub.refuse = None
-    anyio.run(manager.write_status)
+    anyio.run(manager.status.write)
     assert {name for name, _ in hub.patches} == {f"m{i:02d}" for i in range(40)}
     assert len(hub.patches) == 40  # those written before were not written again
     assert [(f["clusters"], f["readyClusters"]) for f in hub.fleet_patches] == [(40, 0)]
@@ -298,8 +298,8 @@ def test_a_pass_before_the_watch_brings_a_written_status_does_not_write_it_again
     )
 
     async def two_passes() -> None:
-        await manager.write_status()
-        await manager.write_status()
+        await manager.status.write()
+        await manager.status.write()
 
     anyio.run(two_passes)
     assert sorted(name for name, _ in hub.patches) == ["m00", "m01", "m02"]  # once each
@@ -318,8 +318,8 @@ def test_what_a_member_learns_while_the_pass_writes_others_goes_in_its_one_write
     hub.merge_patch = discovery_meanwhile  # type: ignore[method-assign]
 
     async def two_passes() -> None:
-        await manager.write_status()
-        await manager.write_status()
+        await manager.status.write()
+        await manager.status.write()
 
     anyio.run(two_passes)
     writes_of_late = [status for name, status in hub.patches if name == "m39"]
