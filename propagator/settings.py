@@ -24,8 +24,7 @@ from api.rollout import (
     MAX_CONCURRENCY_CEILING,
     MAX_RETRY_ATTEMPTS,
 )
-from kube.connection import KubeConnection
-from kube.hub import SERVICE_ACCOUNT_DIR, hub_connection
+from kube.hub import SERVICE_ACCOUNT_DIR
 from kube.session import ConnectionOptions
 from propagator.observability.tracing import OtlpTarget, otlp_target
 from propagator.runtime.eventloop import DEFAULT as DEFAULT_EVENT_LOOP
@@ -314,15 +313,6 @@ class Settings(BaseSettings):
         return ConnectionOptions(
             connect_timeout_s=self.member_connect_timeout_s,
             read_timeout_s=self.member_read_timeout_s,
-        )
-
-    def hub(self) -> KubeConnection:
-        """The hub connection these settings name (see ``kube.hub.hub_connection``)."""
-        return hub_connection(
-            self.hub_kubeconfig,
-            self.hub_context,
-            self.member_connection(),
-            self.service_account_dir,
         )
 
 

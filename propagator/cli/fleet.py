@@ -24,6 +24,7 @@ from fleet.registration import (
 from kube.connection import KubeConnection
 from kube.credentials import tls_problem
 from kube.kubeconfig import KubeconfigError, load_kubeconfig
+from propagator.cli.hub import connect_hub
 from propagator.settings import Settings, SettingsError, add_setting_flags, load_settings
 
 PROG = "propagator fleet"
@@ -192,7 +193,7 @@ def join_member(request: JoinRequest, settings: Settings, prog: str) -> int:
                 request.name, loaded, settings.member_connection(), request.namespaces
             )
             plan = planned(request.name, loaded, version)
-            hub = settings.hub()
+            hub = connect_hub(settings)
             try:
                 await join(hub, plan, dry_run=request.dry_run)
             finally:
@@ -219,7 +220,7 @@ def unjoin_member(name: str, dry_run: bool, settings: Settings, prog: str) -> in
         return plan
 
     try:
-        plan = anyio.run(run, settings.hub())
+        plan = anyio.run(run, connect_hub(settings))
     except (KubeconfigError, JoinError) as exc:
         return _fail(prog, str(exc))
     _print_plan(plan.describe(), dry_run)

@@ -14,6 +14,7 @@ import anyio
 
 from fleet.snapshotstore import SnapshotStore
 from kube.kubeconfig import KubeconfigError
+from propagator.cli.hub import connect_hub
 from propagator.fleetmanager import FleetManager
 from propagator.observability import logs
 from propagator.observability.liveness import Liveness
@@ -45,7 +46,7 @@ def register(commands: Any) -> None:
 
 async def run_controller(settings: Settings, profile: Profile) -> None:
     """Run the controller, with its metrics and health servers, until SIGTERM or SIGINT."""
-    hub = settings.hub()
+    hub = connect_hub(settings)
     metrics = Metrics()
     store = SnapshotStore()
     manager = FleetManager(hub, settings, store, metrics)

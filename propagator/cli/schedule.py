@@ -20,6 +20,7 @@ from kube.connection import KubeConnection, call_with_retries
 from kube.discovery import UnknownKind
 from kube.errors import ApiError
 from kube.kubeconfig import KubeconfigError
+from propagator.cli.hub import connect_hub
 from propagator.fleetmanager import memberstatus as fleetstatus
 from propagator.propagation.placement import FleetNotFound, current_placement, place
 from propagator.scheduler import (
@@ -132,7 +133,7 @@ async def live_objects(hub: KubeConnection) -> list[dict[str, Any]]:
 
 
 def _live_objects(args: argparse.Namespace) -> list[dict[str, Any]]:
-    hub = load_settings(args).hub()
+    hub = connect_hub(load_settings(args))
 
     async def read() -> list[dict[str, Any]]:
         try:

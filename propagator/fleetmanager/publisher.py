@@ -10,6 +10,7 @@ from fleet.snapshot import ClusterInfoCache
 from fleet.snapshotstore import SnapshotStore
 from propagator.observability.metrics import Metrics
 
+# The fleet manager's logger, as before the publisher had a module of its own.
 log = logging.getLogger("propagator.fleetmanager.manager")
 
 

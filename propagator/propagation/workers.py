@@ -21,6 +21,8 @@ from propagator.propagation.plan import Requeue
 from propagator.propagation.reconcile import Reconciler
 from propagator.runtime.workqueue import WorkQueue
 
+# The controller's logger, as before the workers had a module of their own: its lines and
+# any filter on them keep their source.
 log = logging.getLogger("propagator.propagation.controller")
 
 
