@@ -1,4 +1,5 @@
-"""The fleet manager: MemberCluster and Fleet status, health taints, the fleet snapshot."""
+"""The fleet manager: member monitors and probes, MemberCluster and Fleet status, health
+taints, the fleet snapshot."""
 
 from propagator.fleetmanager.manager import FleetManager
 

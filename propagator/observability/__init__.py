@@ -1,1 +1,2 @@
-"""Metrics, health endpoints and logs of the controller."""
+"""Metrics, health endpoints, traces, logs and Events of the controller, and its Grafana
+dashboards as code."""

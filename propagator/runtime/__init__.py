@@ -1,2 +1,2 @@
-"""The controller runtime: work queue, workers, leader election, the garbage collector's
-tuning."""
+"""The controller runtime: work queues, the member registry, leader election, the event
+loop and the garbage collector's tuning."""
