@@ -181,6 +181,43 @@ class EvictedCluster(KubeModel):
     """When the application was evicted from it."""
 
 
+class ObjectHealth(KubeModel):
+    """One object on one cluster as its kind's interpreter rules read it."""
+
+    api_version: str = Field(max_length=253)
+    """Its apiVersion."""
+    kind: str = Field(max_length=63)
+    """Its kind."""
+    namespace: str | None = Field(default=None, max_length=63)
+    """Its namespace there."""
+    name: str = Field(max_length=253)
+    """Its name."""
+    health: Literal["Healthy", "Progressing", "Degraded", "Unknown"] = "Unknown"
+    """Its health."""
+    message: str | None = Field(default=None, max_length=1024)
+    """What its health rule says."""
+    fields: dict[str, Any] = Field(default_factory=dict, max_length=16)
+    """Its reflected status fields, by name."""
+
+
+class AggregatedObject(KubeModel):
+    """One object's reflected status fields combined across the clusters."""
+
+    api_version: str = Field(max_length=253)
+    """Its apiVersion."""
+    kind: str = Field(max_length=63)
+    """Its kind."""
+    namespace: str | None = Field(default=None, max_length=63)
+    """Its namespace on the members."""
+    name: str = Field(max_length=253)
+    """Its name."""
+    fields: dict[str, Any] = Field(default_factory=dict, max_length=16)
+    """Each field with an aggregation (Sum, Min, Max, All, Any), over the clusters that
+    report it."""
+    clusters: int = Field(default=0, ge=0)
+    """Clusters whose values went in."""
+
+
 class ClusterResult(KubeModel):
     """The application's state on one member cluster."""
 
@@ -200,6 +237,12 @@ class ClusterResult(KubeModel):
     """Since when the application has not been Healthy there (with application failover)."""
     evicting: ClusterEviction | None = None
     """Replicas leaving this cluster gracefully."""
+    health_message: str | None = Field(default=None, max_length=1024)
+    """Why the health is what it is: the least healthy object and what its rules say, or
+    which kinds have no health rule (they are Healthy once applied)."""
+    objects: list[ObjectHealth] = Field(default_factory=list, max_length=20)
+    """Objects there that are not Healthy or whose status fields the interpreter rules
+    reflect (ResourceInterpreter ``spec.status``)."""
 
 
 CanaryPhase = Literal["Progressing", "Paused", "Promoting", "Succeeded", "RolledBack", "Aborted"]
@@ -292,6 +335,9 @@ class ApplicationPropagationStatus(KubeModel):
     (WhenReady) for an unreachable one, until a rebalance for one where it was unhealthy."""
     rebalanced: str | None = Field(default=None, max_length=253)
     """The propagator.io/rebalance value last acted on."""
+    objects: list[AggregatedObject] = Field(default_factory=list, max_length=100)
+    """Reflected status fields combined across clusters, per object (ResourceInterpreter
+    ``spec.status`` with an aggregation)."""
     propagated_kinds: list[str] = Field(default_factory=list, max_length=500)
     """apiVersion/kind of everything propagated that may still exist on a member, e.g.
     apps/v1/Deployment (what pruning and clean-up look for)."""

@@ -14,11 +14,18 @@ import yaml
 from api.application import ApplicationPropagation
 from api.common import GROUP, VERSION
 from api.fleet import Fleet
+from api.interpreter import ResourceInterpreter
 from api.membercluster import MemberCluster
 from api.resource import Resource
 from api.tenantquota import TenantQuota
 
-RESOURCES: tuple[type[Resource], ...] = (MemberCluster, Fleet, ApplicationPropagation, TenantQuota)
+RESOURCES: tuple[type[Resource], ...] = (
+    MemberCluster,
+    Fleet,
+    ApplicationPropagation,
+    TenantQuota,
+    ResourceInterpreter,
+)
 
 _DROP = {"title", "additionalProperties", "$defs", "discriminator"}
 
@@ -83,7 +90,7 @@ def schema_of(resource: type[Resource]) -> dict[str, Any]:
     raw = resource.model_json_schema(by_alias=True, mode="validation")
     defs = raw.get("$defs", {})
     props = raw["properties"]
-    return {
+    schema: dict[str, Any] = {
         "type": "object",
         "description": _clean_text(resource.__doc__ or ""),
         "required": ["spec"],
@@ -95,6 +102,9 @@ def schema_of(resource: type[Resource]) -> dict[str, Any]:
             "status": _structural(props["status"], defs),
         },
     }
+    if resource.crd.rules:
+        schema["x-kubernetes-validations"] = [r.as_cel() for r in resource.crd.rules]
+    return schema
 
 
 def crd_of(resource: type[Resource]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, Field
 
 from api.common import GROUP
+from api.model import Rule
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class CrdInfo:
     scope: Literal["Cluster", "Namespaced"]
     columns: tuple[PrinterColumn, ...] = field(default=())
     categories: tuple[str, ...] = ("propagator",)
+    rules: tuple[Rule, ...] = ()
+    """Rules over the whole object (they may read ``self.metadata.name``)."""
 
     @property
     def name(self) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from fleet.snapshot import ClusterInfo, FleetSnapshot
-from propagator.work.workloadhealth import WorkloadHealth
+from propagator.interpreter.health import WorkloadHealth
 
 EvictedFor = Literal["ClusterUnreachable", "ApplicationUnhealthy"]
 

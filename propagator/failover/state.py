@@ -23,7 +23,7 @@ from propagator.failover.decisions import (
     unhealthy_evictions,
 )
 from propagator.failover.moves import Cause, Move
-from propagator.work.workloadhealth import WorkloadHealth
+from propagator.interpreter.health import WorkloadHealth
 
 _REASONS = get_args(EvictionReason)
 

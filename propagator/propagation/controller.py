@@ -33,7 +33,9 @@ from kube.errors import ApiError
 from kube.informer import Informer, wait_synced
 from kube.keys import KindKey, cache_key
 from propagator.fleetmanager import FleetManager
+from propagator.interpreter.registry import Interpreters
 from propagator.observability.metrics import Metrics
+from propagator.propagation.interpreterwatch import InterpreterWatch
 from propagator.propagation.membersync import MemberSync
 from propagator.propagation.memberview import RegistryView
 from propagator.propagation.reconcile import Reconciler
@@ -141,6 +143,12 @@ class PropagationController:
             hub, "v1", "Namespace", self._on_namespace, transform=_namespace_labels
         )
         self.selected = SelectedWatches(hub, self._on_selected)
+        self.interpreters = Interpreters(
+            time_limit_s=settings.rule_time_limit_s, pause_s=settings.rule_pause_s
+        )
+        self.rules = InterpreterWatch(
+            hub, self.interpreters, metrics, lambda: self._enqueue(*self._keys())
+        )
         self.table = WorkTable()
         self._tenancy()
         self._member_registry()
@@ -193,7 +201,12 @@ class PropagationController:
         )
         self.limits = LimitDefaults(self._limit_ranges)
         self.admission = QuotaAdmission(
-            self.quotas.snapshot, namespace_labels, self.table, self.limits, self.metrics
+            self.quotas.snapshot,
+            namespace_labels,
+            self.table,
+            self.limits,
+            self.metrics,
+            self.interpreters,
         )
         store = self.store
         self.tenant_status = TenantStatusWriter(
@@ -230,7 +243,9 @@ class PropagationController:
             requeue_max_delay_s=settings.requeue_max_delay_s,
         )
         self.manager.on_monitors = self.registry.sync
-        self.view = RegistryView(self.registry, self.manager.monitors, self.table)
+        self.view = RegistryView(
+            self.registry, self.manager.monitors, self.table, self.interpreters
+        )
 
     def _namespace_labels(self, namespace: str) -> Mapping[str, str]:
         labels: Mapping[str, str] = (self.namespaces.get(namespace) or {}).get("metadata", {}).get(
@@ -250,7 +265,9 @@ class PropagationController:
         """Why the controller cannot reconcile at full speed yet, or None: its hub watches
         have listed and its render workers have started (the first applications after a
         start would otherwise wait a second or more for them)."""
-        if not all(i.synced for i in (self.apps, self.quotas, self.namespaces)):
+        if not all(
+            i.synced for i in (self.apps, self.quotas, self.namespaces, self.rules.informer)
+        ):
             return "the propagation controller's hub watches have not listed yet"
         if not self._warm:
             return "the render workers are starting"
@@ -352,7 +369,7 @@ class PropagationController:
             self.limits.changed(member.name)
             self._enqueue(*self._keys(_quota_exceeded))
             return
-        route = route_member_event(member, self.table, old, new)
+        route = route_member_event(member, self.table, old, new, self.interpreters.interprets)
         if route.sync:
             member.queue.add(route.sync)
         if route.refresh:
@@ -386,7 +403,8 @@ class PropagationController:
         """Watch and reconcile until cancelled."""
         try:
             async with anyio.create_task_group() as tg:
-                hub_watches = [self.apps, self.quotas, self.namespaces]
+                # The rules first: the first plans judge with the platform's rules.
+                hub_watches = [self.apps, self.quotas, self.namespaces, self.rules.informer]
                 for informer in hub_watches:
                     tg.start_soon(informer.run)
                 await wait_synced(hub_watches)
@@ -402,6 +420,7 @@ class PropagationController:
                 tg.start_soon(self.enforcer.run, self.registry.get)
                 tg.start_soon(self.keeper.run, self.registry.get)
                 tg.start_soon(self.tenant_status.run)
+                tg.start_soon(self.rules.run)
                 tg.start_soon(self._resync_loop)
                 tg.start_soon(self._snapshot_loop)
         finally:
@@ -409,6 +428,7 @@ class PropagationController:
             self.enforcer.queue.shut_down()
             self.keeper.queue.shut_down()
             self.tenant_status.queue.shut_down()
-            for informer in (self.apps, self.quotas, self.namespaces):
+            self.rules.queue.shut_down()
+            for informer in (self.apps, self.quotas, self.namespaces, self.rules.informer):
                 informer.stop()
             self.selected.stop()

@@ -8,9 +8,11 @@ from typing import Any
 
 from fleet.member import MemberMonitor
 from kube.keys import ObjectKey
+from propagator.interpreter.health import WorkloadHealth
+from propagator.interpreter.registry import Interpreters
 from propagator.runtime.memberregistry import Member, MemberRegistry
 from propagator.work.table import WorkTable
-from propagator.work.workloadhealth import WorkloadHealth, cluster_health, quota_refusals
+from propagator.work.workloadhealth import ClusterHealth, judge_cluster, quota_refusals
 
 
 class RegistryView:
@@ -22,11 +24,13 @@ class RegistryView:
         registry: MemberRegistry,
         monitors: Mapping[str, MemberMonitor],
         table: WorkTable,
+        interpreters: Interpreters,
     ) -> None:
         """``monitors``: the fleet manager's, by MemberCluster name (kept current by it)."""
         self.registry = registry
         self.monitors = monitors
         self.table = table
+        self.interpreters = interpreters
 
     def known(self, cluster: str) -> bool:
         return cluster in self.monitors
@@ -47,15 +51,20 @@ class RegistryView:
     def health(
         self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str
     ) -> WorkloadHealth:
+        return self.judge(cluster, objects, namespace).health
+
+    def judge(
+        self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str
+    ) -> ClusterHealth:
         member = self.registry.get(cluster)
         if member is None:
-            return cluster_health(None, objects, namespace)
+            return judge_cluster(self.interpreters, None, objects, namespace)
 
         def applied(key: ObjectKey) -> int | None:
             write = member.applied.get(key)
             return write.generation if write is not None else None
 
-        return cluster_health(member.cached, objects, namespace, applied)
+        return judge_cluster(self.interpreters, member.cached, objects, namespace, applied)
 
     def quota_refusals(
         self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str

@@ -168,11 +168,13 @@ class Placer:
         held = held_targets(running, snapshot, app.spec.placement, away)
         kept = [f"{t.cluster} ({t.kept})" for t in held]
         placement = app.spec.placement
+        interpreters = self.admission.interpreters
         demand = on_clusters(
-            demand_of(objects, default_namespace=namespace),
+            demand_of(objects, default_namespace=namespace, interpreters=interpreters),
             objects,
             {c: self.admission.limits.of(c) for c in snapshot.clusters},
             namespace,
+            interpreters,
         )
         covered = bool(held) and (
             sum(t.replicas or 0 for t in held) >= demand.replicas

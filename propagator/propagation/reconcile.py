@@ -96,7 +96,9 @@ class Reconciler:
         self.table = table
         self.view = view
         self.metrics = metrics
-        self.renderer = Renderer(settings.render_timeout_s, settings.render_max_bytes, metrics)
+        self.renderer = Renderer(
+            settings.render_timeout_s, settings.render_max_bytes, metrics, admission.interpreters
+        )
         self.failover = FailoverDriver(hub, table, view, metrics)
         self.canary = CanaryDriver(
             hub, table, view, metrics, Analysis(settings.analysis_address_list())

@@ -18,6 +18,7 @@ from propagator.canary.plan import CanaryPlan
 from propagator.canary.running import compose_clusters, stable_request
 from propagator.failover.driver import FailoverDriver, FailoverPass
 from propagator.failover.moves import Move, with_kept_replicas
+from propagator.interpreter.registry import Interpreters
 from propagator.observability.metrics import Metrics
 from propagator.render.manifests import ApplicationRef
 from propagator.render.memo import RenderMemo
@@ -42,11 +43,14 @@ class MovedRender:
 class Renderer:
     """Renders the applications one reconciler plans, remembering their last renders."""
 
-    def __init__(self, timeout_s: float, max_bytes: int, metrics: Metrics) -> None:
+    def __init__(
+        self, timeout_s: float, max_bytes: int, metrics: Metrics, interpreters: Interpreters
+    ) -> None:
         self.memo = RenderMemo(
             functools.partial(render_bounded, timeout_s=timeout_s, max_bytes=max_bytes)
         )
         self.metrics = metrics
+        self.interpreters = interpreters
 
     def forget(self, key: str) -> None:
         self.memo.forget(key)
@@ -97,7 +101,8 @@ class Renderer:
         each cluster run them); raises RenderError at the first problem."""
         shared = app.spec.placement.replicas.mode != "Duplicated"  # Divided, Aggregated
         ref = ApplicationRef(app.metadata["name"], app.metadata.get("namespace", "default"))
-        facts = _facts(snapshot, targets, shared)
+        fields = _replica_fields(self.interpreters, objects) if shared else ()
+        facts = _facts(snapshot, targets, shared, fields)
         with self.metrics.timed("render"), tracer.start_as_current_span("render"):
             rendered = await self.memo.render(
                 key, objects, app.spec.overrides, list(facts.values()), ref
@@ -117,17 +122,34 @@ class Renderer:
             return compose_clusters(canary, rendered, stable)
 
 
+def _replica_fields(
+    interpreters: Interpreters, objects: Sequence[Mapping[str, Any]]
+) -> tuple[tuple[str, str, str], ...]:
+    """(apiVersion, kind, JSON pointer) where each divisible kind among ``objects`` takes a
+    cluster's share of the replicas (its replicas rule's ``field``)."""
+    found = set()
+    for obj in objects:
+        api_version, kind = str(obj.get("apiVersion")), str(obj.get("kind"))
+        field = interpreters.replica_field(api_version, kind)
+        if field is not None:
+            found.add((api_version, kind, field))
+    return tuple(sorted(found))
+
+
 def _facts(
-    snapshot: FleetSnapshot, targets: Sequence[Target], shared: bool
+    snapshot: FleetSnapshot,
+    targets: Sequence[Target],
+    shared: bool,
+    fields: tuple[tuple[str, str, str], ...],
 ) -> dict[str, RenderTarget]:
     """What a template may read of each target cluster (its replicas when the application
-    divides them)."""
+    divides them, and where they are written)."""
     facts = {}
     for t in targets:
         c = snapshot.clusters[t.cluster]
         replicas = t.replicas if shared else None
         facts[t.cluster] = RenderTarget(
-            c.name, dict(c.labels), c.layer, c.region, c.zone, c.provider, replicas
+            c.name, dict(c.labels), c.layer, c.region, c.zone, c.provider, replicas, fields
         )
     return facts
 

@@ -12,13 +12,14 @@ from propagator.canary.running import canary_status
 from propagator.conditions import by_message, iso
 from propagator.failover.decisions import unhealthy_since
 from propagator.failover.state import unhealthy_clocks
+from propagator.interpreter.aggregate import combine_objects
+from propagator.interpreter.health import HEALTHS, WorkloadHealth
 from propagator.propagation.plan import Plan
 from propagator.propagation.results import applied_summary, failed_on, failures
 from propagator.propagation.statusbuilder import ClusterLine, StatusBuilder, availability
 from propagator.work.members import MemberView
 from propagator.work.table import SyncState, WorkTable
 from propagator.work.targets import Target
-from propagator.work.workloadhealth import HEALTHS, WorkloadHealth
 
 
 def plan_status(
@@ -64,6 +65,11 @@ def _cluster_status(
     }
     lines += _leaving_lines(plan, removal, previous)
     builder.clusters(lines, len(plan.targets))
+    builder.status["objects"] = combine_objects(  # [] clears it (a merge patch)
+        ((o.api_version, o.kind, o.namespace, o.name), dict(o.fields), dict(o.aggregates))
+        for line in lines
+        for o in line.objects
+    )
     _applied(builder, plan, states, removal)
     if not any(c[0] == "QuotaExceeded" for c in plan.conditions):
         _member_quota(builder, plan, states, view, namespace)
@@ -88,9 +94,13 @@ def _target_lines(
     for t in plan.targets:
         state = table.state(key, t.cluster) or SyncState(plan.revisions[t.cluster])
         states[t.cluster] = state
-        health = view.health(t.cluster, plan.rendered[t.cluster], namespace)
+        judged = view.judge(t.cluster, plan.rendered[t.cluster], namespace)
+        health, message = judged.health, judged.message
         if state.carried and health == "Unknown":  # the caches have not listed yet
-            health = _reported_health(previous.get(t.cluster)) or health
+            reported = _reported_health(previous.get(t.cluster))
+            if reported is not None:
+                health = reported
+                message = str((previous.get(t.cluster) or {}).get("healthMessage") or "")
         since = None
         if plan.unhealthy_after_s is not None:
             since = unhealthy_since(health, clocks.get(t.cluster), now)
@@ -106,6 +116,8 @@ def _target_lines(
                 else (previous.get(t.cluster) or {}).get("revision"),
                 iso(since) if since is not None else None,
                 plan.failover.move_status(t.cluster),
+                message,
+                judged.objects,
             )
         )
     return lines, states

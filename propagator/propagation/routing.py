@@ -12,7 +12,6 @@ from kube.keys import cache_key
 from propagator.propagation.drift import in_line
 from propagator.work.objects import APP_ANNOTATION, REVISION_ANNOTATION, key_of
 from propagator.work.table import ClusterWork, WorkTable
-from propagator.work.workloadhealth import WORKLOAD_KINDS
 
 if TYPE_CHECKING:  # the type only: routing decides, it does no I/O
     from propagator.runtime.memberregistry import Member
@@ -27,9 +26,15 @@ class Route:
 
 
 def route_member_event(
-    member: Member, table: WorkTable, old: dict[str, Any] | None, new: dict[str, Any] | None
+    member: Member,
+    table: WorkTable,
+    old: dict[str, Any] | None,
+    new: dict[str, Any] | None,
+    interprets: Callable[[str, str], bool],
 ) -> Route:
     """Route one cache event (``new`` None: deleted) of an object carrying our label.
+    ``interprets(apiVersion, kind)``: whether the kind's status matters (it has health or
+    status rules).
 
     Only objects of an application that has work on this member count. A deleted object is
     synced again if the work still puts it there (not one a sync pruned or removed); a
@@ -51,7 +56,7 @@ def route_member_event(
         and _revision(new) == _revision(applied.desired)
         and not in_line(new, applied.desired, applied.fingerprint, applied.resource_version)
     )
-    workload = (obj.get("apiVersion"), obj.get("kind")) in WORKLOAD_KINDS
+    workload = interprets(str(obj.get("apiVersion")), str(obj.get("kind")))
     return Route(sync=app if drifted else None, refresh=app if workload else None)
 
 

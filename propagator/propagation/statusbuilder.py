@@ -15,7 +15,8 @@ from pydantic import ValidationError
 from api.application import ApplicationPropagationStatus
 from kube.redact import redact
 from propagator.conditions import condition, some_of
-from propagator.work.workloadhealth import WorkloadHealth
+from propagator.interpreter.health import WorkloadHealth
+from propagator.work.workloadhealth import ObjectReport
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,8 @@ class ClusterLine:
     revision: str | None
     unhealthy_since: str | None = None
     evicting: Mapping[str, Any] | None = None
+    health_message: str = ""
+    objects: tuple[ObjectReport, ...] = ()
 
     def as_status(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -46,6 +49,10 @@ class ClusterLine:
             out["unhealthySince"] = self.unhealthy_since
         if self.evicting:
             out["evicting"] = {**self.evicting, "message": redact(self.evicting["message"])}
+        if self.health_message:
+            out["healthMessage"] = redact(self.health_message)[:1024]
+        if self.objects:
+            out["objects"] = [o.as_status() for o in self.objects]
         return out
 
 

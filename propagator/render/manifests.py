@@ -29,8 +29,8 @@ from jinja2 import TemplateSyntaxError
 from api.application import Override
 from api.common import DNS_LABEL
 from api.selectors import selects
+from propagator.interpreter.pointer import write_pointer
 from propagator.render.sandbox import ENVIRONMENT, NOT_JSON, json_value, whole_expression
-from propagator.scheduler.demand import REPLICATED_KINDS
 
 
 class ClusterFacts(Protocol):
@@ -218,8 +218,12 @@ def render_for_cluster(
     cluster: ClusterFacts,
     app: ApplicationRef,
     replicas: int | None = None,
+    replica_fields: Iterable[tuple[str, str, str]] = (),
 ) -> list[dict[str, Any]]:
-    """Every manifest as it goes to ``cluster``; raises RenderError at the first problem."""
+    """Every manifest as it goes to ``cluster``, with ``replicas`` (when given) written
+    at the pointer ``replica_fields`` names for its apiVersion and kind; raises
+    RenderError at the first problem."""
+    fields = {(a, k): pointer for a, k, pointer in replica_fields}
     applying = matching_overrides(overrides, cluster)
     context = template_context(cluster, app, applying)
     patches = [_patches(o, n, context, cluster.name) for n, o in enumerate(applying)]
@@ -247,7 +251,10 @@ def render_for_cluster(
                 raise RenderError(f"{where}: override {number + 1} does not apply: {exc}") from exc
         if problem := _identity_problem(obj):
             raise RenderError(f"{where}: {problem}")
-        if replicas is not None and (obj.get("apiVersion"), obj.get("kind")) in REPLICATED_KINDS:
-            obj.setdefault("spec", {})["replicas"] = replicas
+        field = fields.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
+        if replicas is not None and field is not None and not write_pointer(obj, field, replicas):
+            raise RenderError(
+                f"{where}: {field} cannot hold the replicas (a parent is not an object)"
+            )
         rendered.append(obj)
     return rendered

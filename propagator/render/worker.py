@@ -60,6 +60,9 @@ class RenderTarget:
     provider: str | None = None
     replicas: int | None = None
     """Divided replicas assigned there (None: the manifests' own)."""
+    replica_fields: tuple[tuple[str, str, str], ...] = ()
+    """(apiVersion, kind, JSON pointer) where ``replicas`` is written in objects of each
+    divisible kind (their interpreter rules' ``replicas.field``)."""
 
 
 _confined = False
@@ -112,7 +115,8 @@ def render_targets(
     _confine(controller)
     try:
         rendered = {
-            t.name: render_for_cluster(manifests, overrides, t, app, t.replicas) for t in targets
+            t.name: render_for_cluster(manifests, overrides, t, app, t.replicas, t.replica_fields)
+            for t in targets
         }
         size = len(json.dumps(rendered, separators=(",", ":")))
     except MemoryError as exc:
@@ -166,7 +170,10 @@ def _copied_here(
     most = sum(size + REPLICAS_BYTES * len(manifests) + len(t.name) + 8 for t in targets)
     if most > max_bytes:
         return None  # the worker measures it exactly, and says so if it is too large
-    return {t.name: render_for_cluster(manifests, (), t, app, t.replicas) for t in targets}
+    return {
+        t.name: render_for_cluster(manifests, (), t, app, t.replicas, t.replica_fields)
+        for t in targets
+    }
 
 
 async def render_bounded(

@@ -1,10 +1,12 @@
 """What an application asks of a cluster, read from its manifests.
 
-Every kind that creates pods counts, as Kubernetes counts its pods' requests: the largest
-replicated workload (Deployment, StatefulSet, ReplicaSet) is the divisible one; other
-replicated workloads, Jobs and CronJobs (``parallelism``, default 1) and bare Pods are
-needed on every cluster; DaemonSets once per node. Each pod as Kubernetes counts it
-(``api.pods``).
+Every kind that creates pods counts, as its interpreter rules' ``replicas`` read it (the
+built-in rules for core kinds, a ResourceInterpreter's for any other): the largest
+divisible workload (one whose rule says where a cluster's share is written: Deployment,
+StatefulSet, ReplicaSet, or a custom kind) is the one ``Divided`` placement scales; other
+divisible workloads, kinds that are not divided (Jobs and CronJobs run ``parallelism``
+pods, a Pod one) are needed whole on every cluster; per-node kinds (DaemonSets) once per
+node. Each pod as Kubernetes counts it (``api.pods``).
 
 Values still holding a template expression are unknown here (rendering is per cluster);
 the members' own quotas count the rendered objects.
@@ -19,12 +21,9 @@ from typing import Any
 
 from api.pods import pod_requests
 from api.quantity import arithmetic
+from propagator.interpreter.pointer import read_pointer
+from propagator.interpreter.registry import Interpreters, Replicas, RuleFailed, builtin_rules
 from propagator.scheduler.types import Demand
-
-REPLICATED_KINDS = frozenset(
-    {("apps/v1", "Deployment"), ("apps/v1", "StatefulSet"), ("apps/v1", "ReplicaSet")}
-)
-"""Kinds whose ``spec.replicas`` counts as demand and that ``Divided`` placement scales."""
 
 
 def _count(value: Any, default: int = 1) -> int:
@@ -39,25 +38,32 @@ def _add(into: dict[str, Decimal], amounts: Mapping[str, Decimal], times: int) -
             into[resource] = into.get(resource, Decimal(0)) + amount * times
 
 
-def _template(obj: Mapping[str, Any], *path: str) -> Mapping[str, Any]:
-    node: Any = obj
-    for key in path:
-        node = (node or {}).get(key) if isinstance(node, Mapping) else None
-    return node if isinstance(node, Mapping) else {}
+def _replicas(obj: Mapping[str, Any], interpreters: Interpreters) -> Replicas | None:
+    """What ``obj`` runs by its kind's replicas rule; a count the rule cannot read (a
+    template expression, a value the object does not hold yet) is 1."""
+    try:
+        return interpreters.replicas(obj)
+    except RuleFailed:
+        rules = interpreters.rules_for(str(obj.get("apiVersion")), str(obj.get("kind")))
+        spec = rules.spec.replicas if rules is not None else None
+        if spec is None:
+            return None
+        template = read_pointer(obj, spec.pod_template) if spec.pod_template is not None else None
+        return Replicas(
+            1, template if isinstance(template, Mapping) else {}, spec.field, spec.per_node
+        )
 
 
-def pod_spec_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The pod spec ``obj`` creates pods from (its own for a Pod), or None for a kind
-    that creates none."""
-    key = (str(obj.get("apiVersion")), str(obj.get("kind")))
-    spec = _template(obj, "spec")
-    if key in REPLICATED_KINDS or key in (("apps/v1", "DaemonSet"), ("batch/v1", "Job")):
-        return _template(spec, "template", "spec")
-    if key == ("batch/v1", "CronJob"):
-        return _template(spec, "jobTemplate", "spec", "template", "spec")
-    if key == ("v1", "Pod"):
-        return spec
-    return None
+def pod_spec_of(
+    obj: Mapping[str, Any], interpreters: Interpreters | None = None
+) -> Mapping[str, Any] | None:
+    """The pod spec ``obj`` creates pods from (its own for a Pod), by its kind's replicas
+    rule, or None for a kind that creates none."""
+    replicas = _replicas(obj, interpreters or builtin_rules())
+    if replicas is None or replicas.pod_template is None:
+        return None
+    spec = replicas.pod_template.get("spec")
+    return spec if isinstance(spec, Mapping) else {}
 
 
 def demand_of(
@@ -65,11 +71,14 @@ def demand_of(
     selected_kinds: Iterable[tuple[str, str]] = (),
     defaults: Mapping[str, Mapping[str, Decimal]] | None = None,
     default_namespace: str = "",
+    interpreters: Interpreters | None = None,
 ) -> Demand:
-    """Replicas and per-replica requests of the largest workload, what everything else
-    that creates pods needs, and every kind. ``defaults``: per namespace, the default
-    requests of its LimitRanges (containers that state none get them); objects without a
-    namespace are in ``default_namespace``."""
+    """Replicas and per-replica requests of the largest divisible workload, what
+    everything else that creates pods needs, and every kind — each object as its kind's
+    replicas rule reads it (``interpreters``; the built-in rules by default).
+    ``defaults``: per namespace, the default requests of its LimitRanges (containers that
+    state none get them); objects without a namespace are in ``default_namespace``."""
+    rules = interpreters or builtin_rules()
     kinds = set(selected_kinds)
     workloads: list[tuple[int, dict[str, Decimal]]] = []
     stated_cpu: list[Decimal] = []
@@ -79,25 +88,22 @@ def demand_of(
     for obj in manifests:
         key = (str(obj.get("apiVersion")), str(obj.get("kind")))
         kinds.add(key)
-        pod_spec = pod_spec_of(obj)
-        if pod_spec is None:
+        replicas = _replicas(obj, rules)
+        if replicas is None or replicas.pod_template is None:
             continue
+        pod_spec = replicas.pod_template.get("spec")
+        pod_spec = pod_spec if isinstance(pod_spec, Mapping) else {}
         namespace = str((obj.get("metadata") or {}).get("namespace") or default_namespace)
         pod = pod_requests(pod_spec, (defaults or {}).get(namespace))
-        spec = _template(obj, "spec")
-        if key in REPLICATED_KINDS:
-            workloads.append((_count(spec.get("replicas")), pod))
-            stated = pod if not defaults else pod_requests(pod_spec, None)
-            stated_cpu.append(stated.get("cpu", Decimal(0)) * workloads[-1][0])
-        elif key == ("apps/v1", "DaemonSet"):
+        count = _count(replicas.count)
+        if replicas.per_node:
             _add(per_node, pod, 1)
-        elif key == ("batch/v1", "Job"):
-            _add(fixed, pod, _count(spec.get("parallelism")))
-        elif key == ("batch/v1", "CronJob"):
-            job = _template(spec, "jobTemplate", "spec")
-            _add(fixed, pod, _count(job.get("parallelism")))
-        else:  # a Pod
-            _add(fixed, pod, 1)
+        elif replicas.field is not None:
+            workloads.append((count, pod))
+            stated = pod if not defaults else pod_requests(pod_spec, None)
+            stated_cpu.append(stated.get("cpu", Decimal(0)) * count)
+        else:
+            _add(fixed, pod, count)
     if not workloads:
         return Demand(
             1,
@@ -110,11 +116,11 @@ def demand_of(
     # The divisible workload: the one asking most cpu in all as stated (ties: the first),
     # the same one whatever a cluster's LimitRanges add.
     main = max(range(len(workloads)), key=lambda i: (stated_cpu[i], -i))
-    for i, (replicas, pod) in enumerate(workloads):
+    for i, (count, pod) in enumerate(workloads):
         if i != main:
-            _add(fixed, pod, replicas)
-    replicas, per_replica = workloads[main]
-    return Demand(replicas, per_replica, frozenset(kinds), fixed, per_node)
+            _add(fixed, pod, count)
+    count, per_replica = workloads[main]
+    return Demand(count, per_replica, frozenset(kinds), fixed, per_node)
 
 
 def on_clusters(
@@ -122,6 +128,7 @@ def on_clusters(
     manifests: Sequence[Mapping[str, Any]],
     defaults: Mapping[str, Mapping[str, Mapping[str, Decimal]] | None],
     default_namespace: str = "",
+    interpreters: Interpreters | None = None,
 ) -> Demand:
     """``base`` (:func:`demand_of` without defaults) with what it asks instead on each
     cluster whose LimitRanges give its containers defaults (``defaults``: per cluster, per
@@ -130,7 +137,7 @@ def on_clusters(
     namespaces = {
         str((obj.get("metadata") or {}).get("namespace") or default_namespace)
         for obj in manifests
-        if pod_spec_of(obj) is not None
+        if pod_spec_of(obj, interpreters) is not None
     }
     on: dict[str, Demand] = {}
     reckoned: dict[tuple[Any, ...], Demand | None] = {}
@@ -142,7 +149,7 @@ def on_clusters(
             continue
         key = tuple(sorted((ns, tuple(sorted(d.items()))) for ns, d in relevant.items()))
         if key not in reckoned:
-            variant = demand_of(manifests, base.kinds, relevant, default_namespace)
+            variant = demand_of(manifests, base.kinds, relevant, default_namespace, interpreters)
             same = variant.resources_key == base.resources_key
             reckoned[key] = None if same else variant
         if (variant_for := reckoned[key]) is not None:

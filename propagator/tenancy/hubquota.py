@@ -9,6 +9,7 @@ from typing import Any
 
 from fleet.snapshot import FleetSnapshot
 from propagator.conditions import by_message
+from propagator.interpreter.registry import Interpreters
 from propagator.observability.metrics import Metrics
 from propagator.tenancy.accounting import Use, UseCache, over_room, planned_use
 from propagator.tenancy.limits import LimitDefaults, requests_missing
@@ -42,13 +43,15 @@ class QuotaAdmission:
         table: WorkTable,
         limits: LimitDefaults,
         metrics: Metrics,
+        interpreters: Interpreters,
     ) -> None:
         self.quotas = quotas
         self.namespace_labels = namespace_labels
         self.table = table
         self.limits = limits
         self.metrics = metrics
-        self._use_cache = UseCache(limits)
+        self.interpreters = interpreters
+        self._use_cache = UseCache(limits, interpreters)
 
     def tenant_of(self, namespace: str) -> Mapping[str, Any] | None:
         """The TenantQuota that owns the hub namespace, if any."""
@@ -104,6 +107,7 @@ class QuotaAdmission:
                 {k.removeprefix("requests.") for k in hard_for(tenant, cluster, labels[cluster])},
                 defaults,
                 namespace,
+                self.interpreters,
             )
         ]
         if missing:
@@ -115,7 +119,7 @@ class QuotaAdmission:
                 f"{by_message(missing, 'problems')}; nothing was applied",
             )
         room = remaining(tenant, labels, own, planned)
-        if over := over_room(rendered, room, snapshot, self.limits, namespace):
+        if over := over_room(rendered, room, snapshot, self.limits, namespace, self.interpreters):
             self.metrics.tenant_rejections.labels(name, "quota").inc()
             return QuotaRefusal(
                 "QuotaExceeded",

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from api.pods import RESOURCES, unrequested
 from api.quantity import QuantityError, parse_quantity
+from propagator.interpreter.registry import Interpreters
 from propagator.scheduler.demand import pod_spec_of
 
 ContainerDefaults = dict[str, dict[str, Decimal]]
@@ -82,6 +83,7 @@ def requests_missing(
     limited: Iterable[str],
     defaults: Mapping[str, Mapping[str, Decimal]],
     default_namespace: str,
+    interpreters: Interpreters | None = None,
 ) -> list[str]:
     """What a quota limiting ``limited`` (cpu, memory) would refuse among ``objects``:
     ``Deployment ns/web container app: no cpu request`` for each container that states
@@ -89,7 +91,7 @@ def requests_missing(
     resources = [r for r in RESOURCES if r in set(limited)]
     found = []
     for obj in objects:
-        pod_spec = pod_spec_of(obj) if resources else None
+        pod_spec = pod_spec_of(obj, interpreters) if resources else None
         if pod_spec is None:
             continue
         meta = obj.get("metadata") or {}

@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from propagator.work.workloadhealth import WorkloadHealth
+from propagator.interpreter.health import WorkloadHealth
+from propagator.work.workloadhealth import ClusterHealth
 
 
 class MemberView(Protocol):
@@ -22,6 +23,12 @@ class MemberView(Protocol):
     ) -> WorkloadHealth:
         """The health of ``objects`` on ``cluster`` (``namespace``: of those that name
         none)."""
+        ...
+
+    def judge(
+        self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str
+    ) -> ClusterHealth:
+        """:meth:`health` with why, and what the rules report of each object."""
         ...
 
     def quota_refusals(

@@ -1,132 +1,142 @@
-"""Workload health on a member, from an object's status, as Kubernetes tools judge it.
-
-Deployments, StatefulSets, DaemonSets and Jobs are judged by their conditions and ready
-counts; anything else is Healthy once it exists (there is nothing to wait for).
-"""
+"""An application's health on a member: each of its objects as the member's watch caches
+hold it, judged by the interpreter rules of its kind (a kind without rules is Healthy
+once it exists: there is nothing to wait for)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from api.interpreter import Aggregate
+from kube.redact import redact
+from propagator.interpreter.health import WorkloadHealth, rank
+from propagator.interpreter.registry import Interpreters
+from propagator.interpreter.rules import Verdict
 
 if TYPE_CHECKING:  # the type only: judging health reads caches, it does no I/O
     from kube.informer import Informer
 
-WorkloadHealth = Literal["Healthy", "Progressing", "Degraded", "Unknown"]
-_ORDER: dict[WorkloadHealth, int] = {"Healthy": 0, "Unknown": 1, "Progressing": 2, "Degraded": 3}
-HEALTHS: tuple[WorkloadHealth, ...] = tuple(_ORDER)
+
+@dataclass(frozen=True)
+class ObjectReport:
+    """What the rules say of one object on a cluster, for the application's status."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    health: WorkloadHealth
+    message: str
+    fields: Mapping[str, Any]
+    aggregates: Mapping[str, Aggregate] = field(default_factory=dict)
+    """How each field combines across clusters (those that do)."""
+
+    def as_status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "name": self.name,
+            "health": self.health,
+        }
+        if self.namespace:
+            out["namespace"] = self.namespace
+        if self.message:
+            out["message"] = redact(self.message)[:1024]
+        if self.fields:
+            out["fields"] = {
+                k: redact(v) if isinstance(v, str) else v for k, v in self.fields.items()
+            }
+        return out
 
 
-def _condition(status: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
-    return next((c for c in status.get("conditions") or [] if c.get("type") == type_), None)
+@dataclass(frozen=True)
+class ClusterHealth:
+    """A cluster's health: its least healthy object, why, and what the rules report."""
+
+    health: WorkloadHealth
+    message: str = ""
+    """The least healthy object's reason (or which kinds have no health rule)."""
+    objects: tuple[ObjectReport, ...] = ()
+    """The objects not Healthy, or with reflected status fields (at most
+    :data:`OBJECTS_SHOWN`)."""
 
 
-def _observed(obj: Mapping[str, Any]) -> bool:
-    generation = (obj.get("metadata") or {}).get("generation")
-    observed = (obj.get("status") or {}).get("observedGeneration")
-    return generation is None or observed is None or observed >= generation
+OBJECTS_SHOWN = 20
+"""Objects a cluster's line of the application's status lists."""
 
 
-def _deployment(obj: Mapping[str, Any]) -> WorkloadHealth:
-    spec, status = obj.get("spec") or {}, obj.get("status") or {}
-    progressing = _condition(status, "Progressing")
-    if progressing and progressing.get("reason") == "ProgressDeadlineExceeded":
-        return "Degraded"
-    want = spec.get("replicas", 1)
-    if (
-        _observed(obj)
-        and status.get("updatedReplicas", 0) >= want
-        and status.get("availableReplicas", 0) >= want
-        and status.get("replicas", 0) <= want
-    ):
-        return "Healthy"
-    return "Progressing"
-
-
-def _rolled_out(obj: Mapping[str, Any], want: int, ready: str, updated: str) -> WorkloadHealth:
-    status = obj.get("status") or {}
-    if _observed(obj) and status.get(ready, 0) >= want and status.get(updated, want) >= want:
-        return "Healthy"
-    return "Progressing"
-
-
-def _statefulset(obj: Mapping[str, Any]) -> WorkloadHealth:
-    want = (obj.get("spec") or {}).get("replicas", 1)
-    return _rolled_out(obj, want, "readyReplicas", "updatedReplicas")
-
-
-def _daemonset(obj: Mapping[str, Any]) -> WorkloadHealth:
-    want = (obj.get("status") or {}).get("desiredNumberScheduled", 0)
-    return _rolled_out(obj, want, "numberReady", "updatedNumberScheduled")
-
-
-def _job(obj: Mapping[str, Any]) -> WorkloadHealth:
-    status = obj.get("status") or {}
-    failed = _condition(status, "Failed")
-    if failed and failed.get("status") == "True":
-        return "Degraded"
-    complete = _condition(status, "Complete")
-    if complete and complete.get("status") == "True":
-        return "Healthy"
-    return "Progressing"
-
-
-_JUDGES = {
-    ("apps/v1", "Deployment"): _deployment,
-    ("apps/v1", "StatefulSet"): _statefulset,
-    ("apps/v1", "DaemonSet"): _daemonset,
-    ("batch/v1", "Job"): _job,
-}
-
-
-def health_of(obj: Mapping[str, Any] | None) -> WorkloadHealth:
-    """The health of one live object (None: it is not there yet; being deleted: it is
-    going away, whatever its status still says)."""
-    if obj is None or (obj.get("metadata") or {}).get("deletionTimestamp"):
-        return "Progressing"
-    judge = _JUDGES.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
-    return judge(obj) if judge else "Healthy"
-
-
-def worst(healths: Iterable[WorkloadHealth]) -> WorkloadHealth:
-    """A cluster's health: its least healthy object (Healthy when there is none)."""
-    return max(healths, key=_ORDER.__getitem__, default="Healthy")
-
-
-WORKLOAD_KINDS = frozenset(_JUDGES)
-"""(apiVersion, kind) of the objects whose health is judged by their status."""
+def judge_cluster(
+    interpreters: Interpreters,
+    cache: Callable[[str, str], Informer | None] | None,
+    objects: Sequence[Mapping[str, Any]],
+    namespace: str,
+    applied: Callable[[tuple[str, str, str, str]], int | None] = lambda _: None,
+) -> ClusterHealth:
+    """The health of ``objects`` as the member's watch caches (``cache(apiVersion, kind)``)
+    hold them, by ``interpreters``' rules (objects without a namespace are in
+    ``namespace``); Unknown while a cache has not listed, or without a member (``cache``
+    None). Kinds without health or status rules are Healthy once applied (the message
+    says so when nothing else is wrong). ``applied(key)``: the generation the member
+    answered the controller's last write of an object with — a cached copy older than that
+    has not seen the write (its status says nothing of it): Progressing."""
+    worst_seen: tuple[WorkloadHealth, str] = ("Healthy", "")
+    reports: list[ObjectReport] = []
+    unjudged: set[str] = set()
+    for obj in objects:
+        api_version, kind = str(obj.get("apiVersion")), str(obj.get("kind"))
+        if not interpreters.interprets(api_version, kind):
+            unjudged.add(kind)
+            continue
+        informer = cache(api_version, kind) if cache else None
+        if informer is None or not informer.synced:
+            why = "no member connection" if cache is None else f"{kind}s not listed yet"
+            return ClusterHealth("Unknown", why)
+        meta = obj.get("metadata") or {}
+        where, name = str(meta.get("namespace") or namespace), str(meta.get("name"))
+        live = informer.get(f"{where}/{name}")
+        written = applied((api_version, kind, where, name))
+        seen = ((live or {}).get("metadata") or {}).get("generation")
+        if live is not None and written is not None and isinstance(seen, int) and seen < written:
+            verdict = Verdict("Progressing", "the member has not seen the last write yet")
+        else:
+            verdict = interpreters.verdict(live)
+        fields, aggregates = interpreters.reflect(live) if live is not None else ({}, {})
+        label = f"{kind} {where}/{name}" if where else f"{kind} {name}"
+        if rank(verdict.health) > rank(worst_seen[0]):
+            worst_seen = (verdict.health, f"{label}: {verdict.message}".rstrip(": "))
+        if (verdict.health != "Healthy" or fields) and len(reports) < OBJECTS_SHOWN:
+            reports.append(
+                ObjectReport(
+                    api_version,
+                    kind,
+                    where,
+                    name,
+                    verdict.health,
+                    verdict.message,
+                    fields,
+                    aggregates,
+                )
+            )
+    health, message = worst_seen
+    if health == "Healthy" and unjudged:
+        message = "no health rule for " + ", ".join(sorted(unjudged)) + ": healthy once applied"
+    return ClusterHealth(health, message[:1024], tuple(reports))
 
 
 def cluster_health(
+    interpreters: Interpreters,
     cache: Callable[[str, str], Informer | None] | None,
     objects: Sequence[Mapping[str, Any]],
     namespace: str,
     applied: Callable[[tuple[str, str, str, str]], int | None] = lambda _: None,
 ) -> WorkloadHealth:
-    """The worst health of ``objects`` as the member's watch caches (``cache(apiVersion,
-    kind)``) hold them (objects without a namespace are in ``namespace``); Unknown while a
-    cache has not listed, or without a member (``cache`` None). ``applied(key)``: the
-    generation the member answered the controller's last write of an object with — a
-    cached copy older than that has not seen the write (its status says nothing of it):
-    Progressing."""
-    healths: list[WorkloadHealth] = []
-    for obj in objects:
-        kind = (str(obj.get("apiVersion")), str(obj.get("kind")))
-        if kind not in WORKLOAD_KINDS:
-            continue
-        informer = cache(*kind) if cache else None
-        if informer is None or not informer.synced:
-            return "Unknown"
-        meta = obj.get("metadata") or {}
-        where = meta.get("namespace") or namespace
-        live = informer.get(f"{where}/{meta.get('name')}")
-        written = applied((kind[0], kind[1], where, str(meta.get("name"))))
-        seen = ((live or {}).get("metadata") or {}).get("generation")
-        if live is not None and written is not None and isinstance(seen, int) and seen < written:
-            healths.append("Progressing")
-            continue
-        healths.append(health_of(live))
-    return worst(healths)
+    """:func:`judge_cluster`'s health alone."""
+    return judge_cluster(interpreters, cache, objects, namespace, applied).health
+
+
+def _condition(status: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == type_), None)
 
 
 def quota_refusals(

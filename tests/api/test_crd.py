@@ -67,6 +67,7 @@ def test_names_and_category() -> None:
         "Fleet": ["fl"],
         "ApplicationPropagation": ["ap"],
         "TenantQuota": ["tq"],
+        "ResourceInterpreter": ["ri"],
     }
     assert all(c["spec"]["names"]["categories"] == ["propagator"] for c in by_kind.values())
     assert by_kind["ApplicationPropagation"]["spec"]["scope"] == "Namespaced"

@@ -16,6 +16,8 @@ from api.finalizerpolicy import FINALIZER
 from fleet.snapshotstore import SnapshotStore
 from kube.connection import KubeConnection
 from kube.discovery import ResourceInfo
+from propagator.interpreter.health import WorkloadHealth
+from propagator.interpreter.registry import builtin_rules
 from propagator.observability.metrics import Metrics
 from propagator.propagation.plan import Plan
 from propagator.propagation.reconcile import Reconciler
@@ -25,7 +27,7 @@ from propagator.settings import Settings
 from propagator.tenancy.hubquota import QuotaAdmission
 from propagator.tenancy.limits import LimitDefaults
 from propagator.work.table import WorkTable
-from propagator.work.workloadhealth import WorkloadHealth
+from propagator.work.workloadhealth import ClusterHealth
 from tests.e2e.manifests import application, config_map, deployment
 from tests.fakes import served
 from tests.propagator.scheduler.test_scheduler import PROFILE, cluster
@@ -106,6 +108,7 @@ class Harness:
                 self.table,
                 LimitDefaults(listed.get),
                 self.metrics,
+                builtin_rules(),
             ),
             self.table,
             self,
@@ -126,6 +129,11 @@ class Harness:
         self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str
     ) -> WorkloadHealth:
         return self.healths.get(cluster, "Healthy")
+
+    def judge(
+        self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str
+    ) -> ClusterHealth:
+        return ClusterHealth(self.health(cluster, objects, namespace))
 
     def quota_refusals(
         self, cluster: str, objects: Sequence[Mapping[str, Any]], namespace: str

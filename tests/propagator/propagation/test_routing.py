@@ -10,6 +10,7 @@ import pytest
 
 from fleet.snapshot import cluster_info
 from fleet.snapshotstore import SnapshotStore
+from propagator.interpreter.registry import builtin_rules
 from propagator.propagation import drift
 from propagator.propagation.drift import fingerprint
 from propagator.propagation.routing import (
@@ -26,6 +27,9 @@ from tests.e2e.manifests import config_map, deployment
 from tests.fakes import FakeMember
 
 APP = "shop/web"
+
+
+INTERPRETS = builtin_rules().interprets
 
 
 def _setup(obj: dict[str, Any]) -> tuple[Any, WorkTable, dict[str, Any]]:
@@ -59,7 +63,7 @@ def _edited(live: dict[str, Any]) -> dict[str, Any]:
 def test_a_status_change_refreshes_the_status_without_a_sync() -> None:
     member, table, live = _setup(deployment("web", "shop", "nginx:1"))
     newer = {**_edited(live), "status": {"readyReplicas": 2}}
-    route = route_member_event(member, table, live, newer)
+    route = route_member_event(member, table, live, newer, INTERPRETS)
     assert route.sync is None
     assert route.refresh == APP
 
@@ -68,7 +72,7 @@ def test_an_edited_object_is_synced_again() -> None:
     member, table, live = _setup(deployment("web", "shop", "nginx:1"))
     edited = _edited(live)
     edited["spec"]["template"]["spec"]["containers"][0]["image"] = "evil:1"
-    assert route_member_event(member, table, live, edited).sync == APP
+    assert route_member_event(member, table, live, edited, INTERPRETS).sync == APP
 
 
 def test_the_event_of_our_own_write_is_in_line_without_hashing_it(
@@ -82,14 +86,14 @@ def test_the_event_of_our_own_write_is_in_line_without_hashing_it(
         raise AssertionError("fingerprinted")
 
     monkeypatch.setattr(drift, "fingerprint", hashed)
-    assert route_member_event(member, table, None, live) == Route()
+    assert route_member_event(member, table, None, live, INTERPRETS) == Route()
     with pytest.raises(AssertionError, match="fingerprinted"):
-        route_member_event(member, table, live, _edited(live))
+        route_member_event(member, table, live, _edited(live), INTERPRETS)
 
 
 def test_a_deleted_object_is_synced_again_and_a_config_map_needs_no_refresh() -> None:
     member, table, live = _setup(config_map("settings", "shop", a="1"))
-    route = route_member_event(member, table, live, None)
+    route = route_member_event(member, table, live, None, INTERPRETS)
     assert route.sync == APP
     assert route.refresh is None
 
@@ -109,7 +113,7 @@ def test_a_deleted_object_the_work_no_longer_wants_is_not_synced_again(
         now=0,
         recheck_after_s=60,
     )
-    assert route_member_event(member, table, live, None).sync is None
+    assert route_member_event(member, table, live, None, INTERPRETS).sync is None
 
 
 def test_a_deleted_object_without_a_namespace_in_the_work_is_synced_again() -> None:
@@ -119,21 +123,21 @@ def test_a_deleted_object_without_a_namespace_in_the_work_is_synced_again() -> N
     assert work is not None
     del work.objects[0]["metadata"]["namespace"]
     live["metadata"]["namespace"] = "shop"
-    assert route_member_event(member, table, live, None).sync == APP
+    assert route_member_event(member, table, live, None, INTERPRETS).sync == APP
 
 
 def test_objects_of_applications_without_work_here_are_ignored() -> None:
     member, table, live = _setup(config_map("settings", "shop", a="1"))
     other = Owner("shop", "other", "").stamp(config_map("x", "shop", a="1"), "r1", "m1")
-    assert route_member_event(member, table, other, None).sync is None
+    assert route_member_event(member, table, other, None, INTERPRETS).sync is None
     table.forget(APP)
-    assert route_member_event(member, table, live, None).sync is None
+    assert route_member_event(member, table, live, None, INTERPRETS).sync is None
 
 
 def test_our_own_apply_of_a_new_revision_is_not_drift() -> None:
     member, table, live = _setup(config_map("settings", "shop", a="1"))
     newer = Owner("shop", "web", "").stamp(config_map("settings", "shop", a="2"), "r2", "m1")
-    assert route_member_event(member, table, live, newer).sync is None
+    assert route_member_event(member, table, live, newer, INTERPRETS).sync is None
 
 
 def _member_cluster(name: str, pods: str = "10", ready: str = "True") -> dict[str, Any]:

@@ -254,7 +254,11 @@ def test_manifests_without_templates_or_overrides_are_copied_without_a_worker(
         "metadata": {"name": "web"},
         "spec": {"replicas": 1, "template": {"metadata": {"labels": {"app": "web"}}}},
     }
-    targets = [RenderTarget("edge-1", replicas=3), RenderTarget("edge-2", replicas=0)]
+    fields = (("apps/v1", "Deployment", "/spec/replicas"),)
+    targets = [
+        RenderTarget("edge-1", replicas=3, replica_fields=fields),
+        RenderTarget("edge-2", replicas=0, replica_fields=fields),
+    ]
     rendered: dict[str, list[dict[str, Any]]] = anyio.run(
         lambda: render_bounded(
             [config(v="{ not a template }"), deployment],

@@ -218,9 +218,16 @@ def test_a_rendered_namespace_that_is_no_label_is_refused_with_its_value(namespa
 
 def test_assigned_replicas_go_into_workloads_only() -> None:
     config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
-    out = render_for_cluster([deployment(), config], [], EDGE, APP, replicas=2)
+    fields = [("apps/v1", "Deployment", "/spec/replicas"), ("v1", "ConfigMap", "/x")]
+    out = render_for_cluster([deployment(), config], [], EDGE, APP, 2, fields[:1])
     assert out[0]["spec"]["replicas"] == 2
     assert "spec" not in out[1]
+    # wherever the kind's replicas rule says, for any kind
+    out = render_for_cluster([config], [], EDGE, APP, 2, fields[1:])
+    assert out[0]["x"] == 2
+    config["data"] = {"a": "b"}
+    with pytest.raises(RenderError, match="/data/a/n cannot hold the replicas"):
+        render_for_cluster([config], [], EDGE, APP, 2, [("v1", "ConfigMap", "/data/a/n")])
 
 
 def test_an_object_without_identity_is_refused_with_its_field() -> None:
