@@ -59,6 +59,26 @@ class ReplicaRules(KubeModel):
     requests are what a replica asks of a cluster and of a tenant's quota."""
     per_node: bool = False
     """One replica per node (as a DaemonSet): ``count`` is not used."""
+    canary_copies: bool = False
+    """Two objects of the kind can run side by side, so a canary runs the new revision as
+    a copy (``<name>-canary``, its pods labelled ``propagator.io/track: canary``) with the
+    step's share of ``field``'s replicas. Needs ``field`` and ``podTemplate``. Not for
+    kinds whose pods have identities or volumes of their own (StatefulSets) or that run
+    one pod per node (DaemonSets)."""
+    selector: str | None = Field(default=None, max_length=256, pattern=r"^(/([^/~]|~[01])*)+$")
+    """JSON pointer to the label selector a canary copy narrows to its own pods (its
+    ``matchLabels`` gets the track label), e.g. ``/spec/selector``."""
+
+    rules = (
+        Rule(
+            cel="!has(self.canaryCopies) || !self.canaryCopies || "
+            "(has(self.field) && has(self.podTemplate))",
+            message="canaryCopies needs field and podTemplate",
+            check=lambda r: (
+                not r.canary_copies or (r.field is not None and r.pod_template is not None)
+            ),
+        ),
+    )
 
 
 Aggregate = Literal["Sum", "Min", "Max", "All", "Any", "None"]

@@ -1,7 +1,9 @@
-"""What a cluster runs of an application with a canary: each Deployment as a stable copy
-(its own name, pods labelled ``propagator.io/track: stable``) and, while a canary runs
-there, a canary copy (``<name>-canary``, ``track: canary``, a selector of its own); each
-Service beside two that select one track each (``<svc>-stable``, ``<svc>-canary``).
+"""What a cluster runs of an application with a canary: each workload a canary splits (a
+Deployment, or any kind whose interpreter rules say ``canaryCopies``: :data:`SplitKinds`)
+as a stable copy (its own name, pods labelled ``propagator.io/track: stable``) and, while
+a canary runs there, a canary copy (``<name>-canary``, ``track: canary``, a selector of
+its own); each Service beside two that select one track each (``<svc>-stable``,
+``<svc>-canary``).
 
 Both copies' pods match the application's own Services, whose selectors do not name the
 track, so the replica split is the traffic split. Where a router splits traffic itself, its
@@ -18,6 +20,8 @@ from typing import Any, Literal
 
 from api.rollout import TRACK_LABEL
 from propagator.canary.split import split
+from propagator.interpreter.pointer import read_pointer, write_pointer
+from propagator.interpreter.rules import CanaryFields
 
 ClusterMode = Literal["latest", "stable", "split", "folding"]
 """What a cluster runs: ``latest`` (the new revision, one copy), ``stable`` (the stable
@@ -28,6 +32,13 @@ kept until it is Available)."""
 CANARY_SUFFIX = "-canary"
 STABLE_SUFFIX = "-stable"
 DEPLOYMENT = ("apps/v1", "Deployment")
+SplitKinds = Mapping[tuple[str, str], CanaryFields]
+"""(apiVersion, kind) of the workloads a canary runs as two copies, with where each keeps
+its replicas, pod template and selector (from the interpreter rules)."""
+DEPLOYMENTS: SplitKinds = {
+    DEPLOYMENT: CanaryFields("/spec/replicas", "/spec/template", "/spec/selector")
+}
+"""What the built-in rules split."""
 SERVICE = ("v1", "Service")
 INGRESS = ("networking.k8s.io/v1", "Ingress")
 GATEWAY_GROUP = "gateway.networking.k8s.io"
@@ -48,22 +59,28 @@ def name_of(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name") or "")
 
 
-def replicas_of(deployment: Mapping[str, Any]) -> int:
-    """A Deployment's replicas (1 when unset, as the API server defaults it)."""
-    replicas = (deployment.get("spec") or {}).get("replicas", 1)
+def replicas_of(workload: Mapping[str, Any], fields: CanaryFields) -> int:
+    """A workload's replicas (1 when unset, as the API server defaults a Deployment's)."""
+    replicas = read_pointer(workload, fields.replicas)
     return replicas if isinstance(replicas, int) and replicas >= 0 else 1
 
 
-def is_canary_copy(obj: Mapping[str, Any]) -> bool:
-    """Whether ``obj`` is a canary copy (a Deployment whose pods are on the canary track)."""
-    labels = (((obj.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels")
-    return kind_key_of(obj) == DEPLOYMENT and (labels or {}).get(TRACK_LABEL) == "canary"
+def _labels(workload: Mapping[str, Any], fields: CanaryFields) -> Mapping[str, Any]:
+    labels = read_pointer(workload, fields.template + "/metadata/labels")
+    return labels if isinstance(labels, Mapping) else {}
 
 
-def template_of(deployment: Mapping[str, Any]) -> Any:
-    """A Deployment's pod template, without the track label (what a canary compares)."""
-    template = copy.deepcopy((deployment.get("spec") or {}).get("template") or {})
-    labels = (template.get("metadata") or {}).get("labels")
+def is_canary_copy(obj: Mapping[str, Any], kinds: SplitKinds) -> bool:
+    """Whether ``obj`` is a canary copy (a split workload whose pods are on the canary
+    track)."""
+    fields = kinds.get(kind_key_of(obj))
+    return fields is not None and _labels(obj, fields).get(TRACK_LABEL) == "canary"
+
+
+def template_of(workload: Mapping[str, Any], fields: CanaryFields) -> Any:
+    """A workload's pod template, without the track label (what a canary compares)."""
+    template = copy.deepcopy(read_pointer(workload, fields.template) or {})
+    labels = (template.get("metadata") or {}).get("labels") if isinstance(template, dict) else None
     if isinstance(labels, dict):
         labels.pop(TRACK_LABEL, None)
     return template
@@ -74,12 +91,13 @@ def compose(
     stable: Mapping[str, Mapping[str, Any]],
     mode: ClusterMode,
     weight: int,
+    kinds: SplitKinds = DEPLOYMENTS,
 ) -> list[dict[str, Any]]:
     """The objects a cluster runs: ``new`` (the latest revision rendered for it) with its
-    Deployments as ``mode`` says. ``stable``: the stable revision's Deployments rendered for
-    the cluster, by name (a Deployment the stable revision does not have goes out as it is
-    now); ``weight``: the canary share for ``split`` and ``folding``. The replicas are the
-    latest revision's. Raises CanaryError."""
+    split workloads (``kinds``) as ``mode`` says. ``stable``: the stable revision's
+    workloads rendered for the cluster, by name (one the stable revision does not have
+    goes out as it is now); ``weight``: the canary share for ``split`` and ``folding``.
+    The replicas are the latest revision's. Raises CanaryError."""
     out: list[dict[str, Any]] = []
     services = {
         name_of(o)
@@ -98,42 +116,60 @@ def compose(
         if kind[1] == "HTTPRoute" and kind[0].startswith(GATEWAY_GROUP + "/"):
             out.append(_split_route(obj, services, routed))
             continue
-        if kind != DEPLOYMENT:
+        fields = kinds.get(kind)
+        if fields is None:
             out.append(copy.deepcopy(dict(obj)))
             continue
-        replicas, before = replicas_of(obj), stable.get(name_of(obj))
+        replicas, before = replicas_of(obj, fields), stable.get(name_of(obj))
         if mode == "latest" or before is None:
-            out.append(_tracked(obj, "stable", replicas))
+            out.append(_tracked(obj, "stable", replicas, fields))
         elif mode == "stable":
-            out.append(_tracked(before, "stable", replicas))
+            out.append(_tracked(before, "stable", replicas, fields))
         elif mode == "split":
             stable_replicas, canary_replicas = split(replicas, weight)
             out += [
-                _tracked(before, "stable", stable_replicas),
-                _canary_copy(obj, canary_replicas),
+                _tracked(before, "stable", stable_replicas, fields),
+                _canary_copy(obj, canary_replicas, fields),
             ]
         else:  # folding
             out += [
-                _tracked(obj, "stable", replicas),
-                _canary_copy(obj, split(replicas, weight)[1]),
+                _tracked(obj, "stable", replicas, fields),
+                _canary_copy(obj, split(replicas, weight)[1], fields),
             ]
     return out
 
 
-def _tracked(deployment: Mapping[str, Any], track: str, replicas: int) -> dict[str, Any]:
-    out = copy.deepcopy(dict(deployment))
-    spec = out.setdefault("spec", {})
-    spec["replicas"] = replicas
-    template = spec.setdefault("template", {})
-    template.setdefault("metadata", {}).setdefault("labels", {})[TRACK_LABEL] = track
+def _write(obj: dict[str, Any], pointer: str, value: Any) -> None:
+    if not write_pointer(obj, pointer, value):
+        raise CanaryError(
+            f"{kind_key_of(obj)[1]} {name_of(obj)}: {pointer} is not an object's field"
+        )
+
+
+def _tracked(
+    workload: Mapping[str, Any], track: str, replicas: int, fields: CanaryFields
+) -> dict[str, Any]:
+    out = copy.deepcopy(dict(workload))
+    _write(out, fields.replicas, replicas)
+    labels = read_pointer(out, fields.template + "/metadata/labels")
+    if not isinstance(labels, dict):
+        labels = {}
+        _write(out, fields.template + "/metadata/labels", labels)
+    labels[TRACK_LABEL] = track
     return out
 
 
-def _canary_copy(deployment: Mapping[str, Any], replicas: int) -> dict[str, Any]:
-    out = _tracked(deployment, "canary", replicas)
-    out["metadata"]["name"] = name_of(deployment) + CANARY_SUFFIX
-    selector = out["spec"].setdefault("selector", {})
-    selector.setdefault("matchLabels", {})[TRACK_LABEL] = "canary"
+def _canary_copy(
+    workload: Mapping[str, Any], replicas: int, fields: CanaryFields
+) -> dict[str, Any]:
+    out = _tracked(workload, "canary", replicas, fields)
+    out["metadata"]["name"] = name_of(workload) + CANARY_SUFFIX
+    if fields.selector is not None:
+        match = read_pointer(out, fields.selector + "/matchLabels")
+        if not isinstance(match, dict):
+            match = {}
+            _write(out, fields.selector + "/matchLabels", match)
+        match[TRACK_LABEL] = "canary"
     return out
 
 

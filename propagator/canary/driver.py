@@ -18,7 +18,7 @@ from fleet.snapshot import FleetSnapshot
 from kube.connection import KubeConnection
 from propagator.canary.analysis import Analysis
 from propagator.canary.copies import (
-    DEPLOYMENT,
+    SplitKinds,
     is_canary_copy,
     kind_key_of,
     name_of,
@@ -36,6 +36,7 @@ from propagator.canary.machine import (
 from propagator.canary.plan import CanaryPlan
 from propagator.canary.revisions import Source, StableRevisions, release_of, source_of
 from propagator.canary.running import unsupported
+from propagator.interpreter.registry import Interpreters
 from propagator.observability.events import record_event
 from propagator.observability.metrics import Metrics
 from propagator.work.members import MemberView
@@ -55,16 +56,21 @@ class CanaryPlanned(Planned, Protocol):
 PHASES = ("Progressing", "Paused", "Promoting", "Succeeded", "RolledBack", "Aborted")
 
 
-def templates_differ(stable: Source, latest: Source) -> bool:
-    """Whether a Deployment both revisions have runs another pod template in the latest,
+def templates_differ(stable: Source, latest: Source, kinds: SplitKinds) -> bool:
+    """Whether a workload both revisions have runs another pod template in the latest,
     or the overrides changed (they may patch a template)."""
     if stable.get("overrides") != latest.get("overrides"):
         return True
-    before = {name_of(d): template_of(d) for d in stable.get("workloads") or []}
-    return any(
-        name_of(d) in before and before[name_of(d)] != template_of(d)
-        for d in latest.get("workloads") or []
-    )
+
+    def templates(source: Source) -> dict[tuple[str, str, str], Any]:
+        return {
+            (*kind_key_of(w), name_of(w)): template_of(w, kinds[kind_key_of(w)])
+            for w in source.get("workloads") or []
+            if kind_key_of(w) in kinds
+        }
+
+    before = templates(stable)
+    return any(before.get(k, t) != t for k, t in templates(latest).items())
 
 
 class CanaryDriver:
@@ -77,10 +83,12 @@ class CanaryDriver:
         view: MemberView,
         metrics: Metrics,
         analysis: Analysis,
+        interpreters: Interpreters,
     ) -> None:
         self.hub, self.table, self.view, self.metrics = hub, table, view, metrics
         self.revisions = StableRevisions(hub)
         self.analysis = analysis
+        self.interpreters = interpreters
 
     def forget(self, key: str) -> None:
         namespace, _, name = key.partition("/")
@@ -111,8 +119,11 @@ class CanaryDriver:
         before = last.canary.state if last is not None and last.canary is not None else None
         if before is None:
             before = CanaryState.from_status((obj.get("status") or {}).get("canary"))
+        kinds = self._split_kinds(objects)
         latest = source_of(
-            objects, [o.model_dump(by_alias=True, exclude_none=True) for o in app.spec.overrides]
+            objects,
+            [o.model_dump(by_alias=True, exclude_none=True) for o in app.spec.overrides],
+            kinds,
         )
         release = release_of(latest)
         before, stable = await self._stable(namespace, name, before, release)
@@ -142,7 +153,7 @@ class CanaryDriver:
             before,
             canary,
             release,
-            lambda: stable is None or templates_differ(stable, latest),
+            lambda: stable is None or templates_differ(stable, latest, kinds),
             clusters,
             seen,
             action,
@@ -159,11 +170,21 @@ class CanaryDriver:
             clusters,
             release,
             None if state.stable == release else stable,
-            unsupported(objects),
+            unsupported(objects, kinds, self.interpreters.divides),
             before,
             rollback,
             latest,
+            kinds,
         )
+
+    def _split_kinds(self, objects: Sequence[Mapping[str, Any]]) -> SplitKinds:
+        """The kinds of ``objects`` a canary runs as two copies, by their rules."""
+        out = {}
+        for obj in objects:
+            key = kind_key_of(obj)
+            if key not in out and (fields := self.interpreters.canary_fields(*key)) is not None:
+                out[key] = fields
+        return out
 
     async def _stable(
         self, namespace: str, name: str, before: CanaryState | None, release: str
@@ -205,9 +226,10 @@ class CanaryDriver:
                 and state.applied
                 and state.revision == plan.revisions.get(t.cluster)
             )
-            deployments = [o for o in rendered if kind_key_of(o) == DEPLOYMENT]
-            copies = [o for o in deployments if is_canary_copy(o)]
-            stable = [o for o in deployments if not is_canary_copy(o)]
+            kinds = plan.canary.kinds if plan.canary is not None else {}
+            workloads = [o for o in rendered if kind_key_of(o) in kinds]
+            copies = [o for o in workloads if is_canary_copy(o, kinds)]
+            stable = [o for o in workloads if not is_canary_copy(o, kinds)]
             out[t.cluster] = Seen(
                 applied,
                 self.view.health(t.cluster, stable, namespace),

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from api.rollout import Canary
-from propagator.canary.copies import ClusterMode
+from propagator.canary.copies import DEPLOYMENTS, ClusterMode, SplitKinds
 from propagator.canary.machine import CanaryState, Rollback
 
 if TYPE_CHECKING:  # the type only: the plan reads no revision from the hub
@@ -24,14 +24,16 @@ class CanaryPlan:
     stable: Source | None
     """The stable revision's source, when some cluster renders it (else None)."""
     unsupported: tuple[str, ...] = ()
-    """Workloads a canary does not run (StatefulSets, DaemonSets: they roll out at once),
-    as ``Kind name``."""
+    """Workloads a canary does not run as two copies (StatefulSets, DaemonSets: they roll
+    out at once), as ``Kind name``."""
     before: CanaryState | None = None
     """The state this plan moved on from."""
     rollback: Rollback | None = None
     """The rollback this plan decided, if any."""
     latest: Source | None = None
     """The latest revision's source (kept on the hub once it is the stable one)."""
+    kinds: SplitKinds = field(default_factory=lambda: DEPLOYMENTS)
+    """The kinds among the application's objects that the canary runs as two copies."""
 
     def mode(self, cluster: str) -> ClusterMode:
         return self.state.mode(cluster, cluster in self.canary_clusters)

@@ -2,8 +2,9 @@
 ControllerRevision in the application's namespace (owned by it, the last few kept), so a
 restarted controller renders the stable copy exactly as before, whatever a member holds.
 
-A revision's *source* is what its Deployments are rendered from: the resolved Deployment
-manifests and the application's overrides. Its name is a hash of that source.
+A revision's *source* is what its split workloads (Deployments, and the kinds whose
+interpreter rules say ``canaryCopies``) are rendered from: their resolved manifests and
+the application's overrides. Its name is a hash of that source.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from kube.connection import KubeConnection
 from kube.errors import ApiError
-from propagator.canary.copies import DEPLOYMENT, kind_key_of
+from propagator.canary.copies import DEPLOYMENTS, SplitKinds, kind_key_of
 
 APPLICATION_LABEL = "propagator.io/application"
 RELEASE_LABEL = "propagator.io/release"
@@ -24,13 +25,15 @@ KEEP = 3
 """Revisions kept per application (the stable one and those before it)."""
 
 Source = dict[str, Any]
-"""{"workloads": [Deployment manifests], "overrides": [overrides]}."""
+"""{"workloads": [split workload manifests], "overrides": [overrides]}."""
 
 
-def source_of(objects: Sequence[Mapping[str, Any]], overrides: Sequence[Any]) -> Source:
-    """What the Deployments of ``objects`` are rendered from."""
+def source_of(
+    objects: Sequence[Mapping[str, Any]], overrides: Sequence[Any], kinds: SplitKinds = DEPLOYMENTS
+) -> Source:
+    """What the split workloads (``kinds``) of ``objects`` are rendered from."""
     return {
-        "workloads": [dict(o) for o in objects if kind_key_of(o) == DEPLOYMENT],
+        "workloads": [dict(o) for o in objects if kind_key_of(o) in kinds],
         "overrides": list(overrides),
     }
 

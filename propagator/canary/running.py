@@ -5,7 +5,7 @@ objects composed as the canary's state has it run them, ``status.canary`` and th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +13,7 @@ from api.application import Override
 from propagator.canary.copies import (
     DEPLOYMENT,
     CanaryError,
+    SplitKinds,
     compose,
     is_canary_copy,
     kind_key_of,
@@ -26,7 +27,6 @@ from propagator.work.members import MemberView
 from propagator.work.targets import Target
 
 Objects = list[dict[str, Any]]
-UNSUPPORTED_KINDS = (("apps/v1", "StatefulSet"), ("apps/v1", "DaemonSet"))
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,9 @@ def compose_clusters(
     for cluster, objects in rendered.items():
         before = {name_of(d): d for d in stable.get(cluster) or []}
         try:
-            out[cluster] = compose(objects, before, plan.mode(cluster), plan.state.weight)
+            out[cluster] = compose(
+                objects, before, plan.mode(cluster), plan.state.weight, plan.kinds
+            )
         except CanaryError as exc:
             raise RenderError(f"{cluster}: canary: {exc}") from exc
     return out
@@ -81,22 +83,32 @@ def canary_status(
         if mode in ("split", "folding"):
             line["weight"] = plan.state.weight
         for obj in rendered.get(t.cluster) or []:
+            # Ready counts where they are known (a Deployment's status); any split kind's
+            # copies gate the steps by their health.
             if kind_key_of(obj) != DEPLOYMENT:
                 continue
-            field = "canaryReady" if is_canary_copy(obj) else "stableReady"
+            field = "canaryReady" if is_canary_copy(obj, plan.kinds) else "stableReady"
             live = view.live(t.cluster, obj, namespace) or {}
             ready = (live.get("status") or {}).get("readyReplicas") or 0
-            line[field] = f"{ready}/{replicas_of(obj)}"
+            line[field] = f"{ready}/{replicas_of(obj, plan.kinds[DEPLOYMENT])}"
         if t.cluster in plan.state.promoted:
             line["promoted"] = True
         lines.append(line)
     return plan.state.status(lines)
 
 
-def unsupported(objects: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
-    """``Kind name`` of the workloads a canary does not run."""
+def unsupported(
+    objects: Sequence[Mapping[str, Any]],
+    kinds: SplitKinds,
+    spread: Callable[[str, str], bool],
+) -> tuple[str, ...]:
+    """``Kind name`` of the workloads a canary does not run as two copies: those whose
+    replicas are spread (``spread(apiVersion, kind)``: divided or per node) but not split
+    (``kinds``)."""
     return tuple(
-        f"{kind_key_of(o)[1]} {name_of(o)}" for o in objects if kind_key_of(o) in UNSUPPORTED_KINDS
+        f"{kind_key_of(o)[1]} {name_of(o)}"
+        for o in objects
+        if kind_key_of(o) not in kinds and spread(*kind_key_of(o))
     )
 
 
@@ -104,15 +116,16 @@ def condition_of(
     plan: CanaryPlan, objects: Sequence[Mapping[str, Any]]
 ) -> tuple[str, bool, str, str]:
     """The CanaryProgressing condition of ``plan``: CanaryUnsupported when the objects
-    hold no Deployment but StatefulSets or DaemonSets, which roll out at once."""
+    hold no workload a canary splits, only ones that roll out at once (StatefulSets,
+    DaemonSets)."""
     state = plan.state
     message = state.message or state.phase
     if plan.unsupported:
         note = (
             f"{', '.join(plan.unsupported[:5])} roll(s) out at once: canary steps run "
-            "Deployments only"
+            "Deployments and the kinds whose interpreter rules say canaryCopies"
         )
-        if not any(kind_key_of(o) == DEPLOYMENT for o in objects):
+        if not any(kind_key_of(o) in plan.kinds for o in objects):
             return ("CanaryProgressing", False, "CanaryUnsupported", note)
         message = f"{message}; {note}"
     return ("CanaryProgressing", state.phase in RUNNING, state.phase, message)

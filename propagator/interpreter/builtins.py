@@ -93,6 +93,12 @@ def _workload(template: str, count: str = _REPLICAS, divided: bool = True) -> di
     }
 
 
+# A Deployment runs as a stable and a canary copy side by side, the copy selecting its own
+# pods. StatefulSets (pods with identities and volumes), ReplicaSets (their Deployment's
+# business) and DaemonSets (a pod per node) roll out at once.
+_SPLIT = {"canaryCopies": True, "selector": "/spec/selector"}
+
+
 _DEPLOYMENT = {
     "health": {
         "checks": [
@@ -117,7 +123,7 @@ _DEPLOYMENT = {
             },
         ]
     },
-    "replicas": _workload("/spec/template"),
+    "replicas": {**_workload("/spec/template"), **_SPLIT},
     "dependencies": {"objects": _pod_dependencies("self.?spec.?template.?spec.orValue({})")},
 }
 

@@ -17,7 +17,14 @@ from typing import Any
 
 from api.interpreter import Aggregate, ResourceInterpreter, ResourceInterpreterSpec
 from propagator.interpreter.builtins import builtin_interpreters
-from propagator.interpreter.rules import KindRules, Replicas, RuleFailed, RulesError, Verdict
+from propagator.interpreter.rules import (
+    CanaryFields,
+    KindRules,
+    Replicas,
+    RuleFailed,
+    RulesError,
+    Verdict,
+)
 
 GroupKind = tuple[str, str]
 
@@ -180,6 +187,21 @@ class Interpreters:
         rules = self.rules_for(api_version, kind)
         spec = rules.spec.replicas if rules is not None else None
         return spec.field if spec is not None and not spec.per_node else None
+
+    def divides(self, api_version: str, kind: str) -> bool:
+        """Whether the kind's replicas are spread (divided across clusters, or per node)."""
+        rules = self.rules_for(api_version, kind)
+        spec = rules.spec.replicas if rules is not None else None
+        return spec is not None and (spec.field is not None or spec.per_node)
+
+    def canary_fields(self, api_version: str, kind: str) -> CanaryFields | None:
+        """Where a canary copy of the kind is sized, labelled and narrowed (None: a canary
+        does not run the kind as two copies)."""
+        rules = self.rules_for(api_version, kind)
+        spec = rules.spec.replicas if rules is not None else None
+        if spec is None or not spec.canary_copies or spec.field is None:
+            return None
+        return CanaryFields(spec.field, spec.pod_template or "", spec.selector)
 
     def dependencies(self, obj: Mapping[str, Any]) -> list[dict[str, str]]:
         """The objects ``obj`` uses; raises :class:`RuleFailed`."""

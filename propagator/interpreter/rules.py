@@ -43,6 +43,16 @@ class Reflected:
     program: Program
 
 
+@dataclass(frozen=True)
+class CanaryFields:
+    """Where an object of a kind a canary runs as two copies keeps its replicas, its pod
+    template and its pods' selector (JSON pointers)."""
+
+    replicas: str
+    template: str
+    selector: str | None
+
+
 class RulesError(ValueError):
     """Rules that do not compile: every expression that failed, by field."""
 

@@ -154,7 +154,13 @@ class Chooser:
         hub's discovery did not answer (retried, nothing written meanwhile)."""
         try:
             await check_rendered(
-                self.hub, tenancy, self.platform, moved.rendered, namespace, moved.revisions
+                self.hub,
+                tenancy,
+                self.platform,
+                moved.rendered,
+                namespace,
+                moved.revisions,
+                self.admission.interpreters,
             )
         except Forbidden as exc:
             raise forbidden(exc, self.metrics) from exc

@@ -101,7 +101,12 @@ class Reconciler:
         )
         self.failover = FailoverDriver(hub, table, view, metrics)
         self.canary = CanaryDriver(
-            hub, table, view, metrics, Analysis(settings.analysis_address_list())
+            hub,
+            table,
+            view,
+            metrics,
+            Analysis(settings.analysis_address_list()),
+            admission.interpreters,
         )
         self.chooser = Chooser(
             hub,

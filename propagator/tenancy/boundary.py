@@ -8,6 +8,7 @@ from typing import Any
 
 from kube.connection import KubeConnection
 from kube.discovery import UnknownKind
+from propagator.interpreter.registry import Interpreters
 from propagator.tenancy.policy import Forbidden, Platform, Refusal, TenantPolicy, refusals
 
 
@@ -34,6 +35,7 @@ async def check_rendered(
     rendered: Mapping[str, Iterable[Mapping[str, Any]]],
     default_namespace: str,
     revisions: Mapping[str, str] | None = None,
+    interpreters: Interpreters | None = None,
 ) -> None:
     """Raise :class:`Forbidden` naming every object, on any cluster, that ``policy`` does
     not allow (an override may move an object on one cluster only). ``revisions``: per
@@ -53,7 +55,12 @@ async def check_rendered(
                 continue
             judged.add(revision)
         for refusal in refusals(
-            objects, policy, platform, lambda av, k: scopes[av, k], default_namespace
+            objects,
+            policy,
+            platform,
+            lambda av, k: scopes[av, k],
+            default_namespace,
+            interpreters,
         ):
             found.setdefault(str(refusal), Refusal(f"{refusal.object} on {cluster}", refusal.rule))
     if found:

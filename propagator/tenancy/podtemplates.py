@@ -1,8 +1,10 @@
 """Where a workload keeps the pods it makes: the pod templates the hub checks against the
 tenant's Pod Security level before anything is written.
 
-Pure. Custom workloads are not known here: the member's own Pod Security Admission, which
-the tenant's namespace labels turn on, refuses their pods.
+Pure. Core kinds are known here; any other kind is known by its interpreter rules'
+``replicas.podTemplate`` (a custom workload a platform wrote rules for is checked like a
+Deployment). A custom kind without such a rule is left to the member's own Pod Security
+Admission, which the tenant's namespace labels turn on.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from propagator.interpreter.registry import Interpreters
 from propagator.tenancy.podsecurity import Level, Violation, violations
 
 TEMPLATE_PATHS: dict[tuple[str, str], tuple[str, ...]] = {
@@ -37,10 +40,18 @@ class PodTemplate:
     spec: Mapping[str, Any]
 
 
-def pod_template(obj: Mapping[str, Any]) -> PodTemplate | None:
-    """The pod ``obj`` makes, if it is a workload kind this module knows."""
+def pod_template(
+    obj: Mapping[str, Any], interpreters: Interpreters | None = None
+) -> PodTemplate | None:
+    """The pod ``obj`` makes, if it is a core workload kind or its kind's interpreter
+    rules say where its pod template is."""
     group = str(obj.get("apiVersion")).rpartition("/")[0]
     path = TEMPLATE_PATHS.get((group, str(obj.get("kind"))))
+    if path is None and interpreters is not None:
+        rules = interpreters.rules_for(str(obj.get("apiVersion")), str(obj.get("kind")))
+        pointer = rules.spec.replicas.pod_template if rules and rules.spec.replicas else None
+        if pointer is not None:
+            path = tuple(t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:])
     if path is None:
         return None
     node: Any = obj
@@ -55,10 +66,12 @@ def pod_template(obj: Mapping[str, Any]) -> PodTemplate | None:
     )
 
 
-def pod_security_problem(obj: Mapping[str, Any], level: Level) -> str | None:
+def pod_security_problem(
+    obj: Mapping[str, Any], level: Level, interpreters: Interpreters | None = None
+) -> str | None:
     """Why the pod ``obj`` makes breaks ``level`` (every failed check: reason, container
     and field), or None."""
-    template = pod_template(obj)
+    template = pod_template(obj, interpreters)
     if template is None:
         return None
     found: list[Violation] = violations(level, template.metadata, template.spec)

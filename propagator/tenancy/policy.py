@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from propagator.conditions import some_of
+from propagator.interpreter.registry import Interpreters
 from propagator.tenancy.exposure import Exposure, exposure_problem
 from propagator.tenancy.namespacelabels import platform_label
 from propagator.tenancy.podsecurity import LEVELS, Level
@@ -188,13 +189,15 @@ def refusals(
     platform: Platform,
     scope: Scope,
     default_namespace: str,
+    interpreters: Interpreters | None = None,
 ) -> list[Refusal]:
-    """Every object ``policy`` does not allow, with the rule (empty: all allowed)."""
+    """Every object ``policy`` does not allow, with the rule (empty: all allowed);
+    ``interpreters``: where custom workloads keep their pod templates."""
     if policy.platform:
         return []
     found = []
     for obj in objects:
-        if rule := _broken_rule(obj, policy, platform, scope, default_namespace):
+        if rule := _broken_rule(obj, policy, platform, scope, default_namespace, interpreters):
             found.append(Refusal(describe(obj), rule))
     return found
 
@@ -205,11 +208,12 @@ def _broken_rule(
     platform: Platform,
     scope: Scope,
     default_namespace: str,
+    interpreters: Interpreters | None,
 ) -> str | None:
     """The first rule ``obj`` breaks: where it goes, then what it runs or exposes."""
     if rule := misplaced(obj, policy, platform, scope, default_namespace):
         return rule
-    if problem := pod_security_problem(obj, policy.pod_security):
+    if problem := pod_security_problem(obj, policy.pod_security, interpreters):
         return f"{problem} ({policy.pod_security_source})"
     return exposure_problem(obj, policy.exposure)
 

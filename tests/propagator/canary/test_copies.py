@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from api.rollout import TRACK_LABEL
-from propagator.canary.copies import CanaryError, compose, template_of
+from propagator.canary.copies import DEPLOYMENT, DEPLOYMENTS, CanaryError, compose, template_of
+from propagator.interpreter.rules import CanaryFields
 
 
 def deployment(image: str, replicas: int = 10, name: str = "web") -> dict[str, Any]:
@@ -108,8 +109,9 @@ def test_the_inputs_are_not_changed() -> None:
 
 def test_templates_compare_without_the_track() -> None:
     tracked = by_name(compose([deployment("v1")], {}, "latest", 0))["Deployment/web"]
-    assert template_of(tracked) == template_of(deployment("v1"))
-    assert template_of(deployment("v1")) != template_of(deployment("v2"))
+    fields = DEPLOYMENTS[DEPLOYMENT]
+    assert template_of(tracked, fields) == template_of(deployment("v1"), fields)
+    assert template_of(deployment("v1"), fields) != template_of(deployment("v2"), fields)
 
 
 def test_a_service_selecting_on_the_track_is_refused() -> None:
@@ -173,3 +175,33 @@ def test_routers_follow_the_step_exactly() -> None:
         got = weights(compose(objects, STABLE, mode, 30))
         assert got == ("0", ROUTE["spec"]["rules"][0]["backendRefs"])  # type: ignore[index]
     assert by_name(compose(objects, STABLE, "split", 30))["Ingress/i"] == PLAIN_INGRESS
+
+
+POOLS = {
+    ("apps.example.com/v1", "WorkerPool"): CanaryFields("/spec/workers", "/spec/pod", None),
+}
+
+
+def pool(image: str, workers: int = 4) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps.example.com/v1",
+        "kind": "WorkerPool",
+        "metadata": {"name": "pool"},
+        "spec": {
+            "workers": workers,
+            "pod": {"metadata": {"labels": {"app": "pool"}}, "spec": {"image": image}},
+        },
+    }
+
+
+def test_any_kind_whose_rules_say_so_runs_as_two_copies() -> None:
+    out = compose([pool("v2")], {"pool": pool("v1")}, "split", 25, POOLS)
+    stable, canary = out
+    assert (stable["metadata"]["name"], canary["metadata"]["name"]) == ("pool", "pool-canary")
+    assert (stable["spec"]["workers"], canary["spec"]["workers"]) == (3, 1)
+    assert stable["spec"]["pod"]["spec"]["image"] == "v1"
+    assert canary["spec"]["pod"]["spec"]["image"] == "v2"
+    assert stable["spec"]["pod"]["metadata"]["labels"][TRACK_LABEL] == "stable"
+    assert canary["spec"]["pod"]["metadata"]["labels"][TRACK_LABEL] == "canary"
+    # without the rule's canaryCopies, the kind goes out as it is
+    assert compose([pool("v2")], {"pool": pool("v1")}, "split", 25) == [pool("v2")]

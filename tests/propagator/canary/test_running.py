@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from api.rollout import Canary
+from propagator.canary.copies import DEPLOYMENTS
 from propagator.canary.driver import templates_differ
 from propagator.canary.machine import CanaryState
 from propagator.canary.plan import CanaryPlan
 from propagator.canary.revisions import release_of, source_of
 from propagator.canary.running import condition_of, unsupported
+from propagator.interpreter.registry import builtin_rules
 from tests.propagator.canary.test_copies import deployment
 
 CANARY = Canary.model_validate({"steps": [{"weight": 50}]})
@@ -20,12 +22,16 @@ def source(*objects: dict[str, Any], overrides: list[Any] | None = None) -> dict
     return source_of(objects, overrides or [])
 
 
+def differ(stable: dict[str, Any], latest: dict[str, Any]) -> bool:
+    return templates_differ(stable, latest, DEPLOYMENTS)
+
+
 def test_only_a_changed_pod_template_needs_a_canary() -> None:
     v1 = source(deployment("v1", replicas=3))
-    assert templates_differ(v1, source(deployment("v2", replicas=3)))
-    assert not templates_differ(v1, source(deployment("v1", replicas=9)))  # scaled only
-    assert not templates_differ(v1, source(deployment("v2", name="api")))  # a new Deployment
-    assert templates_differ(v1, source(deployment("v1"), overrides=[{"values": {"a": 1}}]))
+    assert differ(v1, source(deployment("v2", replicas=3)))
+    assert not differ(v1, source(deployment("v1", replicas=9)))  # scaled only
+    assert not differ(v1, source(deployment("v2", name="api")))  # a new Deployment
+    assert differ(v1, source(deployment("v1"), overrides=[{"values": {"a": 1}}]))
 
 
 def test_a_release_is_named_by_its_workloads_and_overrides() -> None:
@@ -36,7 +42,14 @@ def test_a_release_is_named_by_its_workloads_and_overrides() -> None:
 
 def plan(*objects: dict[str, Any]) -> CanaryPlan:
     state = CanaryState("Progressing", "a", "b", 0, 50, message="step 1 of 1, weight 50")
-    return CanaryPlan(CANARY, state, frozenset({"c1"}), "b", None, unsupported(objects))
+    return CanaryPlan(
+        CANARY,
+        state,
+        frozenset({"c1"}),
+        "b",
+        None,
+        unsupported(objects, DEPLOYMENTS, builtin_rules().divides),
+    )
 
 
 def test_statefulsets_and_daemonsets_roll_out_at_once_and_say_so() -> None:
@@ -45,7 +58,8 @@ def test_statefulsets_and_daemonsets_roll_out_at_once_and_say_so() -> None:
         "CanaryProgressing",
         False,
         "CanaryUnsupported",
-        "StatefulSet db roll(s) out at once: canary steps run Deployments only",
+        "StatefulSet db roll(s) out at once: canary steps run Deployments and the kinds "
+        "whose interpreter rules say canaryCopies",
     )
     mixed = [deployment("v1"), STATEFUL]
     _, status, reason, message = condition_of(plan(*mixed), mixed)
