@@ -17,7 +17,8 @@ members joined with ``propagator fleet join`` and ``propagator run`` as a child 
    printed as a ratio to it as well. Half the bare loop's runs come before the
    controller's and half after, so neither side alone has a fresh fleet (the order moves
    the controller's median more than the bare loop's).
-2. Steady state with 1,000 applications (one ConfigMap each, on all three members): the
+2. Steady state with 1,000 applications (a ConfigMap and a Service each, on all three
+   members; the Service's health is judged by the built-in interpreter rules): the
    time to propagate them all, then two waves of reconciles with nothing to change —
    every application re-queued by a TenantQuota change (what is applied is known), and a
    controller restart (every cluster synced once against its member's watch caches) —
@@ -61,7 +62,15 @@ from fleet import local
 from fleet.local import cluster as local_cluster
 from fleet.local import process
 from tests.e2e.controller import free_port, http_get
-from tests.e2e.manifests import GROUP, PLURAL, VERSION, application, config_map, deployment
+from tests.e2e.manifests import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    application,
+    config_map,
+    deployment,
+    service,
+)
 
 REGIONS = {"member-1": "eu-west", "member-2": "us-east", "member-3": "ap-south"}
 REST_CORES = 0.3
@@ -441,13 +450,14 @@ def _wave(
 
 
 def _create_apps(api: Any, namespace: str, count: int) -> None:
-    """``count`` applications of one ConfigMap each in ``namespace``, 8 writes at a time."""
+    """``count`` applications of a ConfigMap and a Service each in ``namespace``, 8 writes
+    at a time."""
 
     def create(i: int) -> None:
         name = f"app-{i:04d}"
-        manifest = config_map(name, namespace, owner=name)
+        manifests = [config_map(name, namespace, owner=name), service(name, namespace)]
         api.create_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, application(name, namespace, [manifest], "bench")
+            GROUP, VERSION, namespace, PLURAL, application(name, namespace, manifests, "bench")
         )
 
     with concurrent.futures.ThreadPoolExecutor(8) as pool:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from propagator.cli import chart, crds, fleet, local, reference, run, schedule
+from propagator.cli import chart, crds, fleet, interpreter, local, reference, run, schedule
 from propagator.cli.parser import Parser
 
 
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     chart.register(commands)
     crds.register(commands)
     fleet.register(commands)
+    interpreter.register(commands)
     local.register(commands)
     reference.register(commands)
     run.register(commands)

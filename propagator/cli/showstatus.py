@@ -1,5 +1,6 @@
 """``kubectl propagator status NAME``: an application in one view — its conditions, a line
-per cluster (applied, health, replicas, errors), its canary and its quota."""
+per cluster (applied, health, replicas, and an error or why it is not healthy), the status
+fields its objects' interpreter rules reflect, its canary and its quota."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from propagator.cli.canary import headline
 from propagator.cli.text import table
 
 MAX_ERROR = 120
-"""Characters of a cluster's last error shown on its line (the status holds it whole)."""
+"""Characters of a cluster's last error (or health message) shown on its line (the status
+holds it whole)."""
 
 
 def status_text(app: dict[str, Any]) -> str:
@@ -27,11 +29,12 @@ def status_text(app: dict[str, Any]) -> str:
         lines.append(f"  {c.get('type')}={c.get('status')} {c.get('reason')}: {c.get('message')}")
     placed = {p.get("cluster"): p for p in status.get("placement") or []}
     rows: list[tuple[str, ...]] = [
-        ("CLUSTER", "APPLIED", "HEALTH", "REPLICAS", "ATTEMPTS", "LAST ERROR")
+        ("CLUSTER", "APPLIED", "HEALTH", "REPLICAS", "ATTEMPTS", "MESSAGE")
     ]
     for c in status.get("clusters") or []:
         replicas = (placed.get(c.get("name")) or {}).get("replicas")
-        error = str(c.get("lastError") or "-")
+        unhealthy = c.get("health") != "Healthy" and c.get("healthMessage")
+        error = str(c.get("lastError") or unhealthy or "-")
         if c.get("evicting"):
             error = f"evicting ({c['evicting'].get('reason')}): {c['evicting'].get('message')}"
         rows.append(
@@ -46,6 +49,10 @@ def status_text(app: dict[str, Any]) -> str:
         )
     if len(rows) > 1:
         lines += table(rows)
+    for o in status.get("objects") or []:
+        where = f"{o['namespace']}/" if o.get("namespace") else ""
+        fields = ", ".join(f"{k}={v}" for k, v in (o.get("fields") or {}).items())
+        lines.append(f"{o['kind']} {where}{o['name']}: {fields} ({o.get('clusters')} clusters)")
     if spec.get("canary") is not None:
         lines.append(f"canary: {headline(app)}")
     for evicted in status.get("evicted") or []:

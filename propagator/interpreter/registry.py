@@ -35,6 +35,9 @@ PAUSE_S = 60.0
 """How long a kind whose rules went over the time limit is not evaluated (Unknown)."""
 
 PARTS = ("health", "replicas", "status", "dependencies")
+REMEMBERED = 65_536
+"""Verdicts and reflected fields kept, by object and resourceVersion: a member's object
+that has not changed is not evaluated again (a resync judges every application)."""
 
 
 def group_kind(api_version: str, kind: str) -> GroupKind:
@@ -67,6 +70,8 @@ class Interpreters:
         """Hub ResourceInterpreters that compiled, by name."""
         self._rules: dict[GroupKind, KindRules] = {}
         self._paused: dict[GroupKind, tuple[float, str]] = {}
+        self._verdicts: dict[tuple[str, ...], Verdict] = {}
+        self._reflected: dict[tuple[str, ...], tuple[dict[str, Any], dict[str, Aggregate]]] = {}
         self.generation = 0
         """Goes up at every change of the rules in force."""
         for target in self._builtin:
@@ -123,6 +128,8 @@ class Interpreters:
 
     def _install(self, target: GroupKind, rules: KindRules | None) -> None:
         self._paused.pop(target, None)
+        self._verdicts.clear()
+        self._reflected.clear()
         self.generation += 1
         if rules is None:
             self._rules.pop(target, None)
@@ -154,12 +161,17 @@ class Interpreters:
         paused = self._pause_of(target)
         if paused is not None:
             return Verdict("Unknown", paused)
+        key = _version_key(obj)
+        if key is not None and (known := self._verdicts.get(key)) is not None:
+            return known
         try:
             verdict, spent = rules.health(obj)
         except RuleFailed as exc:
-            return Verdict("Unknown", str(exc))
+            verdict, spent = Verdict("Unknown", str(exc)), 0.0
         if spent > self.time_limit_s:
             return Verdict("Unknown", self._pause(target, rules, spent))
+        if key is not None:
+            _remember(self._verdicts, key, verdict)
         return verdict
 
     def reflect(self, obj: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Aggregate]]:
@@ -169,13 +181,21 @@ class Interpreters:
         rules = self._rules.get(target)
         if rules is None or not rules.reflected or self._pause_of(target) is not None:
             return {}, {}
+        key = _version_key(obj)
+        if key is not None and (known := self._reflected.get(key)) is not None:
+            return known
         started = time.perf_counter()
         fields = rules.reflect(obj)
         spent = time.perf_counter() - started
         if spent > self.time_limit_s:
             self._pause(target, rules, spent)
             return {}, {}
-        return fields, {f.name: f.aggregate for f in rules.reflected if f.aggregate != "None"}
+        aggregates: dict[str, Aggregate] = {
+            f.name: f.aggregate for f in rules.reflected if f.aggregate != "None"
+        }
+        if key is not None:
+            _remember(self._reflected, key, (fields, aggregates))
+        return fields, aggregates
 
     def replicas(self, obj: Mapping[str, Any]) -> Replicas | None:
         """What ``obj`` runs (None: its kind runs no pods); raises :class:`RuleFailed`."""
@@ -226,6 +246,28 @@ class Interpreters:
         )
         self._paused[target] = (self.clock() + self.pause_s, why)
         return why
+
+
+def _version_key(obj: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """An object at one version (None: it has no resourceVersion, as a manifest)."""
+    meta = obj.get("metadata") or {}
+    version = meta.get("resourceVersion")
+    if not isinstance(version, str) or not version:
+        return None
+    return (
+        str(obj.get("apiVersion")),
+        str(obj.get("kind")),
+        str(meta.get("namespace") or ""),
+        str(meta.get("name")),
+        str(meta.get("uid") or ""),
+        version,
+    )
+
+
+def _remember(memo: dict[tuple[str, ...], Any], key: tuple[str, ...], value: Any) -> None:
+    if len(memo) >= REMEMBERED:
+        del memo[next(iter(memo))]  # the oldest
+    memo[key] = value
 
 
 def _target(spec: ResourceInterpreterSpec) -> GroupKind:

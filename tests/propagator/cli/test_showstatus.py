@@ -46,14 +46,49 @@ def test_one_view_of_conditions_clusters_canary_and_evictions() -> None:
         "HEALTH",
         "REPLICAS",
         "ATTEMPTS",
-        "LAST",
-        "ERROR",
+        "MESSAGE",
     ]
     assert lines[4].split() == ["a", "yes", "Healthy", "3", "1", "-"]
     assert lines[5].split()[:5] == ["b", "no", "Unknown", "1", "3"]
     assert lines[5].endswith("x" * 120 + "…")  # a long error is cut on its line
     assert lines[6] == "canary: Succeeded: first release"
     assert lines[7] == "kept off c: ApplicationUnhealthy since 2026-12-01T10:00:00Z"
+
+
+def test_why_a_cluster_is_not_healthy_and_the_combined_fields_are_shown() -> None:
+    app: dict[str, Any] = {
+        "metadata": {"name": "pool", "namespace": "shop"},
+        "spec": {"fleet": "prod"},
+        "status": {
+            "clusters": [
+                {
+                    "name": "a",
+                    "applied": True,
+                    "health": "Degraded",
+                    "healthMessage": "WorkerPool shop/pool: worker crashed",
+                },
+                {
+                    "name": "b",
+                    "applied": True,
+                    "health": "Healthy",
+                    "healthMessage": "no health rule for ConfigMap: healthy once applied",
+                },
+            ],
+            "objects": [
+                {
+                    "kind": "WorkerPool",
+                    "namespace": "shop",
+                    "name": "pool",
+                    "fields": {"readyWorkers": 4},
+                    "clusters": 2,
+                }
+            ],
+        },
+    }
+    lines = status_text(app).splitlines()
+    assert lines[2].endswith("WorkerPool shop/pool: worker crashed")
+    assert lines[3].split()[-1] == "-"  # a healthy cluster's note is not a problem
+    assert lines[4] == "WorkerPool shop/pool: readyWorkers=4 (2 clusters)"
 
 
 def test_an_application_not_planned_yet() -> None:

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.reference_health import health_of
 from propagator.interpreter.builtins import builtin_interpreters
 from propagator.interpreter.registry import builtin_rules
-from tests.propagator.interpreter.reference_health import health_of
 
 
 def deployment(replicas: int = 3, generation: int = 2, **status: Any) -> dict[str, Any]:

@@ -170,3 +170,27 @@ def test_a_hostile_object_reads_unknown_with_the_rule_that_failed() -> None:
     assert "ResourceInterpreter widget.example.com: health check 1" in verdict.message
     assert "over the budget of 10,000 iterations" in verdict.message
     assert rules.verdict({**WIDGET, "status": {"items": "not a list"}}).health == "Unknown"
+
+
+def test_an_object_unchanged_since_it_was_judged_is_not_evaluated_again() -> None:
+    clock = [0.0]
+    rules = Interpreters(clock=lambda: clock[0])
+    rules.set(WIDGET_RULES)
+    live = {
+        **WIDGET,
+        "metadata": {"name": "w", "resourceVersion": "7"},
+        "status": {"phase": "Ready"},
+    }
+    assert rules.verdict(live).health == "Healthy"
+    # the same version again: the verdict is the one remembered (a resync costs nothing)
+    rules.time_limit_s = 1e-9
+    assert rules.verdict(live).health == "Healthy"
+    # a new version is evaluated (and, over the limit now, paused)
+    changed = {**live, "metadata": {"name": "w", "resourceVersion": "8"}}
+    assert rules.verdict(changed).health == "Unknown"
+    # new rules: nothing remembered holds
+    rules.time_limit_s = 10.0
+    clock[0] = 100
+    rules.set({**WIDGET_RULES, "spec": {**WIDGET_RULES["spec"], "status": []}})
+    assert rules.verdict(live).health == "Healthy"
+    assert rules.reflect(live) == ({}, {})

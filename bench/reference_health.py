@@ -1,6 +1,6 @@
 """The hand-written health Propagator had before interpreter rules (Deployment,
-StatefulSet, DaemonSet, Job; anything else Healthy), kept as the oracle the built-in rules
-are checked against."""
+StatefulSet, DaemonSet, Job; anything else Healthy): the baseline ``bench.health``
+measures the built-in rules against, and the oracle their unit test checks them with."""
 
 from __future__ import annotations
 
