@@ -72,6 +72,7 @@ bench: install testbin
 	$(PY) -m bench.calls --record
 	$(PY) -m bench.snapshot --record
 	$(PY) -m bench.scheduler --record
+	$(PY) -m bench.health --record
 	$(PY) -m bench.fanout --record
 	$(PY) -m bench.propagation --record
 	$(PY) -m bench.scale --record

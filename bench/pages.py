@@ -21,6 +21,7 @@ BENCHES = (
     "bench.calls",
     "bench.snapshot",
     "bench.scheduler",
+    "bench.health",
     "bench.fanout",
     "bench.propagation",
     "bench.scale",
