@@ -63,8 +63,12 @@ class Interpreters:
         time_limit_s: float = TIME_LIMIT_S,
         pause_s: float = PAUSE_S,
         clock: Callable[[], float] = time.monotonic,
+        failed: Callable[[str, str], None] = lambda _kind, _reason: None,
     ) -> None:
+        """``failed(kind, reason)``: told of each evaluation that failed on an object
+        (``error``) and each kind paused for its time (``slow``); kind as ``group/Kind``."""
         self.time_limit_s, self.pause_s, self.clock = time_limit_s, pause_s, clock
+        self.failed = failed
         self._builtin = {_target(r.spec): r.spec for r in builtin_interpreters()}
         self._hub: dict[str, ResourceInterpreterSpec] = {}
         """Hub ResourceInterpreters that compiled, by name."""
@@ -168,6 +172,7 @@ class Interpreters:
             verdict, spent = rules.health(obj)
         except RuleFailed as exc:
             verdict, spent = Verdict("Unknown", str(exc)), 0.0
+            self.failed(_label(target), "error")
         if spent > self.time_limit_s:
             return Verdict("Unknown", self._pause(target, rules, spent))
         if key is not None:
@@ -245,6 +250,7 @@ class Interpreters:
             f"{self.pause_s:.0f} s"
         )
         self._paused[target] = (self.clock() + self.pause_s, why)
+        self.failed(_label(target), "slow")
         return why
 
 
@@ -272,6 +278,10 @@ def _remember(memo: dict[tuple[str, ...], Any], key: tuple[str, ...], value: Any
 
 def _target(spec: ResourceInterpreterSpec) -> GroupKind:
     return (spec.target.group, spec.target.kind)
+
+
+def _label(target: GroupKind) -> str:
+    return f"{target[0] or 'core'}/{target[1]}"
 
 
 def _name(target: GroupKind) -> str:

@@ -120,6 +120,12 @@ DASHBOARDS = (
                 "s",
             ),
             Panel(
+                "Application clusters by health",
+                (("sum by (health) (propagator_application_clusters)", "{{health}}"),),
+                description="Every application's clusters, by its health there as its "
+                "objects' interpreter rules judge it.",
+            ),
+            Panel(
                 "Applies by cluster and result",
                 (_sum("propagator_applies_total", "cluster, result", C),),
                 "ops",

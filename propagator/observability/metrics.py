@@ -45,6 +45,21 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.application_clusters = Gauge(
+            "propagator_application_clusters",
+            "Clusters of each application by its health there (its objects judged by "
+            "their kinds' interpreter rules)",
+            ["namespace", "application", "health"],
+            registry=r,
+        )
+        self.rule_failures = Counter(
+            "propagator_interpreter_rule_failures_total",
+            "Interpreter rule evaluations that failed on a member's object, by kind "
+            "(group/kind) and reason (error: a missing field, a wrong type, over the "
+            "iteration budget; slow: over the time limit, the kind paused)",
+            ["kind", "reason"],
+            registry=r,
+        )
         self.evictions = Counter(
             "propagator_evictions_total",
             "Applications placed again without a cluster, by cluster and reason",

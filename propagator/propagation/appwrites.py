@@ -3,6 +3,8 @@ when it changed from what the hub holds) and its finalizers."""
 
 from __future__ import annotations
 
+import contextlib
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,6 +13,7 @@ from kube.connection import KubeConnection
 from kube.errors import ApiError
 from kube.keys import cache_key
 from propagator.conditions import WrittenStatuses
+from propagator.interpreter.health import HEALTHS
 from propagator.observability.metrics import Metrics
 
 
@@ -28,11 +31,20 @@ class ApplicationWrites:
 
     def forget(self, key: str) -> None:
         self.statuses.forget(key)
+        namespace, _, name = key.rpartition("/")
+        for health in HEALTHS:
+            with contextlib.suppress(KeyError):  # never counted
+                self.metrics.application_clusters.remove(namespace, name, health)
 
     async def status(self, obj: dict[str, Any], status: dict[str, Any]) -> None:
         """Write ``status`` unless the hub holds it already; an application deleted
-        meanwhile has nothing to report. Raises ApiError."""
+        meanwhile has nothing to report. Counts its clusters by health. Raises ApiError."""
         meta, key = obj["metadata"], cache_key(obj)
+        counted = Counter(str(c.get("health")) for c in status.get("clusters") or [])
+        for health in HEALTHS:
+            self.metrics.application_clusters.labels(
+                meta.get("namespace", ""), meta["name"], health
+            ).set(counted.get(health, 0))
         if not self.statuses.changed(key, obj, status):
             return
         self.metrics.status_writes.labels("ApplicationPropagation status").inc()

@@ -144,7 +144,9 @@ class PropagationController:
         )
         self.selected = SelectedWatches(hub, self._on_selected)
         self.interpreters = Interpreters(
-            time_limit_s=settings.rule_time_limit_s, pause_s=settings.rule_pause_s
+            time_limit_s=settings.rule_time_limit_s,
+            pause_s=settings.rule_pause_s,
+            failed=lambda kind, reason: metrics.rule_failures.labels(kind, reason).inc(),
         )
         self.rules = InterpreterWatch(
             hub, self.interpreters, metrics, lambda: self._enqueue(*self._keys())

@@ -194,3 +194,25 @@ def test_an_object_unchanged_since_it_was_judged_is_not_evaluated_again() -> Non
     rules.set({**WIDGET_RULES, "spec": {**WIDGET_RULES["spec"], "status": []}})
     assert rules.verdict(live).health == "Healthy"
     assert rules.reflect(live) == ({}, {})
+
+
+def test_failures_are_told_by_kind_and_reason() -> None:
+    told: list[tuple[str, str]] = []
+    rules = Interpreters(failed=lambda kind, reason: told.append((kind, reason)))
+    rules.set(WIDGET_RULES)
+    broken = {**WIDGET, "status": {"phase": 7}}  # a number where the rule compares a string
+    rules.set(
+        _rules(
+            "widget.example.com",
+            {
+                "target": {"group": "example.com", "kind": "Widget"},
+                "health": {
+                    "checks": [{"when": "self.status.phase.startsWith('R')", "health": "Healthy"}]
+                },
+            },
+        )
+    )
+    assert rules.verdict(broken).health == "Unknown"
+    rules.time_limit_s = 1e-9
+    assert rules.verdict({**WIDGET, "status": {"phase": "Ready"}}).health == "Unknown"
+    assert told == [("example.com/Widget", "error"), ("example.com/Widget", "slow")]
