@@ -15,6 +15,7 @@ from kube.informer import Informer
 from propagator.conditions import condition, now_iso
 from propagator.interpreter.registry import Compiled, Interpreters
 from propagator.observability.metrics import Metrics
+from propagator.runtime.statuswrites import status_not_written
 from propagator.runtime.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -88,16 +89,9 @@ class InterpreterWatch:
 
     async def run(self) -> None:
         """Write each ResourceInterpreter's status after it changed."""
-        while (name := await self.queue.get()) is not None:
-            try:
-                await self._write(name)
-                self.queue.forget(name)
-            except ApiError as exc:
-                if not exc.not_found:
-                    log.warning("ResourceInterpreter %s: status not written: %s", name, exc)
-                    self.queue.retry(name)
-            finally:
-                self.queue.done(name)
+        await self.queue.serve(
+            self._write, (ApiError,), status_not_written("ResourceInterpreter", log)
+        )
 
     async def _write(self, name: str) -> None:
         obj, compiled = self.informer.get(name), self.results.get(name)

@@ -12,6 +12,7 @@ import heapq
 import math
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 
 import anyio
 
@@ -115,6 +116,27 @@ class WorkQueue:
                 self._wake = anyio.Event()  # one fresh event, shared by every waiting worker
             with anyio.move_on_after(wait if wait is not None else math.inf):
                 await self._wake.wait()
+
+    async def serve(
+        self,
+        handle: Callable[[str], Awaitable[None]],
+        retried: tuple[type[Exception], ...],
+        failed: Callable[[str, Exception], bool],
+    ) -> None:
+        """Hand each key to ``handle`` until the queue shuts down. A key ``handle`` raised
+        one of ``retried`` for is told to ``failed(key, exc)``, and comes back after its
+        backoff when that says so (True); otherwise its backoff is reset."""
+        while (key := await self.get()) is not None:
+            try:
+                await handle(key)
+                self.forget(key)
+            except retried as exc:
+                if failed(key, exc):
+                    self.retry(key)
+                else:
+                    self.forget(key)
+            finally:
+                self.done(key)
 
     def done(self, key: str) -> None:
         """``key`` is processed; if it was added meanwhile, it is queued again now."""

@@ -154,15 +154,14 @@ class NamespaceKeeper:
     async def run(self, members: Callable[[str], Member | None]) -> None:
         """Write again what :meth:`observed` and :meth:`tenant_changed` queued, until the
         queue shuts down."""
-        while (key := await self.queue.get()) is not None:
-            try:
-                await self.rewrite(key, members)
-                self.queue.forget(key)
-            except (ApiError, UnknownKind, TimeoutError) as exc:
-                log.warning("%s: the platform's part not written: %s", key, exc)
-                self.queue.retry(key)
-            finally:
-                self.queue.done(key)
+
+        def failed(key: str, exc: Exception) -> bool:
+            log.warning("%s: the platform's part not written: %s", key, exc)
+            return True
+
+        await self.queue.serve(
+            lambda key: self.rewrite(key, members), (ApiError, UnknownKind, TimeoutError), failed
+        )
 
     async def rewrite(self, key: str, members: Callable[[str], Member | None]) -> None:
         """Write again what the platform keeps in ``cluster/namespace``, as the policy of

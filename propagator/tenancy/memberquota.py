@@ -141,19 +141,20 @@ class QuotaEnforcer:
 
     async def run(self, members: Callable[[str], Member | None]) -> None:
         """Rebalance what :meth:`changed` queued, until the queue shuts down."""
-        while (key := await self.queue.get()) is not None:
+
+        async def rebalance(key: str) -> None:
             cluster, tenant = key.split("/", 1)
             member = members(cluster)
             quota = next((q for q in self.quotas() if q["metadata"]["name"] == tenant), None)
-            try:
-                if member is not None and quota is not None:
-                    await self.rebalance(member, quota)
-                self.queue.forget(key)
-            except (ApiError, TimeoutError) as exc:
-                log.warning("%s: quota of tenant %s not rebalanced: %s", cluster, tenant, exc)
-                self.queue.retry(key)
-            finally:
-                self.queue.done(key)
+            if member is not None and quota is not None:
+                await self.rebalance(member, quota)
+
+        def failed(key: str, exc: Exception) -> bool:
+            cluster, tenant = key.split("/", 1)
+            log.warning("%s: quota of tenant %s not rebalanced: %s", cluster, tenant, exc)
+            return True
+
+        await self.queue.serve(rebalance, (ApiError, TimeoutError), failed)
 
     def tenant_of_app(self, app: str) -> Mapping[str, Any] | None:
         namespace = app.split("/", 1)[0]

@@ -15,6 +15,7 @@ from kube.connection import KubeConnection
 from kube.errors import ApiError
 from propagator.conditions import WrittenStatuses, by_message, condition, now_iso
 from propagator.observability.metrics import Metrics
+from propagator.runtime.statuswrites import status_not_written
 from propagator.runtime.workqueue import WorkQueue
 from propagator.tenancy.memberquota import Usage, written
 
@@ -114,16 +115,7 @@ class TenantStatusWriter:
         self.queue.add_after(tenant, STATUS_DEBOUNCE_S)
 
     async def run(self) -> None:
-        while (tenant := await self.queue.get()) is not None:
-            try:
-                await self._write(tenant)
-                self.queue.forget(tenant)
-            except ApiError as exc:
-                if not exc.not_found:
-                    log.warning("TenantQuota %s: status not written: %s", tenant, exc)
-                    self.queue.retry(tenant)
-            finally:
-                self.queue.done(tenant)
+        await self.queue.serve(self._write, (ApiError,), status_not_written("TenantQuota", log))
 
     async def _write(self, tenant: str) -> None:
         quota = next((q for q in self.quotas() if q["metadata"]["name"] == tenant), None)

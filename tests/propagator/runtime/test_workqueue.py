@@ -124,3 +124,32 @@ def test_can_be_made_outside_the_event_loop() -> None:
     q = WorkQueue()
     q.add("k")
     assert len(q) == 1
+
+
+async def test_serve_retries_what_failed_as_told_and_stops_at_shut_down() -> None:
+    q = WorkQueue(base_delay_s=0.01)
+    handled: list[str] = []
+    told: list[str] = []
+    retried = anyio.Event()
+
+    async def handle(key: str) -> None:
+        handled.append(key)
+        if handled.count("again") == 2:
+            retried.set()
+        if key != "ok" and handled.count(key) == 1:
+            raise LookupError(key)
+
+    def failed(key: str, exc: Exception) -> bool:
+        told.append(key)
+        return key == "again"  # "gone" is not retried
+
+    for key in ("ok", "again", "gone"):
+        q.add(key)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(q.serve, handle, (LookupError,), failed)
+        with anyio.fail_after(5):
+            await retried.wait()
+        q.shut_down()
+    assert sorted(handled) == ["again", "again", "gone", "ok"]
+    assert sorted(told) == ["again", "gone"]
+    assert q.failures("again") == 0  # reset once it went through

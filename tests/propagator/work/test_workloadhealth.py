@@ -4,18 +4,9 @@ from typing import Any
 
 from propagator.interpreter.registry import builtin_rules
 from propagator.work.workloadhealth import cluster_health
+from tests.propagator.interpreter.test_builtins import deployment
 
 RULES = builtin_rules()
-
-
-def deployment(replicas: int = 3, generation: int = 2, **status: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "web", "generation": generation},
-        "spec": {"replicas": replicas},
-        "status": {"observedGeneration": 2, **status},
-    }
 
 
 def test_a_deployment_whose_pods_the_quota_refuses_is_named() -> None:
