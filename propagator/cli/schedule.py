@@ -22,6 +22,7 @@ from kube.errors import ApiError
 from kube.kubeconfig import KubeconfigError
 from propagator.cli.hub import connect_hub
 from propagator.fleetmanager import memberstatus as fleetstatus
+from propagator.interpreter.registry import Interpreters
 from propagator.propagation.placement import FleetNotFound, current_placement, place
 from propagator.scheduler import (
     Decision,
@@ -122,10 +123,11 @@ def _application(path: Path) -> ApplicationPropagation:
 
 
 async def live_objects(hub: KubeConnection) -> list[dict[str, Any]]:
-    """What a decision reads from the hub: MemberClusters, Fleets, TenantQuotas and
-    Namespaces (a tenant may own the application's namespace by its labels)."""
+    """What a decision reads from the hub: MemberClusters, Fleets, TenantQuotas,
+    ResourceInterpreters (a custom workload's replicas and requests) and Namespaces (a
+    tenant may own the application's namespace by its labels)."""
     objects = []
-    for kind in ("MemberCluster", "Fleet", "TenantQuota"):
+    for kind in ("MemberCluster", "Fleet", "TenantQuota", "ResourceInterpreter"):
         listing = await call_with_retries(partial(hub.list, API_VERSION, kind))
         objects += [{**o, "kind": kind} for o in listing["items"]]
     listing = await call_with_retries(partial(hub.list, "v1", "Namespace"))
@@ -180,7 +182,8 @@ def decide(
     explain: bool,
 ) -> Decision:
     """One scheduling decision for ``app`` against ``objects`` (MemberClusters, Fleets,
-    TenantQuotas, Namespaces), as the controller would make it; raises FleetNotFound."""
+    TenantQuotas, ResourceInterpreters, Namespaces), as the controller would make it;
+    raises FleetNotFound."""
     members = {o["metadata"]["name"]: o for o in objects if o.get("kind") == "MemberCluster"}
     fleets = {
         o["metadata"]["name"]: fleetstatus.fleet_members(o, members)
@@ -207,12 +210,22 @@ def decide(
         scheduler,
         snapshot,
         app,
-        demand_of(app.spec.resources.manifests, kinds),
+        demand_of(app.spec.resources.manifests, kinds, interpreters=_interpreters(objects)),
         [o for o in objects if o.get("kind") == "TenantQuota"],
         namespace_labels,
         age_s=0.0,
         explain=explain,
     )
+
+
+def _interpreters(objects: list[dict[str, Any]]) -> Interpreters:
+    """The rules in force with the ResourceInterpreters among ``objects`` (those that do
+    not compile are left out, as the controller leaves them)."""
+    rules = Interpreters()
+    for obj in objects:
+        if obj.get("kind") == "ResourceInterpreter":
+            rules.set(obj)
+    return rules
 
 
 def decision_text(decision: Decision, app: ApplicationPropagation, as_json: bool) -> str:

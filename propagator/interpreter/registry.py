@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from api.interpreter import Aggregate, ResourceInterpreter, ResourceInterpreterSpec
@@ -161,7 +162,7 @@ class Interpreters:
         target = group_kind(str(obj.get("apiVersion")), str(obj.get("kind")))
         rules = self._rules.get(target)
         if rules is None or not rules.judges_health:
-            return Verdict("Healthy", f"no health rule for {_name(target)}: healthy once it exists")
+            return Verdict("Healthy", f"no health rule for {_name(target)}: healthy once applied")
         paused = self._pause_of(target)
         if paused is not None:
             return Verdict("Unknown", paused)
@@ -288,15 +289,11 @@ def _name(target: GroupKind) -> str:
     return f"{target[1]}.{target[0]}" if target[0] else target[1]
 
 
-_DEFAULT: list[Interpreters] = []
-
-
+@cache
 def builtin_rules() -> Interpreters:
     """The built-in rules alone (for what runs without a hub: ``propagator schedule``,
-    the pure parts' defaults)."""
-    if not _DEFAULT:
-        _DEFAULT.append(Interpreters())
-    return _DEFAULT[0]
+    the pure parts' defaults); one instance, never changed."""
+    return Interpreters()
 
 
 __all__ = ["Interpreters", "Replicas", "RuleFailed", "Verdict", "builtin_rules", "group_kind"]

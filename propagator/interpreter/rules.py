@@ -71,7 +71,7 @@ class KindRules:
 
     def __init__(self, spec: ResourceInterpreterSpec, origin: str) -> None:
         """Compile every expression of ``spec``; raises :class:`RulesError` listing each
-        that does not. ``origin``: where the rules come from (``built-in`` or
+        that does not. ``origin``: where the rules come from (``built-in rules`` or
         ``ResourceInterpreter NAME``), said in messages."""
         self.spec, self.origin = spec, origin
         problems: list[tuple[str, CompileError]] = []

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from propagator.cli.main import main
+from tests.root import ROOT
 
 
 def _member(name: str) -> dict[str, Any]:
@@ -145,3 +146,48 @@ def test_explain_shows_where_it_runs_and_what_changes(
     assert "change: m2 2 -> 3" in out
     assert main(["schedule", "-f", str(app), "--fleet-file", str(fleet), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["current"] == {"m1": 2, "m2": 2}
+
+
+def test_a_custom_workload_is_divided_by_the_rules_on_the_hub(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet_file = _fleet_file(tmp_path, "free")
+    listing = yaml.safe_load(fleet_file.read_text())
+    for item in listing["items"]:
+        if item["kind"] == "MemberCluster":
+            item["status"]["apiEnablements"].append(
+                {"groupVersion": "apps.example.com/v1", "kinds": ["WorkerPool"]}
+            )
+    rules = ROOT / "docs" / "examples" / "resource-interpreter.yaml"
+    pool = {
+        "apiVersion": "apps.example.com/v1",
+        "kind": "WorkerPool",
+        "metadata": {"name": "pool", "namespace": "shop"},
+        "spec": {"workers": 6, "template": {"spec": {"containers": [{"name": "w"}]}}},
+    }
+    app = tmp_path / "pool.yaml"
+    app.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "propagator.io/v1alpha1",
+                "kind": "ApplicationPropagation",
+                "metadata": {"name": "pool", "namespace": "shop"},
+                "spec": {
+                    "fleet": "f",
+                    "resources": {"manifests": [pool]},
+                    "placement": {"replicas": {"mode": "Divided"}},
+                },
+            }
+        )
+    )
+
+    def placed() -> dict[str, int]:
+        fleet_file.write_text(yaml.safe_dump(listing))
+        assert main(["schedule", "-f", str(app), "--fleet-file", str(fleet_file), "--json"]) == 0
+        decision = json.loads(capsys.readouterr().out)
+        return {p["cluster"]: p.get("replicas") for p in decision["placement"]}
+
+    # without rules for WorkerPools nothing says it runs 6 replicas: it counts as one
+    assert sum(placed().values()) == 1
+    listing["items"].append(yaml.safe_load(rules.read_text()))
+    assert placed() == {"m1": 3, "m2": 3}

@@ -53,7 +53,7 @@ def test_a_kind_without_rules_is_healthy_once_it_exists_and_says_so() -> None:
     rules = Interpreters()
     verdict = rules.verdict(WIDGET)
     assert verdict.health == "Healthy"
-    assert verdict.message == "no health rule for Widget.example.com: healthy once it exists"
+    assert verdict.message == "no health rule for Widget.example.com: healthy once applied"
     assert not rules.interprets("example.com/v1", "Widget")
 
 
