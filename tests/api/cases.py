@@ -75,6 +75,19 @@ def fl(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def ri(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "propagator.io/v1alpha1",
+        "kind": "ResourceInterpreter",
+        "metadata": {"name": "widget.example.com"},
+        "spec": {"target": {"group": "example.com", "kind": "Widget"}, **spec},
+    }
+
+
+def _check_of(**fields: Any) -> dict[str, Any]:
+    return {"health": {"checks": [{"when": "true", "health": "Healthy", **fields}]}}
+
+
 @dataclass(frozen=True)
 class BadObject:
     """An object that must be rejected: ``field`` must be named, ``says`` must be said."""
@@ -516,5 +529,29 @@ BAD_OBJECTS = [
         ap({"failover": {"application": {"purgeMode": "Never"}}}),
         "spec.failover.application.purgeMode",
         "Graciously",
+    ),
+    BadObject(
+        "ri-unknown-health",
+        ri(_check_of(health="Fine")),
+        "spec.health.checks[0].health",
+        "Progressing",
+    ),
+    BadObject(
+        "ri-expression-too-long",
+        ri(_check_of(when="true && " * 300 + "true")),
+        "spec.health.checks[0].when",
+        "2048",
+    ),
+    BadObject(
+        "ri-no-checks",
+        ri({"health": {"checks": []}}),
+        "spec.health.checks",
+        "1",
+    ),
+    BadObject(
+        "ri-canary-copies-without-field",
+        ri({"replicas": {"count": "self.spec.size", "canaryCopies": True}}),
+        "spec.replicas",
+        "canaryCopies needs field and podTemplate",
     ),
 ]

@@ -196,6 +196,13 @@ def test_the_controller_works_with_only_the_charts_rbac(
         ("create", "rolebindings.rbac.authorization.k8s.io", NAMESPACE, False),
         ("escalate", "clusterroles.rbac.authorization.k8s.io", None, False),
         ("delete", "memberclusters.propagator.io", None, False),
+        # the controller reads the platform's rules and writes their status, no more
+        ("watch", "resourceinterpreters.propagator.io", None, True),
+        ("create", "resourceinterpreters.propagator.io", None, False),
+        ("patch", "resourceinterpreters.propagator.io", None, False),
+        ("patch", "tenantquotas.propagator.io/status", None, True),
+        ("patch", "tenantquotas.propagator.io", None, False),
+        ("patch", "resourceinterpreters.propagator.io/status", None, True),
         ("patch", "applicationpropagations.propagator.io/status", "default", True),
         ("update", "leases.coordination.k8s.io", NAMESPACE, True),
         ("update", "leases.coordination.k8s.io", "default", False),
@@ -205,10 +212,13 @@ def test_what_the_charts_account_may_and_may_not_do(
     fleet: Fleet, installed: None, verb: str, resource: str, namespace: str | None, allowed: bool
 ) -> None:
     where = ["-n", namespace] if namespace else ["--all-namespaces"]
+    # kubectl reads TYPE/NAME: a subresource is asked for with --subresource
+    resource, _, subresource = resource.partition("/")
+    sub = [f"--subresource={subresource}"] if subresource else []
     result = subprocess.run(
         [
             str(fleet.binaries / "kubectl"), "--kubeconfig", str(fleet.kubeconfig(HUB)),
-            "auth", "can-i", verb, resource, *where, "--as", SUBJECT,
+            "auth", "can-i", verb, resource, *sub, *where, "--as", SUBJECT,
         ],
         capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip
