@@ -21,6 +21,10 @@ from propagator.work.members import MemberView
 from propagator.work.table import SyncState, WorkTable
 from propagator.work.targets import Target
 
+OBJECTS_COMBINED = 100
+"""Objects whose fields ``status.objects`` combines across clusters (the first, by
+apiVersion, kind, namespace and name)."""
+
 
 def plan_status(
     obj: dict[str, Any], plan: Plan, table: WorkTable, view: MemberView, now: float
@@ -69,7 +73,7 @@ def _cluster_status(
         ((o.api_version, o.kind, o.namespace, o.name), dict(o.fields), dict(o.aggregates))
         for line in lines
         for o in line.objects
-    )
+    )[:OBJECTS_COMBINED]
     _applied(builder, plan, states, removal)
     if not any(c[0] == "QuotaExceeded" for c in plan.conditions):
         _member_quota(builder, plan, states, view, namespace)

@@ -6,6 +6,7 @@ nothing changed (conditions keep their lastTransitionTime while their status hol
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +57,10 @@ class ClusterLine:
         return out
 
 
+OBJECTS_BUDGET = 256 << 10
+"""Bytes (as JSON) the clusters' ``objects`` lists may take in one status together."""
+
+
 class StatusBuilder:
     """Conditions for one application, against its previous status, at one time."""
 
@@ -80,8 +85,19 @@ class StatusBuilder:
         )
 
     def clusters(self, states: Sequence[ClusterLine], total: int) -> None:
-        """Per-cluster results and the ready counts (ready: applied and Healthy)."""
-        self.status["clusters"] = [s.as_status() for s in sorted(states, key=lambda s: s.name)]
+        """Per-cluster results and the ready counts (ready: applied and Healthy). The
+        lines' ``objects`` take at most :data:`OBJECTS_BUDGET` bytes together: past it, a
+        line keeps its health message only (a rule reflecting large fields on a thousand
+        clusters must not make the status too large to write)."""
+        lines, spent = [], 0
+        for state in sorted(states, key=lambda s: s.name):
+            line = state.as_status()
+            if "objects" in line:
+                spent += len(json.dumps(line["objects"], separators=(",", ":"), default=str))
+                if spent > OBJECTS_BUDGET:
+                    del line["objects"]
+            lines.append(line)
+        self.status["clusters"] = lines
         ready = sum(s.applied and s.health == "Healthy" for s in states)
         self.status["readyClusters"] = min(ready, total)
         self.status["totalClusters"] = total

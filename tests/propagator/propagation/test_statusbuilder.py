@@ -6,6 +6,7 @@ import pytest
 
 from propagator.conditions import NAMED_CLUSTERS, status_changed
 from propagator.propagation.statusbuilder import ClusterLine, StatusBuilder, availability
+from propagator.work.workloadhealth import ObjectReport
 
 
 def _state(name: str, applied: bool = True, health: str = "Healthy") -> ClusterLine:
@@ -84,3 +85,18 @@ def test_a_status_the_api_would_not_keep_is_refused() -> None:
     builder.status["appliedEverywhere"] = True  # not a field of the CRD
     with pytest.raises(ValueError, match="appliedEverywhere"):
         builder.build()
+
+
+def test_what_the_rules_reflect_takes_a_bounded_share_of_the_status() -> None:
+    big = ObjectReport("v1", "W", "shop", "w", "Progressing", "waiting", {"blob": "x" * 2000})
+    lines = [
+        ClusterLine(f"c{i:04d}", True, "Progressing", 1, None, "r1", None, None, "why", (big,))
+        for i in range(200)
+    ]
+    b = StatusBuilder({"metadata": {"generation": 1}}, "2026-11-30T00:00:00Z")
+    b.clusters(lines, 200)
+    status = b.build()
+    shown = [c for c in status["clusters"] if "objects" in c]
+    assert 100 <= len(shown) < 200  # the first ones, up to the budget
+    assert shown[0]["objects"][0]["fields"]["blob"] == "x" * 2000
+    assert all(c["healthMessage"] == "why" for c in status["clusters"])
