@@ -47,9 +47,10 @@ class Metrics:
         )
         self.application_clusters = Gauge(
             "propagator_application_clusters",
-            "Clusters of each application by its health there (its objects judged by "
-            "their kinds' interpreter rules)",
-            ["namespace", "application", "health"],
+            "Every application's clusters, by the application's health there (its objects "
+            "judged by their kinds' interpreter rules); one series per health, whatever "
+            "the number of applications (each one's is in its status)",
+            ["health"],
             registry=r,
         )
         self.rule_failures = Counter(

@@ -3,7 +3,6 @@ when it changed from what the hub holds) and its finalizers."""
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -24,6 +23,9 @@ class ApplicationWrites:
         self.hub = hub
         self.metrics = metrics
         self.statuses = WrittenStatuses()
+        self._healths: dict[str, Counter[str]] = {}
+        """Per application, its clusters by health in its last status."""
+        self._totals: Counter[str] = Counter()
 
     def as_held(self, key: str, obj: dict[str, Any]) -> dict[str, Any]:
         """``obj`` with the status the hub holds (see :class:`WrittenStatuses`)."""
@@ -31,20 +33,13 @@ class ApplicationWrites:
 
     def forget(self, key: str) -> None:
         self.statuses.forget(key)
-        namespace, _, name = key.rpartition("/")
-        for health in HEALTHS:
-            with contextlib.suppress(KeyError):  # never counted
-                self.metrics.application_clusters.remove(namespace, name, health)
+        self._count(key, Counter())
 
     async def status(self, obj: dict[str, Any], status: dict[str, Any]) -> None:
         """Write ``status`` unless the hub holds it already; an application deleted
         meanwhile has nothing to report. Counts its clusters by health. Raises ApiError."""
         meta, key = obj["metadata"], cache_key(obj)
-        counted = Counter(str(c.get("health")) for c in status.get("clusters") or [])
-        for health in HEALTHS:
-            self.metrics.application_clusters.labels(
-                meta.get("namespace", ""), meta["name"], health
-            ).set(counted.get(health, 0))
+        self._count(key, Counter(str(c.get("health")) for c in status.get("clusters") or []))
         if not self.statuses.changed(key, obj, status):
             return
         self.metrics.status_writes.labels("ApplicationPropagation status").inc()
@@ -62,6 +57,18 @@ class ApplicationWrites:
                 raise
         else:
             self.statuses.written(key, obj, status)
+
+    def _count(self, key: str, healths: Counter[str]) -> None:
+        """Count ``key``'s clusters by health in the totals (an empty Counter: it is gone)."""
+        before = self._healths.pop(key, Counter())
+        if healths:
+            self._healths[key] = healths
+        if before == healths:
+            return
+        self._totals.subtract(before)
+        self._totals.update(healths)
+        for health in HEALTHS:
+            self.metrics.application_clusters.labels(health).set(self._totals[health])
 
     async def finalizers(self, obj: Mapping[str, Any], finalizers: list[str]) -> None:
         """Replace the finalizers, only if the object is unchanged since it was read."""

@@ -18,7 +18,7 @@ class _Hub:
         return {}
 
 
-def test_an_applications_clusters_are_counted_by_health_until_it_is_forgotten() -> None:
+def test_the_applications_clusters_are_counted_by_health_until_forgotten() -> None:
     metrics, hub = Metrics(), _Hub()
     writes = ApplicationWrites(cast(KubeConnection, hub), metrics)
     app: dict[str, Any] = {"metadata": {"name": "web", "namespace": "shop"}}
@@ -29,15 +29,19 @@ def test_an_applications_clusters_are_counted_by_health_until_it_is_forgotten() 
             {"name": "c", "health": "Healthy"},
         ]
     }
+    other: dict[str, Any] = {"metadata": {"name": "api", "namespace": "shop"}}
     anyio.run(writes.status, app, status)
-    assert hub.patches == [{"status": status}]
+    anyio.run(writes.status, other, {"clusters": [{"name": "a", "health": "Healthy"}]})
+    assert hub.patches[0] == {"status": status}
 
     def count(health: str) -> float | None:
         return metrics.registry.get_sample_value(
-            "propagator_application_clusters",
-            {"namespace": "shop", "application": "web", "health": health},
+            "propagator_application_clusters", {"health": health}
         )
 
-    assert (count("Healthy"), count("Degraded"), count("Progressing")) == (2, 1, 0)
+    assert (count("Healthy"), count("Degraded"), count("Progressing")) == (3, 1, 0)
+    status["clusters"][1]["health"] = "Healthy"  # web recovered on b
+    anyio.run(writes.status, app, status)
+    assert (count("Healthy"), count("Degraded")) == (4, 0)
     writes.forget("shop/web")
-    assert count("Healthy") is None
+    assert (count("Healthy"), count("Degraded")) == (1, 0)
