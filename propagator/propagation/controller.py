@@ -95,6 +95,15 @@ def _namespace_labels(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _listed(member: Member, obj: Mapping[str, Any]) -> bool:
+    """Whether the member's cache of ``obj``'s kind has listed: the events of its first list
+    refresh no status (each application's sync there waits for that list and refreshes its
+    status once it is done; a refresh per listed object, after a restart, was a second
+    status pass over every application whose objects have health rules)."""
+    cache = member.cached(str(obj.get("apiVersion")), str(obj.get("kind")))
+    return cache is not None and cache.synced
+
+
 def _quota_exceeded(app: dict[str, Any]) -> bool:
     conditions = (app.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "QuotaExceeded" and c.get("status") == "True" for c in conditions)
@@ -374,7 +383,7 @@ class PropagationController:
         route = route_member_event(member, self.table, old, new, self.interpreters.interprets)
         if route.sync:
             member.queue.add(route.sync)
-        if route.refresh:
+        if route.refresh and _listed(member, obj):
             self._refresh(route.refresh)
 
     def _on_selected(self, kind: tuple[str, str], meta: Mapping[str, Any]) -> None:

@@ -80,3 +80,26 @@ def test_the_progress_of_a_large_application_is_written_less_often() -> None:
         table.record_applied("shop/big", cluster, state, (), now=1)
     # the last result is written at once, whatever the size
     assert status_refresh_delay(table, "shop/big", True) == 0
+
+
+def test_a_caches_first_list_refreshes_no_status() -> None:
+    from typing import cast
+
+    from kube.connection import KubeConnection
+    from kube.informer import Informer
+    from propagator.propagation.controller import _listed
+    from propagator.runtime.memberregistry import Member
+
+    services = Informer(cast(KubeConnection, None), "v1", "Service", lambda *_: None)
+
+    class _Member:
+        def cached(self, api_version: str, kind: str) -> Informer | None:
+            return services if (api_version, kind) == ("v1", "Service") else None
+
+    member = cast(Member, _Member())
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}}
+    # its events while it lists: the syncs that wait for the list refresh the status
+    assert not _listed(member, service)
+    services.mark_synced()
+    assert _listed(member, service)  # a change seen by a listed cache: refreshed
+    assert not _listed(member, {"apiVersion": "v1", "kind": "Pod", "metadata": {}})
