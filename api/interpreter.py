@@ -45,6 +45,11 @@ class HealthRules(KubeModel):
     """The verdict when no rule holds."""
 
 
+def _identity(pointer: str) -> bool:
+    """Whether ``pointer`` is in what names an object (metadata, apiVersion, kind)."""
+    return pointer.startswith("/metadata") or pointer in ("/apiVersion", "/kind")
+
+
 class ReplicaRules(KubeModel):
     """How many replicas the object runs and what each asks of a cluster."""
 
@@ -77,6 +82,14 @@ class ReplicaRules(KubeModel):
             check=lambda r: (
                 not r.canary_copies or (r.field is not None and r.pod_template is not None)
             ),
+        ),
+        Rule(
+            cel="!has(self.field) || !(self.field.startsWith('/metadata') || "
+            "self.field == '/apiVersion' || self.field == '/kind')",
+            message="field must not point into metadata, apiVersion or kind: the replicas are "
+            "written there",
+            check=lambda r: r.field is None or not _identity(r.field),
+            field_path=".field",
         ),
     )
 

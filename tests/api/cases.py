@@ -549,6 +549,12 @@ BAD_OBJECTS = [
         "1",
     ),
     BadObject(
+        "ri-replicas-into-metadata",
+        ri({"replicas": {"count": "1", "field": "/metadata/labels/size"}}),
+        "spec.replicas.field",
+        "field must not point into metadata, apiVersion or kind",
+    ),
+    BadObject(
         "ri-canary-copies-without-field",
         ri({"replicas": {"count": "self.spec.size", "canaryCopies": True}}),
         "spec.replicas",
