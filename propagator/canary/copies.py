@@ -21,6 +21,7 @@ from typing import Any, Literal
 from api.rollout import TRACK_LABEL
 from propagator.canary.split import split
 from propagator.interpreter.pointer import read_pointer, write_pointer
+from propagator.interpreter.registry import builtin_rules
 from propagator.interpreter.rules import CanaryFields
 
 ClusterMode = Literal["latest", "stable", "split", "folding"]
@@ -35,10 +36,10 @@ DEPLOYMENT = ("apps/v1", "Deployment")
 SplitKinds = Mapping[tuple[str, str], CanaryFields]
 """(apiVersion, kind) of the workloads a canary runs as two copies, with where each keeps
 its replicas, pod template and selector (from the interpreter rules)."""
-DEPLOYMENTS: SplitKinds = {
-    DEPLOYMENT: CanaryFields("/spec/replicas", "/spec/template", "/spec/selector")
-}
-"""What the built-in rules split."""
+_BUILT_IN = builtin_rules().canary_fields(*DEPLOYMENT)
+assert _BUILT_IN is not None  # the built-in Deployment rules say canaryCopies
+DEPLOYMENTS: SplitKinds = {DEPLOYMENT: _BUILT_IN}
+"""What the built-in rules split (the default where no rules are given)."""
 SERVICE = ("v1", "Service")
 INGRESS = ("networking.k8s.io/v1", "Ingress")
 GATEWAY_GROUP = "gateway.networking.k8s.io"

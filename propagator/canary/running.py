@@ -83,14 +83,15 @@ def canary_status(
         if mode in ("split", "folding"):
             line["weight"] = plan.state.weight
         for obj in rendered.get(t.cluster) or []:
-            # Ready counts where they are known (a Deployment's status); any split kind's
-            # copies gate the steps by their health.
-            if kind_key_of(obj) != DEPLOYMENT:
+            # Ready counts where they are known (a split Deployment's status); any split
+            # kind's copies gate the steps by their health.
+            fields = plan.kinds.get(kind_key_of(obj))
+            if kind_key_of(obj) != DEPLOYMENT or fields is None:
                 continue
             field = "canaryReady" if is_canary_copy(obj, plan.kinds) else "stableReady"
             live = view.live(t.cluster, obj, namespace) or {}
             ready = (live.get("status") or {}).get("readyReplicas") or 0
-            line[field] = f"{ready}/{replicas_of(obj, plan.kinds[DEPLOYMENT])}"
+            line[field] = f"{ready}/{replicas_of(obj, fields)}"
         if t.cluster in plan.state.promoted:
             line["promoted"] = True
         lines.append(line)

@@ -65,3 +65,23 @@ def test_statefulsets_and_daemonsets_roll_out_at_once_and_say_so() -> None:
     _, status, reason, message = condition_of(plan(*mixed), mixed)
     assert (status, reason) == (True, "Progressing")
     assert message.startswith("step 1 of 1, weight 50; StatefulSet db roll(s) out at once")
+
+
+def test_a_platform_that_takes_canary_copies_from_deployments_gets_no_ready_counts() -> None:
+    from typing import cast
+
+    from propagator.canary.running import canary_status
+    from propagator.work.members import MemberView
+    from propagator.work.targets import Target
+
+    # the platform's Deployment rules leave canaryCopies out: nothing is split
+    state = CanaryState("Progressing", "a", "b", 0, 50, message="step 1 of 1, weight 50")
+    unsplit = CanaryPlan(CANARY, state, frozenset({"c1"}), "b", None, kinds={})
+    status = canary_status(
+        unsplit,
+        [Target("c1", None, None, None)],
+        {"c1": [deployment("v2")]},
+        cast(MemberView, None),
+        "shop",
+    )
+    assert status["clusters"] == [{"name": "c1", "weight": 50}]
