@@ -12,7 +12,7 @@ from api.common import API_VERSION
 from kube.connection import KubeConnection
 from kube.errors import ApiError
 from kube.informer import Informer
-from propagator.conditions import condition, now_iso
+from propagator.conditions import condition, now_iso, status_changed
 from propagator.interpreter.registry import Compiled, Interpreters
 from propagator.observability.metrics import Metrics
 from propagator.runtime.statuswrites import status_not_written
@@ -32,20 +32,6 @@ def compiled_status(obj: dict[str, Any], compiled: Compiled, now: str) -> dict[s
     else:
         cond = condition("Compiled", False, "Invalid", compiled.error, generation, previous, now)
     return {"observedGeneration": generation, "conditions": [cond]}
-
-
-def _same(status: dict[str, Any] | None, desired: dict[str, Any]) -> bool:
-    def strip(s: dict[str, Any] | None) -> Any:
-        s = s or {}
-        return (
-            s.get("observedGeneration"),
-            [
-                {k: v for k, v in c.items() if k != "lastTransitionTime"}
-                for c in s.get("conditions") or []
-            ],
-        )
-
-    return bool(strip(status) == strip(desired))
 
 
 class InterpreterWatch:
@@ -98,8 +84,8 @@ class InterpreterWatch:
         if obj is None or compiled is None:
             return
         status = compiled_status(obj, compiled, now_iso())
-        if _same(obj.get("status"), status):
-            return
+        if not status_changed(obj.get("status"), status):
+            return  # a condition kept keeps its lastTransitionTime
         self.metrics.status_writes.labels("ResourceInterpreter status").inc()
         await self.hub.merge_patch(
             API_VERSION, "ResourceInterpreter", name, {"status": status}, subresource="status"
