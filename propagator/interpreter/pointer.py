@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 
-def _tokens(pointer: str) -> list[str]:
+def tokens(pointer: str) -> list[str]:
+    """The reference tokens of ``pointer``, unescaped (``~1`` is ``/``, ``~0`` is ``~``)."""
     if not pointer:
         return []
     return [t.replace("~1", "/").replace("~0", "~") for t in pointer[1:].split("/")]
@@ -16,7 +17,7 @@ def read_pointer(obj: Any, pointer: str) -> Any:
     """The value at ``pointer`` in ``obj`` (``""``: ``obj`` itself), or None when a step
     is missing or is not an object."""
     node = obj
-    for token in _tokens(pointer):
+    for token in tokens(pointer):
         if not isinstance(node, Mapping):
             return None
         node = node.get(token)
@@ -26,16 +27,16 @@ def read_pointer(obj: Any, pointer: str) -> Any:
 def write_pointer(obj: dict[str, Any], pointer: str, value: Any) -> bool:
     """Set ``value`` at ``pointer`` in ``obj``, making the objects on the way; False (and
     ``obj`` unchanged) when a step on the way holds something that is not an object."""
-    tokens = _tokens(pointer)
-    if not tokens:
+    steps = tokens(pointer)
+    if not steps:
         return False
     node: Any = obj
-    for token in tokens[:-1]:
+    for token in steps[:-1]:
         child = node.get(token)
         if child is None:
             child = node[token] = {}
         elif not isinstance(child, dict):
             return False
         node = child
-    node[tokens[-1]] = value
+    node[steps[-1]] = value
     return True

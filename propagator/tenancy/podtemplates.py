@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from propagator.interpreter.pointer import tokens
 from propagator.interpreter.registry import Interpreters
 from propagator.tenancy.podsecurity import Level, Violation, violations
 
@@ -51,7 +52,7 @@ def pod_template(
         rules = interpreters.rules_for(str(obj.get("apiVersion")), str(obj.get("kind")))
         pointer = rules.spec.replicas.pod_template if rules and rules.spec.replicas else None
         if pointer is not None:
-            path = tuple(t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:])
+            path = tuple(tokens(pointer))
     if path is None:
         return None
     node: Any = obj
