@@ -26,9 +26,13 @@ class Rule:
     message: str
     check: Callable[[Any], bool]
     field_path: str | None = None
+    message_expression: str | None = None
+    """CEL, the message the API server gives (naming the value); ``message`` otherwise."""
 
     def as_cel(self) -> dict[str, str]:
         rule = {"rule": self.cel, "message": self.message}
+        if self.message_expression:
+            rule["messageExpression"] = self.message_expression
         if self.field_path:
             rule["fieldPath"] = self.field_path
         return rule
