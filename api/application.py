@@ -9,6 +9,7 @@ from pydantic.config import JsonDict
 
 from api.common import Condition, ObjectName, conditions_field
 from api.failover import EvictionReason, Failover
+from api.memberowned import MemberOwnedField
 from api.model import KubeModel, Rule, exactly_one
 from api.placement import Placement
 from api.resource import AGE, CrdInfo, PrinterColumn, Resource
@@ -116,6 +117,18 @@ class Override(KubeModel):
     )
 
 
+class Dependencies(KubeModel):
+    """What the application's workloads use, taken from its hub namespace."""
+
+    propagate: bool = True
+    """Propagate the objects the workloads reference (by their kinds' dependency rules:
+    volumes, env and envFrom, image pull Secrets, the ServiceAccount) to the same
+    clusters; one no longer referenced is pruned."""
+    roll_on_change: bool = False
+    """A change to a referenced ConfigMap or Secret rolls the workloads that use it (their
+    pod template carries a checksum of what they use)."""
+
+
 class ApplicationPropagationSpec(KubeModel):
     """What to propagate, where, and how to roll it out."""
 
@@ -137,6 +150,18 @@ class ApplicationPropagationSpec(KubeModel):
     """An object that already exists on a member without this application's stamp: Abort
     leaves it as it is and reports Conflict; Adopt takes it over. An object another
     application owns is never taken over."""
+    member_owned: list[MemberOwnedField] = Field(default_factory=list, max_length=50)
+    """Fields set when an object is created and then left to the member (an autoscaler,
+    an operator, an engineer's ``kubectl scale``). A workload a HorizontalPodAutoscaler
+    scales leaves its replicas to it without being listed here."""
+    drift_policy: Literal["Heal", "Report"] = "Heal"
+    """What a change made on a member to a field Propagator owns gets: Heal applies the
+    object again; Report shows it in the status (per cluster), as an Event and in
+    ``propagator_drift_detected_total``, and leaves it until the application changes or
+    ``kubectl propagator sync`` asks."""
+    dependencies: Dependencies | None = None
+    """Bring the ConfigMaps, Secrets, ServiceAccounts and PersistentVolumeClaims the
+    workloads use from the application's hub namespace."""
 
 
 class PlacedCluster(KubeModel):
@@ -218,6 +243,17 @@ class AggregatedObject(KubeModel):
     """Clusters whose values went in."""
 
 
+class DriftReport(KubeModel):
+    """What drifted on one cluster and is not healed."""
+
+    objects: int = Field(default=0, ge=0)
+    """How many objects differ from what was applied."""
+    names: list[str] = Field(default_factory=list, max_length=10)
+    """Some of them, as kind namespace/name."""
+    since: str | None = Field(default=None, json_schema_extra=_TIMESTAMP)
+    """Since when the cluster has drift."""
+
+
 class ClusterResult(KubeModel):
     """The application's state on one member cluster."""
 
@@ -243,6 +279,8 @@ class ClusterResult(KubeModel):
     objects: list[ObjectHealth] = Field(default_factory=list, max_length=20)
     """Objects there that are not Healthy or whose status fields the interpreter rules
     reflect (ResourceInterpreter ``spec.status``)."""
+    drift: DriftReport | None = None
+    """Objects changed on the member and left so (``spec.driftPolicy: Report``)."""
 
 
 CanaryPhase = Literal["Progressing", "Paused", "Promoting", "Succeeded", "RolledBack", "Aborted"]
@@ -338,6 +376,12 @@ class ApplicationPropagationStatus(KubeModel):
     objects: list[AggregatedObject] = Field(default_factory=list, max_length=100)
     """Reflected status fields combined across clusters, per object (ResourceInterpreter
     ``spec.status`` with an aggregation)."""
+    kept_on_delete: list[str] = Field(default_factory=list, max_length=100)
+    """Objects marked ``propagator.io/on-delete: Orphan``, as kind namespace/name: pruned
+    or at the application's deletion, they are left on the members without the
+    application's stamp."""
+    synced: str | None = Field(default=None, max_length=253)
+    """The propagator.io/sync value last acted on (``kubectl propagator sync``)."""
     propagated_kinds: list[str] = Field(default_factory=list, max_length=500)
     """apiVersion/kind of everything propagated that may still exist on a member, e.g.
     apps/v1/Deployment (what pruning and clean-up look for)."""
@@ -357,6 +401,13 @@ class ApplicationPropagationStatus(KubeModel):
         return clusters
 
 
+KEEP_ANNOTATION = "propagator.io/on-delete"
+"""Set to "Orphan" on an object: pruning and the application's deletion leave it on the
+member (without the application's stamp) instead of deleting it."""
+KEEP_VALUE = "Orphan"
+SYNC_ANNOTATION = "propagator.io/sync"
+"""Set (to any new value) by ``kubectl propagator sync``: drift the application only
+reports is healed once."""
 ORPHAN_ANNOTATION = "propagator.io/orphan-unreachable"
 """Set to "true" on an application being deleted: clusters that cannot be cleaned up are
 left as they are, and the application goes away."""

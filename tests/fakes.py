@@ -198,6 +198,25 @@ class FakeMember:
             raise ApiError(self.name, f'GET: 404 NotFound: {kind} "{name}" not found', status=404)
         return copy.deepcopy(self.objects[key])
 
+    async def merge_patch(
+        self,
+        api_version: str,
+        kind: str,
+        name: str,
+        body: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        key = (api_version, kind, namespace or "", name)
+        self.requests.append(("patch", key))
+        self._fail()
+        if key not in self.objects:
+            raise ApiError(self.name, f'PATCH: 404 NotFound: {kind} "{name}" not found', status=404)
+        obj = copy.deepcopy(self.objects[key])
+        _merge_patch(obj, body)
+        return self.put(obj)
+
     async def delete(
         self, api_version: str, kind: str, name: str, namespace: str | None = None
     ) -> bool:
@@ -234,7 +253,8 @@ class FakeMember:
 
     def writes(self) -> list[tuple[str, ObjectKey]]:
         """The requests that write (or would have: a create refused counts)."""
-        return [r for r in self.requests if r[0] in ("apply", "apply new", "create", "delete")]
+        writes = ("apply", "apply new", "create", "delete", "patch")
+        return [r for r in self.requests if r[0] in writes]
 
     # -- what the member sync is given ----------------------------------------------------
 
@@ -280,6 +300,17 @@ class FakeMember:
             informer._replace(listed)  # as the first listing does (marks it synced)
             out[api_version, kind] = member.caches[api_version, kind] = informer
         return out
+
+
+def _merge_patch(obj: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    """RFC 7386, in place."""
+    for key, value in patch.items():
+        if value is None:
+            obj.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(obj.get(key), dict):
+            _merge_patch(obj[key], value)
+        else:
+            obj[key] = copy.deepcopy(value)
 
 
 def with_pods(member: Member, pods: Mapping[str, int], cpu: str | None = None) -> None:

@@ -6,6 +6,10 @@ PATH) for what users do to their applications on the hub.
 graceful rules of an eviction. ``--wait`` waits until the controller has acted on it and
 prints the new placement.
 
+``sync NAME``: heal the drift an application with ``driftPolicy: Report`` only reports,
+once, on every cluster (the ``propagator.io/sync`` annotation); ``--wait`` waits until
+every cluster was synced.
+
 ``canary promote|abort|retry|status NAME``: act on the application's canary (see
 ``propagator/cli/canary.py``). ``status NAME``: the application in one view.
 ``explain NAME``: the scheduler's decision for it on the live hub, cluster by cluster.
@@ -27,7 +31,7 @@ from typing import Any
 import anyio
 from pydantic import ValidationError
 
-from api.application import ApplicationPropagation
+from api.application import SYNC_ANNOTATION, ApplicationPropagation
 from api.common import API_VERSION, DNS_LABEL_PATTERN, DNS_SUBDOMAIN_PATTERN, duration_seconds
 from api.failover import REBALANCE_ANNOTATION
 from kube.connection import KubeConnection
@@ -69,6 +73,17 @@ def build_parser() -> argparse.ArgumentParser:
     rebalance.add_argument("name", metavar="NAME", help="the ApplicationPropagation")
     _wait_flags(rebalance, "wait until the controller has placed it again")
     rebalance.set_defaults(run=_rebalance)
+    sync = commands.add_parser(
+        "sync",
+        parents=[after],
+        help="heal an application's reported drift, once",
+        description="Apply the ApplicationPropagation NAME again on every cluster, healing "
+        "what drifted there (an application with driftPolicy: Report only reports drift "
+        "until then, or until it changes).",
+    )
+    sync.add_argument("name", metavar="NAME", help="the ApplicationPropagation")
+    _wait_flags(sync, "wait until every cluster was synced")
+    sync.set_defaults(run=_sync)
     canary = commands.add_parser(
         "canary",
         parents=[after],
@@ -186,6 +201,31 @@ async def _request_rebalance(
         lambda app: (app.get("status") or {}).get("rebalanced") == value,
         lambda app: f"placed again: {_placement(app) or 'nowhere'}",
         wait_s,
+    )
+
+
+async def _request_sync(
+    hub: KubeConnection, namespace: str, name: str, wait_s: float | None
+) -> str:
+    value = fresh_value()
+    return await request(
+        hub,
+        namespace,
+        name,
+        SYNC_ANNOTATION,
+        value,
+        f"applicationpropagation.propagator.io/{name} sync requested ({value})",
+        lambda app: (app.get("status") or {}).get("synced") == value,
+        lambda app: f"synced: {(app.get('status') or {}).get('ready') or '0/0'} clusters ready",
+        wait_s,
+    )
+
+
+def _sync(args: argparse.Namespace) -> int:
+    return _on_hub(
+        args,
+        "sync",
+        lambda hub, namespace: _request_sync(hub, namespace, args.name, _wait_s(args)),
     )
 
 

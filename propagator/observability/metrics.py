@@ -138,6 +138,13 @@ class Metrics:
             ["cluster", "operation"],
             registry=r,
         )
+        self.drift_detected = Counter(
+            "propagator_drift_detected_total",
+            "Objects found changed or deleted on a member cluster and left so "
+            "(driftPolicy: Report)",
+            ["cluster"],
+            registry=r,
+        )
         self.drift_heals = Counter(
             "propagator_drift_heals_total",
             "Objects re-applied on a member cluster because they were changed or deleted there",

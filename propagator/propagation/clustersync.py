@@ -23,22 +23,29 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kube.connection import KubeConnection, apply_creating_namespace
+from kube.connection import FIELD_MANAGER, KubeConnection, apply_creating_namespace
 from kube.discovery import UnknownKind
 from kube.errors import ApiError
 from kube.informer import Informer
 from kube.keys import KindKey, ObjectKey, cache_key
 from kube.transport import Call
 from propagator.conditions import some_of
-from propagator.propagation.drift import fingerprint, in_line
-from propagator.propagation.ownership import claimed, unwanted
+from propagator.propagation.drift import fingerprint, in_line, matches
+from propagator.propagation.ownership import claimed, to_orphan, unstamped, unwanted
 from propagator.runtime.bounded import each
 from propagator.runtime.memberregistry import NAMESPACES, Applied, Caches, Member
 from propagator.tenancy.policy import describe
-from propagator.work.objects import (
-    REVISION_ANNOTATION,
-    key_of,
-    revision_of,
+from propagator.work.objects import REVISION_ANNOTATION, Owner, key_of, revision_of
+from propagator.work.release import (
+    RELEASED_MANAGER,
+    GroupKindName,
+    autoscaled,
+    handover,
+    identity,
+    owned_by,
+    read,
+    without,
+    without_owned,
 )
 from propagator.work.table import ClusterWork
 
@@ -66,6 +73,10 @@ class SyncReport:
     """Of those written, objects that had been in line and drifted or were deleted."""
     conflicts: tuple[str, ...] = ()
     """Objects left alone: another application's, or unstamped (unless adopting)."""
+    drift: tuple[str, ...] = ()
+    """Objects that drifted and were left so (not healing), as kind namespace/name."""
+    orphaned: tuple[str, ...] = ()
+    """Objects no longer wanted that were left on the member (kept on delete)."""
 
 
 async def in_default_namespace(
@@ -177,19 +188,37 @@ def _fresh(
     return namespaces
 
 
-async def _delete_all(member: Member, keys: set[ObjectKey]) -> int:
-    """Delete ``keys`` on ``member``; returns how many were there."""
+async def _delete_all(
+    member: Member, owner: Owner, unwanted: dict[ObjectKey, dict[str, Any]]
+) -> tuple[int, list[str]]:
+    """Delete ``unwanted`` on ``member``, but for those kept on delete (and the
+    Namespaces that hold them), which lose the application's stamp instead; returns how
+    many were deleted, and the kept ones."""
     deleted = 0
+    orphans = to_orphan(unwanted)
+    orphaned: list[str] = []
 
     async def delete(key: ObjectKey) -> None:
         nonlocal deleted
         api_version, kind, namespace, name = key
+        if key in orphans:
+            try:
+                await member.connection.merge_patch(
+                    api_version, kind, name, unstamped(owner), namespace=namespace or None
+                )
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+            else:
+                orphaned.append(describe(unwanted[key]))
+            member.applied.forget(key)
+            return
         gone = await member.connection.delete(api_version, kind, name, namespace or None)
         member.applied.forget(key)
         deleted += gone
 
-    await _each(sorted(keys), delete)
-    return deleted
+    await _each(sorted(unwanted), delete)
+    return deleted, sorted(orphaned)
 
 
 _Call = tuple[Callable[[Any], Awaitable[None]], Any]
@@ -211,13 +240,15 @@ async def sync_cluster(
     caches: Caches,
     timeout_s: float,
     guard: Guard | None = None,
+    heal: bool = True,
 ) -> SyncReport:
     """Bring ``member`` in line with ``work``; raises ApiError (or UnknownKind). Objects
     the application does not own are left as they are and named in the report's
-    conflicts."""
+    conflicts; without ``heal``, objects that drifted are left as they are and named in
+    its drift."""
     ahead: dict[int, Call] = {}
     try:
-        return await _Sync(member, work, caches, timeout_s, guard, ahead).run()
+        return await _Sync(member, work, caches, timeout_s, guard, ahead, heal).run()
     finally:
         for call in ahead.values():  # its turn never came: the sync failed first
             call.drop()
@@ -240,6 +271,9 @@ class _Sorted:
     created, and they are written at once if that made it, as creates if it existed."""
     drifted: set[ObjectKey] = field(default_factory=set)
     """Objects that were in line after an earlier apply of this revision."""
+    releasing: list[dict[str, Any]] = field(default_factory=list)
+    """Objects the caches show with fields left to the member that may differ: written
+    (if at all) once their ownership there is read."""
 
 
 class _Sync:
@@ -254,8 +288,16 @@ class _Sync:
         timeout_s: float,
         guard: Guard | None,
         ahead: dict[int, Call],
+        heal: bool = True,
     ) -> None:
         self.member, self.work, self.caches = member, work, caches
+        self.heal, self.release = heal, work.release
+        self.drift: list[str] = []
+        self.orphaned: list[str] = []
+        """Objects the prune left on the member without the application's stamp."""
+        self.drifted: set[ObjectKey] = set()
+        self.autoscalers: dict[str, frozenset[GroupKindName]] = {}
+        """By namespace: what the member's own autoscalers there scale (read once)."""
         self.timeout_s, self.guard, self.ahead = timeout_s, guard, ahead
         self.conn, self.owner, self.kinds = member.connection, work.owner, work.kinds
         self.desired: list[dict[str, Any]] = []
@@ -271,6 +313,7 @@ class _Sync:
         member, owner = self.member, self.owner
         objects = await in_default_namespace(self.conn, self.work.objects, self.work.namespace)
         refuse_outside_allowed(member, objects)
+        self.release = self.work.release.on(objects)
         self.desired = [owner.stamp(o, revision_of([o]), member.name) for o in objects]
         self.wanted = {key_of(o) for o in self.desired}
         fresh = _fresh(member, self.desired, self.kinds)
@@ -279,16 +322,22 @@ class _Sync:
             await self._guarded()
             await self._write_all([(self._apply, o) for o in self.desired])
             cache = await self.caches(member, self.kinds, self.timeout_s)
-            return SyncReport(len(self.written), await self._prune(cache), 0)
+            deleted = await self._prune(cache)
+            return SyncReport(len(self.written), deleted, 0, orphaned=tuple(self.orphaned))
         cache = await self.caches(member, self.kinds, self.timeout_s)
         plan = self._sort(cache)
-        self.waiting = plan.waiting
+        self.waiting, self.drifted = plan.waiting, plan.drifted
         await self._write_firsts(plan)
         await self._write_rest(plan)
         deleted = await self._prune(cache)
         written = self.written
         return SyncReport(
-            len(written), deleted, len(written & plan.drifted), tuple(sorted(self.conflicts))
+            len(written),
+            deleted,
+            len(written & plan.drifted),
+            tuple(sorted(self.conflicts)),
+            tuple(sorted(self.drift)),
+            tuple(self.orphaned),
         )
 
     async def _made_fresh(self, fresh: dict[str, bool]) -> bool:
@@ -326,11 +375,25 @@ class _Sync:
                     continue
             before = member.applied.get(key)
             recorded = before if before and _revision(before.desired) == _revision(obj) else None
+            pointers = self.release.pointers(obj) if live is not None else []
+            # What was applied (fields left to the member since then left out too).
+            shape = without(recorded.desired if recorded else obj, pointers)
             last = (recorded.fingerprint, recorded.resource_version) if recorded else (None, None)
-            if in_line(live, obj, *last):
+            if recorded is not None and pointers and shape != recorded.desired:
+                last = (None, None)  # recorded over more fields than are now Propagator's
+            if in_line(live, shape, *last):
                 continue
-            if recorded is not None:
+            drifted = recorded is not None or (
+                live is not None and _revision(live) == _revision(obj)
+            )
+            if drifted:
                 out.drifted.add(key)
+            if live is not None and self._may_release(obj, live, pointers):
+                out.releasing.append(obj)
+                continue
+            if drifted and not self.heal:
+                self.drift.append(describe(obj))
+                continue
             # The caches hold only what carries our labels: an object they lack may exist
             # unstamped, or through another MemberCluster, unless its namespace is new.
             namespace = _namespace_of(key)
@@ -361,7 +424,7 @@ class _Sync:
 
     async def _write_rest(self, plan: _Sorted) -> None:
         """Everything else, once the tenant's quotas are in place (the guard)."""
-        calls: list[_Call] = []
+        calls: list[_Call] = [(self._apply_released, o) for o in plan.releasing]
         rest, unseen = list(plan.rest), list(plan.unknown)
         for name in sorted(plan.waiting):  # nothing can be in a namespace this sync made
             if name in self.created:
@@ -372,7 +435,7 @@ class _Sync:
                     calls.append((self._look, obj))
                 else:
                     unseen.append(obj)
-        if rest or unseen:
+        if rest or unseen or plan.releasing:
             await self._guarded()
         calls += [(self._apply, o) for o in rest] + [(self._write_unseen, o) for o in unseen]
         await self._write_all(calls, self._write_unseen)
@@ -382,9 +445,11 @@ class _Sync:
             await self.guard(self.member, self.work)
 
     async def _prune(self, cache: dict[KindKey, Informer]) -> int:
-        """Delete what the application no longer wants; returns how many were there."""
+        """Delete what the application no longer wants (but what it keeps on delete:
+        :attr:`orphaned`); returns how many were there."""
         gone = unwanted(self.member, self.owner, self.kinds, cache, self.wanted)
-        return await _delete_all(self.member, gone)
+        deleted, self.orphaned = await _delete_all(self.member, self.owner, gone)
+        return deleted
 
     async def _write_all(
         self, calls: Sequence[_Call], creates: Callable[..., Any] | None = None
@@ -412,19 +477,88 @@ class _Sync:
     async def _apply(self, obj: dict[str, Any], new: bool = False) -> None:
         sent = self.ahead.pop(id(obj), None)
         answer = await apply_creating_namespace(self.conn, obj, new=new, sent=sent)
+        # A field left to the member is Propagator's only until the object exists.
+        self._record(without(obj, self.release.pointers(obj)), answer)
+        self.written.add(key_of(obj))
+
+    def _record(self, applied: dict[str, Any], answer: dict[str, Any]) -> None:
+        """``applied`` is in line on the member, whose version ``answer`` is."""
         meta = answer.get("metadata") or {}
         generation, version = meta.get("generation"), meta.get("resourceVersion")
         self.member.applied.record(
             self.work.app,
-            key_of(obj),
+            key_of(applied),
             Applied(
-                obj,
-                fingerprint(answer, obj),
+                applied,
+                fingerprint(answer, applied),
                 generation if isinstance(generation, int) else None,
                 version if isinstance(version, str) else None,
             ),
         )
-        self.written.add(key_of(obj))
+
+    def _may_release(self, obj: dict[str, Any], live: dict[str, Any], pointers: list[str]) -> bool:
+        """Whether writing ``obj`` over ``live`` must first read who owns what there: it
+        leaves fields to the member by rule, or its replicas differ from what it says
+        (an autoscaler on the member may own them)."""
+        if pointers or self.release.managers(obj):
+            return True
+        scale = self.release.scale_field(obj)
+        return scale is not None and read(live, scale) != read(obj, scale)
+
+    async def _autoscaled(self, namespace: str) -> frozenset[GroupKindName]:
+        """What the member's autoscalers in ``namespace`` scale."""
+        if namespace not in self.autoscalers:
+            try:
+                listing = await self.conn.list(
+                    "autoscaling/v2", "HorizontalPodAutoscaler", namespace
+                )
+            except (ApiError, UnknownKind) as exc:
+                if isinstance(exc, ApiError) and not exc.not_found:
+                    raise
+                listing = {}
+            self.autoscalers[namespace] = autoscaled(listing.get("items") or [], namespace)
+        return self.autoscalers[namespace]
+
+    async def _apply_released(self, obj: dict[str, Any]) -> None:
+        """Write ``obj`` without what the member owns: the fields the application leaves
+        it, those its named field managers own there, and the replicas of a workload one
+        of its autoscalers scales. A field Propagator still owns is handed over first
+        (:mod:`propagator.work.release`); nothing is written when the rest is in line."""
+        meta = obj["metadata"]
+        try:
+            live = await self.conn.get(
+                obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace")
+            )
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+            await self._apply(obj)  # gone meanwhile: created whole
+            return
+        pointers = self.release.pointers(obj)
+        scale = self.release.scale_field(obj)
+        if (
+            scale is not None
+            and scale not in pointers
+            and read(live, scale) != read(obj, scale)
+            and identity(obj) in await self._autoscaled(str(meta.get("namespace") or ""))
+        ):
+            pointers.append(scale)
+        stripped = without(obj, pointers)
+        for tree in owned_by(live, self.release.managers(obj)):
+            without_owned(stripped, tree)
+        keep = handover(live, owned_by(live, [FIELD_MANAGER]), pointers)
+        key = key_of(obj)
+        if keep is None and matches(live, stripped):
+            self._record(stripped, live)
+            return
+        if key in self.drifted and not self.heal:
+            self.drift.append(describe(obj))
+            return
+        if keep is not None:
+            await self.conn.apply(keep, field_manager=RELEASED_MANAGER)
+        answer = await self.conn.apply(stripped)
+        self._record(stripped, answer)
+        self.written.add(key)
 
     async def _create(self, name: str) -> None:
         """Create a namespace not known to exist: the answer says whether it did."""

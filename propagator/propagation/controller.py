@@ -16,6 +16,7 @@ again at once: drift is healed from the watch caches.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -35,6 +36,7 @@ from kube.keys import KindKey, cache_key
 from propagator.fleetmanager import FleetManager
 from propagator.interpreter.registry import Interpreters
 from propagator.observability.metrics import Metrics
+from propagator.propagation.driftevent import drift_event
 from propagator.propagation.interpreterwatch import InterpreterWatch
 from propagator.propagation.membersync import MemberSync
 from propagator.propagation.memberview import RegistryView
@@ -240,6 +242,7 @@ class PropagationController:
             self._caches,
             self._refresh,
             self._guard,
+            functools.partial(drift_event, self.hub),
         )
         self.registry = MemberRegistry(
             selector=member_selector,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 
 import anyio
@@ -50,8 +50,12 @@ class MemberSync:
         caches: Caches,
         on_result: Callable[[str, bool], None],
         guard: Guard | None = None,
+        on_drift: Callable[[ClusterWork, Sequence[str]], Awaitable[None]] | None = None,
     ) -> None:
+        """``on_drift``: told when a cluster's sync first finds objects drifted that it
+        leaves so (``driftPolicy: Report``)."""
         self.guard = guard
+        self.on_drift = on_drift
         self.settings = settings
         self.table = table
         self.metrics = metrics
@@ -108,7 +112,12 @@ class MemberSync:
                 try:
                     with anyio.fail_after(work.policy.timeout_s):
                         report = await sync_cluster(
-                            member, work, self.caches, work.policy.timeout_s, self.guard
+                            member,
+                            work,
+                            self.caches,
+                            work.policy.timeout_s,
+                            self.guard,
+                            heal=state.heals(work),
                         )
                 except (TimeoutError, ApiError, UnknownKind) as exc:
                     failure = failure_of(exc, work.policy.timeout_s)
@@ -118,7 +127,12 @@ class MemberSync:
             member.queue.add(app)  # the work changed meanwhile: sync the new one
         if report is not None:
             member.breaker.record(True)
+            newly = set(report.drift) - set(state.drift)
             self._record_success(member, work, state, report)
+            if newly:
+                self.metrics.drift_detected.labels(member.name).inc(len(newly))
+                if self.on_drift is not None:
+                    await self.on_drift(work, sorted(newly))
         elif failure is not None:
             # A refusal comes from a member that works: no circuit trip.
             member.breaker.record(failure.answered)
@@ -146,7 +160,16 @@ class MemberSync:
         self, member: Member, work: ClusterWork, state: SyncState, report: SyncReport
     ) -> None:
         cluster = member.name
-        self.table.record_applied(work.app, cluster, state, report.conflicts, time.monotonic())
+        self.table.record_applied(
+            work.app,
+            cluster,
+            state,
+            report.conflicts,
+            time.monotonic(),
+            report.drift,
+            time.time(),
+            work.heal,
+        )
         self.metrics.applies.labels(cluster, "conflict" if report.conflicts else "applied").inc()
         self.metrics.member_writes.labels(cluster, "apply").inc(report.applied)
         self.metrics.member_writes.labels(cluster, "delete").inc(report.deleted)
@@ -155,6 +178,14 @@ class MemberSync:
             log.info("%s: %d objects on %s drifted; re-applied", work.app, report.healed, cluster)
         if report.deleted:
             log.info("%s: deleted %d objects on %s", work.app, report.deleted, cluster)
+        if report.orphaned:
+            log.info(
+                "%s: left %d objects on %s (propagator.io/on-delete: Orphan): %s",
+                work.app,
+                len(report.orphaned),
+                cluster,
+                ", ".join(report.orphaned[:10]),
+            )
 
     def _record_failure(
         self,

@@ -4,14 +4,26 @@ delete)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from api.application import KEEP_ANNOTATION, KEEP_VALUE
 from kube.informer import Informer
 from kube.keys import KindKey, ObjectKey, cache_key
-from propagator.runtime.memberregistry import Member
+from propagator.runtime.memberregistry import NAMESPACES, Member
 from propagator.tenancy.policy import describe
-from propagator.work.objects import MEMBER_LABEL, Owner, key_of, member_label_value, owner_named
+from propagator.work.objects import (
+    APP_ANNOTATION,
+    APP_LABEL,
+    MEMBER_LABEL,
+    ORPHANED_ANNOTATION,
+    OWNER_UID_ANNOTATION,
+    REVISION_ANNOTATION,
+    Owner,
+    key_of,
+    member_label_value,
+    owner_named,
+)
 from propagator.work.table import ClusterWork
 
 
@@ -54,15 +66,15 @@ def unwanted(
     kinds: Sequence[KindKey],
     cache: dict[KindKey, Informer],
     wanted: set[ObjectKey],
-) -> set[ObjectKey]:
-    """The application's objects on ``member`` it no longer wants: in the caches, or
-    written by an earlier sync and not seen there yet (its watch event still on the way,
-    or the watch being re-established after an outage)."""
-    unwanted = set()
+) -> dict[ObjectKey, dict[str, Any]]:
+    """The application's objects on ``member`` it no longer wants (as last seen: in the
+    caches, or as written by an earlier sync and not seen there yet, its watch event still
+    on the way or the watch being re-established after an outage)."""
+    unwanted = {}
     for api_version, kind in kinds:
         for live in cache[api_version, kind].indexed(owner.label):
             if owner.owns(live) and key_of(live) not in wanted:
-                unwanted.add(key_of(live))
+                unwanted[key_of(live)] = live
     for key, record in member.applied.of(f"{owner.namespace}/{owner.name}"):
         if (
             key not in wanted
@@ -70,5 +82,36 @@ def unwanted(
             and owner.owns(record.desired)
             and cache[key[0], key[1]].get(cache_key(record.desired)) is None
         ):
-            unwanted.add(key)
+            unwanted[key] = record.desired
     return unwanted
+
+
+def kept(obj: Mapping[str, Any]) -> bool:
+    """Whether ``obj`` is to be left on the member rather than deleted
+    (``propagator.io/on-delete: Orphan``)."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(KEEP_ANNOTATION) == KEEP_VALUE
+
+
+def to_orphan(unwanted: Mapping[ObjectKey, Mapping[str, Any]]) -> set[ObjectKey]:
+    """Of ``unwanted``, those left on the member: the ones marked :func:`kept`, and the
+    Namespaces they are in (deleting one deletes what it holds)."""
+    keys = {key for key, obj in unwanted.items() if kept(obj)}
+    holding = {key[2] for key in keys if key[2]}
+    return keys | {key for key in unwanted if key[:2] == NAMESPACES and key[3] in holding}
+
+
+def unstamped(owner: Owner) -> dict[str, Any]:
+    """The merge patch that takes ``owner``'s stamp off an object it leaves behind (with
+    a note of where it came from)."""
+    return {
+        "metadata": {
+            "labels": {APP_LABEL: None, MEMBER_LABEL: None},
+            "annotations": {
+                APP_ANNOTATION: None,
+                OWNER_UID_ANNOTATION: None,
+                REVISION_ANNOTATION: None,
+                ORPHANED_ANNOTATION: f"{owner.namespace}/{owner.name}",
+            },
+        }
+    }

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from api.application import ApplicationPropagation
+from api.application import SYNC_ANNOTATION, ApplicationPropagation
 from fleet.snapshot import FleetSnapshot
 from propagator.canary.plan import CanaryPlan
 from propagator.failover.state import FailoverState
@@ -101,6 +101,8 @@ class Plan:
     """Application failover's toleration (None: off, no clock kept)."""
     canary: CanaryPlan | None = None
     """The canary's state and clusters (None: the application has no canary)."""
+    heal: str = ""
+    """The ``kubectl propagator sync`` request the member syncs act on ("": none)."""
     capacity_bound: bool = True
     """Whether a change of the clusters' capacity alone is to plan it again: not when the
     clusters it holds carry it all, nor when it is configuration alone (nothing creates
@@ -112,3 +114,12 @@ class Plan:
         """Clusters the application left that keep what runs there until it is replaced."""
         placed = {t.cluster for t in self.targets}
         return sorted(c for c in self.failover.moves if c not in placed)
+
+
+def heal_asked(obj: Mapping[str, Any]) -> str:
+    """The ``kubectl propagator sync`` request on ``obj`` not yet acted on everywhere
+    (its ``propagator.io/sync`` annotation, unless ``status.synced`` says it was), or ""."""
+    asked = ((obj.get("metadata") or {}).get("annotations") or {}).get(SYNC_ANNOTATION)
+    if not isinstance(asked, str) or asked == (obj.get("status") or {}).get("synced"):
+        return ""
+    return asked

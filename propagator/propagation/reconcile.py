@@ -45,8 +45,13 @@ from propagator.observability.metrics import Metrics
 from propagator.observability.tracing import current_span_context
 from propagator.propagation.appwrites import ApplicationWrites
 from propagator.propagation.choose import Chooser, Chosen, forbidden
+from propagator.propagation.dependencies import (
+    DependencyError,
+    bring,
+    dependencies_condition,
+)
 from propagator.propagation.placement import Placer
-from propagator.propagation.plan import Given, Plan, Requeue, Result, Stop
+from propagator.propagation.plan import Given, Plan, Requeue, Result, Stop, heal_asked
 from propagator.propagation.removal import Removal
 from propagator.propagation.rendering import Renderer
 from propagator.propagation.report import plan_status
@@ -59,6 +64,7 @@ from propagator.tenancy.hubquota import QuotaAdmission
 from propagator.tenancy.policy import Forbidden, TenantPolicy, policy_for
 from propagator.work.members import MemberView, SyncQueues
 from propagator.work.objects import kinds_of
+from propagator.work.release import Release, scale_fields
 from propagator.work.table import SyncPolicy, WorkTable
 from propagator.work.targets import running_targets
 
@@ -181,7 +187,7 @@ class Reconciler:
         namespace = app.metadata.get("namespace", "default")
         tenant = self.admission.tenant_of(namespace)
         tenancy = policy_for(namespace, tenant, self.platform)
-        objects = await self._resolve(app, tenancy)
+        objects = await self._resolve(app, tenancy, plan)
         last = self.plans.get(key)
         running = running_targets(last.targets if last is not None else [], previous)
         g = Given(
@@ -213,17 +219,29 @@ class Reconciler:
             await self.writes.finalizers(obj, [*finalizers, FINALIZER])
 
     async def _resolve(
-        self, app: ApplicationPropagation, tenancy: TenantPolicy
+        self, app: ApplicationPropagation, tenancy: TenantPolicy, plan: Plan
     ) -> list[dict[str, Any]]:
-        """The application's objects; Stop when the tenant may not read them (Forbidden)
+        """The application's objects, with what its workloads use when it brings that
+        along; Stop when the tenant may not read them (Forbidden), they cannot be brought,
         or the hub did not answer (retried)."""
+        deps = app.spec.dependencies
         try:
-            return await resolve(app, self.hub, tenancy)
+            objects = await resolve(app, self.hub, tenancy)
+            if deps is None or not deps.propagate:
+                return objects
+            namespace = app.metadata.get("namespace", "default")
+            brought = await bring(
+                objects, namespace, self.hub, self.admission.interpreters, deps.roll_on_change
+            )
         except Forbidden as exc:
             raise forbidden(exc, self.metrics) from exc
+        except DependencyError as exc:
+            raise Stop([("Applied", False, "DependenciesRefused", str(exc))], exc) from exc
         except (ApiError, UnknownKind) as exc:
             why = f"resources: {exc}"
             raise Stop([("Applied", False, "ResolveFailed", why)], exc, retry=True) from exc
+        plan.conditions.append(dependencies_condition(brought))
+        return objects + brought.objects
 
     async def _commit_canary(self, obj: dict[str, Any], canary: CanaryPlan, now: float) -> None:
         try:
@@ -248,6 +266,7 @@ class Reconciler:
         leaving = self.work.leaving(key, previous, {t.cluster for t in chosen.targets})
         plan.removed = [c for c in leaving if c not in moved.kept]
         plan.unanswered = unanswered(plan.removed, g.snapshot, step.now)
+        plan.heal = heal_asked(g.obj)
         works = works_for(
             key,
             Written(
@@ -256,6 +275,12 @@ class Reconciler:
                 frozenset(plan.kinds),
                 app.spec.conflict_resolution == "Adopt",
                 current_span_context(),
+                Release(
+                    tuple(app.spec.member_owned),
+                    scale_fields(g.objects, self.admission.interpreters),
+                ),
+                app.spec.drift_policy == "Heal",
+                plan.heal,
             ),
             [t.cluster for t in chosen.targets],
             moved.rendered,

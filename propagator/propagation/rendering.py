@@ -23,7 +23,9 @@ from propagator.observability.metrics import Metrics
 from propagator.render.manifests import ApplicationRef
 from propagator.render.memo import RenderMemo
 from propagator.render.worker import RenderTarget, render_bounded
+from propagator.work.autoscalers import divide_autoscalers
 from propagator.work.objects import revision_of
+from propagator.work.release import scale_fields
 from propagator.work.targets import Target
 
 tracer = trace.get_tracer("propagator")
@@ -101,12 +103,15 @@ class Renderer:
         each cluster run them); raises RenderError at the first problem."""
         shared = app.spec.placement.replicas.mode != "Duplicated"  # Divided, Aggregated
         ref = ApplicationRef(app.metadata["name"], app.metadata.get("namespace", "default"))
-        fields = _replica_fields(self.interpreters, objects) if shared else ()
+        fields = scale_fields(objects, self.interpreters) if shared else ()
         facts = _facts(snapshot, targets, shared, fields)
         with self.metrics.timed("render"), tracer.start_as_current_span("render"):
             rendered = await self.memo.render(
                 key, objects, app.spec.overrides, list(facts.values()), ref
             )
+            if shared:
+                shares = {t.cluster: t.replicas or 0 for t in targets}
+                rendered = divide_autoscalers(rendered, shares, fields)
             if canary is None:
                 return rendered
             request = stable_request(canary, rendered)
@@ -120,20 +125,6 @@ class Renderer:
                     ref,
                 )
             return compose_clusters(canary, rendered, stable)
-
-
-def _replica_fields(
-    interpreters: Interpreters, objects: Sequence[Mapping[str, Any]]
-) -> tuple[tuple[str, str, str], ...]:
-    """(apiVersion, kind, JSON pointer) where each divisible kind among ``objects`` takes a
-    cluster's share of the replicas (its replicas rule's ``field``)."""
-    found = set()
-    for obj in objects:
-        api_version, kind = str(obj.get("apiVersion")), str(obj.get("kind"))
-        field = interpreters.replica_field(api_version, kind)
-        if field is not None:
-            found.add((api_version, kind, field))
-    return tuple(sorted(found))
 
 
 def _facts(

@@ -14,13 +14,17 @@ from propagator.failover.decisions import unhealthy_since
 from propagator.failover.state import unhealthy_clocks
 from propagator.interpreter.aggregate import combine_objects
 from propagator.interpreter.health import HEALTHS, WorkloadHealth
+from propagator.propagation.ownership import kept
 from propagator.propagation.plan import Plan
 from propagator.propagation.results import applied_summary, failed_on, failures
 from propagator.propagation.statusbuilder import ClusterLine, StatusBuilder, availability
+from propagator.tenancy.policy import describe
 from propagator.work.members import MemberView
 from propagator.work.table import SyncState, WorkTable
 from propagator.work.targets import Target
 
+KEPT_LISTED = 100
+"""Objects kept on delete that ``status.keptOnDelete`` names."""
 OBJECTS_COMBINED = 100
 """Objects whose fields ``status.objects`` combines across clusters (the first, by
 apiVersion, kind, namespace and name)."""
@@ -42,6 +46,9 @@ def plan_status(
     if plan.targets:
         builder.status["placement"] = [_placed(t) for t in plan.targets]
         _cluster_status(obj, plan, table, view, builder, now)
+    marked = {describe(o) for objs in plan.rendered.values() for o in objs if kept(o)}
+    if marked or builder.status.get("keptOnDelete"):
+        builder.status["keptOnDelete"] = sorted(marked)[:KEPT_LISTED]  # [] clears it
     if plan.canary is not None:
         namespace = obj["metadata"].get("namespace", "default")
         builder.status["canary"] = canary_status(
@@ -75,6 +82,8 @@ def _cluster_status(
         for o in line.objects
     )[:OBJECTS_COMBINED]
     _applied(builder, plan, states, removal)
+    if plan.heal and all(s.healed == plan.heal for s in states.values()):
+        builder.status["synced"] = plan.heal
     if not any(c[0] == "QuotaExceeded" for c in plan.conditions):
         _member_quota(builder, plan, states, view, namespace)
     available, why, text = availability(lines, plan.rendered)
@@ -122,6 +131,8 @@ def _target_lines(
                 plan.failover.move_status(t.cluster),
                 message,
                 judged.objects,
+                state.drift,
+                iso(state.drift_since) if state.drift_since is not None else None,
             )
         )
     return lines, states

@@ -15,6 +15,27 @@ from kube.connection import KubeConnection
 from kube.informer import Informer
 
 KindKey = tuple[str, str]
+DEPENDENCY_KINDS: tuple[KindKey, ...] = (
+    ("v1", "ConfigMap"),
+    ("v1", "Secret"),
+    ("v1", "ServiceAccount"),
+    ("v1", "PersistentVolumeClaim"),
+)
+"""What the built-in workloads' dependency rules name: watched on the hub for the
+applications that bring them along (``spec.dependencies``)."""
+
+
+def brings(app: Mapping[str, Any]) -> bool:
+    """Whether ``app`` brings its workloads' dependencies along."""
+    deps = (app.get("spec") or {}).get("dependencies")
+    return isinstance(deps, Mapping) and deps.get("propagate", True) is not False
+
+
+def _kinds(app: Mapping[str, Any]) -> list[KindKey]:
+    """The hub kinds whose objects ``app`` reads."""
+    selectors = ((app.get("spec") or {}).get("resources") or {}).get("selectors") or []
+    kinds = [(str(sel.get("apiVersion")), str(sel.get("kind"))) for sel in selectors]
+    return kinds + list(DEPENDENCY_KINDS) if brings(app) else kinds
 
 
 def picks(app: Mapping[str, Any], kind: KindKey, meta: Mapping[str, Any]) -> bool:
@@ -22,6 +43,8 @@ def picks(app: Mapping[str, Any], kind: KindKey, meta: Mapping[str, Any]) -> boo
     api_version, name = kind
     if app["metadata"].get("namespace") != meta.get("namespace"):
         return False
+    if kind in DEPENDENCY_KINDS and brings(app):
+        return True  # (any of them: which ones its workloads use is decided when planned)
     for sel in ((app.get("spec") or {}).get("resources") or {}).get("selectors") or []:
         if sel.get("apiVersion") != api_version or sel.get("kind") != name:
             continue
@@ -56,8 +79,7 @@ class SelectedWatches:
         if self._task_group is None:
             return  # start() watches them once the applications are listed
         for app in apps:
-            for sel in ((app.get("spec") or {}).get("resources") or {}).get("selectors") or []:
-                kind = (str(sel.get("apiVersion")), str(sel.get("kind")))
+            for kind in _kinds(app):
                 if kind not in self.informers:
                     informer = Informer(self.hub, *kind, functools.partial(self._on_event, kind))
                     self.informers[kind] = informer

@@ -34,6 +34,9 @@ class ClusterLine:
     evicting: Mapping[str, Any] | None = None
     health_message: str = ""
     objects: tuple[ObjectReport, ...] = ()
+    drift: tuple[str, ...] = ()
+    """Objects drifted there and left so."""
+    drift_since: str | None = None
 
     def as_status(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -54,9 +57,17 @@ class ClusterLine:
             out["healthMessage"] = redact(self.health_message)[:1024]
         if self.objects:
             out["objects"] = [o.as_status() for o in self.objects]
+        if self.drift:
+            out["drift"] = {
+                "objects": len(self.drift),
+                "names": [name[:253] for name in self.drift[:DRIFT_NAMES]],
+                **({"since": self.drift_since} if self.drift_since else {}),
+            }
         return out
 
 
+DRIFT_NAMES = 10
+"""Drifted objects a cluster's line names (it counts them all)."""
 OBJECTS_BUDGET = 256 << 10
 """Bytes (as JSON) the clusters' ``objects`` lists may take in one status together."""
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.trace import SpanContext
 
 from propagator.conditions import some_of
 from propagator.work.members import SyncQueues
+from propagator.work.release import Release
 from propagator.work.table import ClusterWork, SyncPolicy, WorkTable
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,12 @@ class Written:
     adopt: bool
     """``conflictResolution: Adopt``: objects someone else made are taken over."""
     trace_parent: SpanContext | None
+    release: Release = field(default_factory=Release)
+    """The fields left to the members once an object exists there."""
+    heal_drift: bool = True
+    """``driftPolicy: Heal``."""
+    heal: str = ""
+    """A ``kubectl propagator sync`` request not yet acted on everywhere."""
 
 
 def works_for(
@@ -57,6 +64,9 @@ def works_for(
             w.policy,
             w.uid,
             w.adopt,
+            w.release,
+            w.heal_drift,
+            w.heal,
             trace_parent=w.trace_parent,
         )
         for cluster in clusters

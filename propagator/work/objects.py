@@ -26,6 +26,9 @@ OWNER_UID_ANNOTATION = "propagator.io/owner-uid"
 """Annotation with the owning application's UID: prune and clean-up delete only these."""
 REVISION_ANNOTATION = "propagator.io/revision"
 """Annotation with the revision (content hash) the object was rendered from."""
+ORPHANED_ANNOTATION = "propagator.io/orphaned-from"
+"""On an object an application left behind (``propagator.io/on-delete: Orphan``): which
+application, as namespace/name."""
 TENANT_ANNOTATION = "propagator.io/tenant"
 """On the objects the platform keeps in a tenant's member namespaces (its ResourceQuota,
 LimitRange, NetworkPolicy): the TenantQuota they stand for."""

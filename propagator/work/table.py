@@ -29,6 +29,7 @@ from api.rollout import (
 from kube.keys import KindKey
 from kube.retry import backoff_delay
 from propagator.work.objects import Owner
+from propagator.work.release import Release
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,14 @@ class ClusterWork:
     """The application's UID, stamped on its objects."""
     adopt: bool = False
     """Take over objects that exist without a stamp (conflictResolution: Adopt)."""
+    release: Release = field(default_factory=Release)
+    """The fields left to the member once an object exists there."""
+    heal_drift: bool = True
+    """Re-apply what drifted (``driftPolicy: Heal``); else only report it, healed by a
+    new revision or ``heal``."""
+    heal: str = ""
+    """A ``kubectl propagator sync`` request not yet acted on everywhere: drift is healed
+    once under it."""
     trace_parent: SpanContext | None = field(default=None, compare=False)
     """The span of the reconcile that asked for this work: the cluster's sync joins its
     trace. Not part of what the work is (a new reconcile of the same work changes nothing)."""
@@ -143,6 +152,21 @@ class SyncState:
     carried: bool = False
     """``applied`` and ``attempts`` come from the status written before this controller
     started: no sync has confirmed them here yet."""
+    healed: str | None = None
+    """The work's ``heal`` when a sync of this revision last succeeded (None: none did)."""
+    drift: tuple[str, ...] = ()
+    """Objects the last sync found drifted and left so (``driftPolicy: Report``)."""
+    drift_since: float | None = None
+    """When (wall-clock seconds) ``drift`` was first found non-empty."""
+
+    def heals(self, work: ClusterWork) -> bool:
+        """Whether a sync of ``work`` re-applies drifted objects: by policy, as the first
+        sync of a new revision, or asked (``work.heal``)."""
+        if work.heal_drift:
+            return True
+        if self.healed is None:
+            return not self.carried
+        return bool(work.heal) and self.healed != work.heal
 
 
 @dataclass
@@ -187,7 +211,7 @@ class WorkTable:
                 else:
                     state = SyncState(work.revision)
                 due.append(cluster)
-            elif state.tried_at is not None and now - state.tried_at >= recheck_after_s:
+            elif _rechecked(state, now, recheck_after_s) or _heal_asked(state, work):
                 due.append(cluster)
             states[cluster] = state
         self._unsettled[app] = sum(_unsettled(s) for s in states.values())
@@ -248,10 +272,28 @@ class WorkTable:
             state.error, state.failed = reason, True
 
     def record_applied(
-        self, app: str, cluster: str, state: SyncState, conflicts: Sequence[str], now: float
+        self,
+        app: str,
+        cluster: str,
+        state: SyncState,
+        conflicts: Sequence[str],
+        now: float,
+        drift: Sequence[str] = (),
+        wall: float | None = None,
+        healed: str | None = None,
     ) -> None:
         """The sync ended in line with the work, but for ``conflicts`` (objects this
-        application does not own, which wait for a change or the recheck)."""
+        application does not own, which wait for a change or the recheck) and ``drift``
+        (objects changed on the member and left so: found at wall-clock time ``wall``),
+        under the work's ``heal`` request ``healed``."""
+        if healed is not None:
+            state.healed = healed
+        if not drift:
+            state.drift, state.drift_since = (), None
+        else:
+            if not state.drift:
+                state.drift_since = wall
+            state.drift = tuple(drift)
         with self._changing(app, cluster, state):
             state.applied, state.failed, state.error, state.conflict = True, False, None, False
             state.quota_exceeded = state.carried = False
@@ -300,6 +342,16 @@ class WorkTable:
         if held:
             self._unsettled[app] += _unsettled(state)
             self._failed[app] += state.failed
+
+
+def _rechecked(state: SyncState, now: float, recheck_after_s: float) -> bool:
+    """Whether the cluster's last sync is older than the resync's interval."""
+    return state.tried_at is not None and now - state.tried_at >= recheck_after_s
+
+
+def _heal_asked(state: SyncState, work: ClusterWork) -> bool:
+    """Whether ``work`` asks to heal drift and the cluster has not since it was asked."""
+    return bool(work.heal) and state.healed is not None and state.healed != work.heal
 
 
 def _unsettled(state: SyncState) -> bool:

@@ -317,6 +317,60 @@ async def test_a_status_update_on_the_member_is_not_drift() -> None:
     assert (await _sync(fake, _work(_objects()), member)).applied == 0
 
 
+async def test_reported_drift_is_left_as_it_is_and_named_until_healing_is_asked() -> None:
+    fake = FakeMember()
+    member = fake.unit()
+    await _sync(fake, _work(_objects()), member)
+
+    def set_image(obj: dict[str, Any]) -> None:
+        obj["spec"]["template"]["spec"]["containers"][0]["image"] = "evil:1"
+
+    key = ("apps/v1", "Deployment", "shop", "web")
+    fake.edit(key, set_image)
+    del fake.objects["v1", "ConfigMap", "shop", "web-config"]
+    fake.requests.clear()
+    report = await sync_cluster(member, _work(_objects()), fake.caches, 5.0, heal=False)
+    assert fake.writes() == []
+    assert report.drift == ("apps/v1 Deployment shop/web", "v1 ConfigMap shop/web-config")
+    assert fake.objects[key]["spec"]["template"]["spec"]["containers"][0]["image"] == "evil:1"
+    report = await sync_cluster(member, _work(_objects()), fake.caches, 5.0, heal=True)
+    assert report.healed == 2
+    assert report.drift == ()
+    assert fake.objects[key]["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"
+
+
+async def test_after_a_restart_an_object_of_the_same_revision_that_differs_is_drift() -> None:
+    fake = FakeMember()
+    await _sync(fake, _work(_objects()))
+    fake.edit(("v1", "ConfigMap", "shop", "web-config"), lambda o: o["data"].update(mode="b"))
+    fake.requests.clear()
+    report = await sync_cluster(fake.unit(), _work(_objects()), fake.caches, 5.0, heal=False)
+    assert report.drift == ("v1 ConfigMap shop/web-config",)
+    # (the namespace's create, refused, is how a new unit learns that it exists)
+    assert fake.writes() == [("create", ("v1", "Namespace", "", "shop"))]
+
+
+async def test_an_object_kept_on_delete_loses_the_stamp_and_stays_with_its_namespace() -> None:
+    fake = FakeMember()
+    member = fake.unit()
+    kept = config_map("data", "shop", a="1")
+    kept["metadata"]["annotations"] = {"propagator.io/on-delete": "Orphan"}
+    await _sync(fake, _work([*_objects(), kept]), member)
+    kinds = frozenset({"v1/ConfigMap", "apps/v1/Deployment", "v1/Namespace"})
+    report = await _sync(fake, _work([], kinds), member)
+    assert report.orphaned == ("v1 ConfigMap shop/data", "v1 Namespace shop")
+    left = fake.objects["v1", "ConfigMap", "shop", "data"]
+    assert not Owner("shop", "web", "uid-web").annotated(left)
+    assert APP_LABEL not in left["metadata"]["labels"]
+    assert left["metadata"]["annotations"]["propagator.io/orphaned-from"] == "shop/web"
+    assert ("v1", "Namespace", "", "shop") in fake.objects
+    assert ("apps/v1", "Deployment", "shop", "web") not in fake.objects
+    # Not the application's any more: a later sync of it leaves it alone.
+    report = await _sync(fake, _work([], kinds), member)
+    assert report.deleted == 0
+    assert ("v1", "ConfigMap", "shop", "data") in fake.objects
+
+
 async def test_only_this_applications_unwanted_objects_are_deleted() -> None:
     fake = FakeMember()
     member = fake.unit()

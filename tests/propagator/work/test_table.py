@@ -131,3 +131,47 @@ def test_a_sync_of_a_replaced_revision_changes_no_count() -> None:
     assert not table.pending("shop/web")
     table.forget("shop/web")
     assert not table.pending("shop/web")
+
+
+def _reporting(revision: str, heal: str = "") -> dict[str, ClusterWork]:
+    work = ClusterWork(
+        "shop/web", "a", (), revision, frozenset(), SyncPolicy(), heal_drift=False, heal=heal
+    )
+    return {"a": work}
+
+
+def test_reported_drift_is_healed_by_a_new_revision_or_a_sync_request_only() -> None:
+    table = WorkTable()
+    works = _reporting("r1")
+    table.set_work("shop/web", works, now=0, recheck_after_s=60)
+    state = table.state("shop/web", "a")
+    assert state is not None
+    assert state.heals(works["a"])  # the first sync of a revision writes it all
+    table.record_applied("shop/web", "a", state, (), 0.0, ("v1 ConfigMap shop/x",), 100.0, "")
+    assert not state.heals(works["a"])
+    assert state.drift == ("v1 ConfigMap shop/x",)
+    assert state.drift_since == 100.0
+    table.record_applied("shop/web", "a", state, (), 1.0, ("v1 ConfigMap shop/x",), 200.0, "")
+    assert state.drift_since == 100.0  # since it was first found
+    asked = _reporting("r1", heal="t1")
+    assert table.set_work("shop/web", asked, now=2, recheck_after_s=60) == ["a"]
+    assert state.heals(asked["a"])
+    table.record_applied("shop/web", "a", state, (), 3.0, (), 300.0, "t1")
+    assert not state.heals(asked["a"])
+    assert state.drift == ()
+    assert state.drift_since is None
+    assert table.set_work("shop/web", asked, now=4, recheck_after_s=60) == []
+    table.set_work("shop/web", _reporting("r2"), now=5, recheck_after_s=60)
+    fresh = table.state("shop/web", "a")
+    assert fresh is not None
+    assert fresh.heals(_reporting("r2")["a"])
+
+
+def test_a_carried_state_after_a_restart_does_not_heal_reported_drift() -> None:
+    table = WorkTable()
+    works = _reporting("r1")
+    table.set_work("shop/web", works, now=0, recheck_after_s=60, reported={"a": ("r1", 1)})
+    state = table.state("shop/web", "a")
+    assert state is not None
+    assert state.carried
+    assert not state.heals(works["a"])

@@ -1,0 +1,122 @@
+"""What an application's workloads use, brought along (propagation.dependencies)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from kube.connection import KubeConnection
+from propagator.interpreter.registry import Interpreters
+from propagator.propagation.dependencies import (
+    CHECKSUM_ANNOTATION,
+    MAX_DEPENDENCIES,
+    DependencyError,
+    bring,
+    dependencies_condition,
+    references,
+)
+from tests.e2e.manifests import config_map, deployment
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _using(*names: str, secret: str | None = None, account: str | None = None) -> dict[str, Any]:
+    web = deployment("web", "shop", "nginx:1")
+    pod = web["spec"]["template"]["spec"]
+    pod["volumes"] = [{"name": n, "configMap": {"name": n}} for n in names]
+    if secret:
+        pod["containers"][0]["envFrom"] = [{"secretRef": {"name": secret}}]
+    if account:
+        pod["serviceAccountName"] = account
+    return web
+
+
+class _Hub:
+    """The hub's objects in one namespace, and the lists asked of it."""
+
+    def __init__(self, *objects: dict[str, Any]) -> None:
+        self.objects = list(objects)
+        self.lists: list[tuple[str, str, str | None]] = []
+
+    async def list(self, api_version: str, kind: str, namespace: str | None = None) -> Any:
+        self.lists.append((api_version, kind, namespace))
+        items = [
+            {k: v for k, v in o.items() if k not in ("apiVersion", "kind")}
+            for o in self.objects
+            if (o["apiVersion"], o["kind"]) == (api_version, kind)
+        ]
+        return {"items": items}
+
+
+def _secret(name: str, **data: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "data": data}
+
+
+async def test_what_a_workload_uses_comes_along_read_with_one_list_per_kind() -> None:
+    hub = _Hub(
+        config_map("a", "shop", x="1"),
+        config_map("b", "shop", x="2"),
+        config_map("unused", "shop", x="3"),
+        _secret("creds", token="dA=="),
+    )
+    hub.objects[0]["metadata"]["resourceVersion"] = "9"
+    brought = await bring(
+        [_using("a", "b", "gone", secret="creds", account="runner")],
+        "shop",
+        cast(KubeConnection, hub),
+        Interpreters(),
+        roll_on_change=False,
+    )
+    names = [(o["kind"], o["metadata"]["name"]) for o in brought.objects]
+    assert names == [("ConfigMap", "a"), ("ConfigMap", "b"), ("Secret", "creds")]
+    assert "resourceVersion" not in brought.objects[0]["metadata"]
+    assert brought.missing == ["ConfigMap/gone", "ServiceAccount/runner"]
+    assert len(hub.lists) == 3
+    condition = dependencies_condition(brought)
+    assert condition[:3] == ("Dependencies", False, "NotOnHub")
+    assert "ConfigMap/gone" in condition[3]
+
+
+async def test_what_the_manifests_hold_already_is_not_read() -> None:
+    hub = _Hub()
+    brought = await bring(
+        [_using("a"), config_map("a", "shop", x="1")],
+        "shop",
+        cast(KubeConnection, hub),
+        Interpreters(),
+        roll_on_change=False,
+    )
+    assert brought.objects == []
+    assert brought.missing == []
+    assert hub.lists == []
+
+
+async def test_roll_on_change_stamps_a_checksum_that_follows_the_content() -> None:
+    async def checksum(value: str) -> str:
+        web = _using("a")
+        hub = _Hub(config_map("a", "shop", x=value))
+        await bring([web], "shop", cast(KubeConnection, hub), Interpreters(), roll_on_change=True)
+        return str(web["spec"]["template"]["metadata"]["annotations"][CHECKSUM_ANNOTATION])
+
+    assert await checksum("1") == await checksum("1")
+    assert await checksum("1") != await checksum("2")
+
+
+def test_a_workload_naming_thousands_of_objects_is_refused_at_once() -> None:
+    web = _using(*(f"c{i}" for i in range(MAX_DEPENDENCIES + 1)))
+    # The built-in rule's iteration budget stops it, or the count does: either way the
+    # reconcile gets a refusal that names the workload, without reading the hub.
+    with pytest.raises(DependencyError, match="Deployment web"):
+        references([web], "shop", Interpreters())
+
+
+def test_objects_in_other_namespaces_are_not_read() -> None:
+    web = _using("a")
+    web["metadata"]["namespace"] = "other"
+    assert references([web], "shop", Interpreters()) == {}
