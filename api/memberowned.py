@@ -5,7 +5,7 @@ server-side apply's ownership)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 
@@ -16,7 +16,8 @@ OWN_MANAGERS = frozenset({"propagator", "propagator-tenancy", "propagator-releas
 PROTECTED_PREFIXES = ("propagator.io~1", "pod-security.kubernetes.io~1")
 """Label and annotation keys (as pointer tokens) the canary, tenancy and ownership rely on."""
 
-_POINTER_PATTERN = r"^(/([^/~]|~[01])*)+$"
+Pointer = Annotated[str, Field(max_length=256, pattern=r"^(/([^/~]|~[01])*)+$")]
+Manager = Annotated[str, Field(min_length=1, max_length=128)]
 
 _PROTECTED_CEL = (
     "p == '/apiVersion' || p == '/kind' || "
@@ -79,18 +80,10 @@ class MemberOwnedField(KubeModel):
 
     target: ObjectMatch = Field(default_factory=ObjectMatch)
     """The objects this applies to (default: every object)."""
-    json_pointers: list[str] = Field(
-        default_factory=list,
-        max_length=32,
-        json_schema_extra={"items": {"maxLength": 256, "pattern": _POINTER_PATTERN}},
-    )
+    json_pointers: list[Pointer] = Field(default_factory=list, max_length=32)
     """Fields by JSON pointer, e.g. ``/spec/replicas`` or
     ``/spec/template/spec/containers/0/resources``."""
-    managers: list[str] = Field(
-        default_factory=list,
-        max_length=16,
-        json_schema_extra={"items": {"minLength": 1, "maxLength": 128}},
-    )
+    managers: list[Manager] = Field(default_factory=list, max_length=16)
     """Field managers on the member (as ``metadata.managedFields`` names them, e.g.
     ``vpa-recommender``): every field they own there is theirs."""
 

@@ -198,6 +198,19 @@ class FakeMember:
             raise ApiError(self.name, f'GET: 404 NotFound: {kind} "{name}" not found', status=404)
         return copy.deepcopy(self.objects[key])
 
+    async def list(
+        self, api_version: str, kind: str, namespace: str | None = None, **_: Any
+    ) -> dict[str, Any]:
+        """As the API server lists: the items without their apiVersion and kind."""
+        self.requests.append(("list", (api_version, kind, namespace or "", "")))
+        self._fail()
+        items = [
+            {k: v for k, v in copy.deepcopy(o).items() if k not in ("apiVersion", "kind")}
+            for key, o in self.objects.items()
+            if key[:2] == (api_version, kind) and (namespace is None or key[2] == namespace)
+        ]
+        return {"items": items}
+
     async def merge_patch(
         self,
         api_version: str,

@@ -176,6 +176,9 @@ def prepare(
             "--allow-privileged=true",
             # The endpoint reconciler refuses loopback addresses; nothing here needs it.
             "--endpoint-reconciler-type=none",
+            # An APIService (e.g. a metrics API an autoscaler reads) is reached at its
+            # endpoints' addresses: there is no kube-proxy for a Service's cluster IP.
+            "--enable-aggregator-routing=true",
             "--cert-dir",
             str(pki_dir / "generated"),
             "--profiling=false",
@@ -196,6 +199,8 @@ def prepare(
             str(ca.pair.cert),
             "--cluster-signing-key-file",
             str(ca.pair.key),
+            # Autoscalers act within seconds of their metric (15 s by default).
+            "--horizontal-pod-autoscaler-sync-period=5s",
             "--profiling=false",
         ],
         "kube-scheduler": [

@@ -39,11 +39,11 @@ from propagator.work.objects import REVISION_ANNOTATION, Owner, key_of, revision
 from propagator.work.release import (
     RELEASED_MANAGER,
     GroupKindName,
-    autoscaled,
     handover,
     identity,
     owned_by,
     read,
+    scale_target,
     without,
     without_owned,
 )
@@ -516,7 +516,10 @@ class _Sync:
                 if isinstance(exc, ApiError) and not exc.not_found:
                     raise
                 listing = {}
-            self.autoscalers[namespace] = autoscaled(listing.get("items") or [], namespace)
+            # (listed items carry no apiVersion or kind)
+            items = listing.get("items") or []
+            targets = (scale_target(item, namespace) for item in items)
+            self.autoscalers[namespace] = frozenset(t for t in targets if t is not None)
         return self.autoscalers[namespace]
 
     async def _apply_released(self, obj: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any, cast
 
 import anyio
@@ -12,6 +13,7 @@ from kube.connection import KubeConnection, apply_creating_namespace
 from kube.errors import ApiError
 from propagator.propagation.clustersync import IN_FLIGHT, sync_cluster
 from propagator.work.objects import APP_LABEL, MEMBER_LABEL, Owner, app_label_value
+from propagator.work.release import Release
 from propagator.work.table import ClusterWork, SyncPolicy
 from tests.e2e.manifests import config_map, deployment
 from tests.fakes import FakeMember
@@ -369,6 +371,42 @@ async def test_an_object_kept_on_delete_loses_the_stamp_and_stays_with_its_names
     report = await _sync(fake, _work([], kinds), member)
     assert report.deleted == 0
     assert ("v1", "ConfigMap", "shop", "data") in fake.objects
+
+
+async def test_replicas_an_autoscaler_on_the_member_set_are_left_to_it() -> None:
+    fake = FakeMember()
+    member = fake.unit()
+    release = Release((), (("apps/v1", "Deployment", "/spec/replicas"),))
+    work = dataclasses.replace(_work(_objects()), release=release)
+    await sync_cluster(member, work, fake.caches, 5.0)
+    key = ("apps/v1", "Deployment", "shop", "web")
+
+    def scale(obj: dict[str, Any]) -> None:
+        obj["spec"]["replicas"] = 7
+
+    fake.edit(key, scale)
+    # Without an autoscaler there, the count is drift: healed.
+    await sync_cluster(member, work, fake.caches, 5.0)
+    assert fake.objects[key]["spec"]["replicas"] == 2
+    fake.put(
+        {
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
+            },
+        }
+    )
+    fake.edit(key, scale)
+    fake.requests.clear()
+    report = await sync_cluster(member, work, fake.caches, 5.0)
+    assert fake.objects[key]["spec"]["replicas"] == 7
+    assert report.applied == 0  # the rest is in line: nothing written
+    assert [verb for verb, _ in fake.requests] == ["get", "list"]
+    fake.requests.clear()
+    await sync_cluster(member, work, fake.caches, 5.0)
+    assert fake.writes() == []  # judged from the caches from then on
 
 
 async def test_only_this_applications_unwanted_objects_are_deleted() -> None:

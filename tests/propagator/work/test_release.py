@@ -145,7 +145,7 @@ def test_owned_by_reads_the_named_managers_entries() -> None:
 def test_handover_keeps_the_live_value_of_what_propagator_alone_would_drop() -> None:
     live = _deployment(replicas=7)
     live["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "2"}}
-    ours = {
+    ours: dict[str, Any] = {
         "f:spec": {
             "f:replicas": {},
             "f:template": {
