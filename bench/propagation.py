@@ -18,7 +18,9 @@ members joined with ``propagator fleet join`` and ``propagator run`` as a child 
    controller's and half after, so neither side alone has a fresh fleet (the order moves
    the controller's median more than the bare loop's).
 2. Steady state with 1,000 applications (a ConfigMap and a Service each, on all three
-   members; the Service's health is judged by the built-in interpreter rules): the
+   members; the Service's health is judged by the built-in interpreter rules; one in ten
+   also a Deployment at 0 replicas with a HorizontalPodAutoscaler of it, so its replicas
+   are the autoscaler's): the
    time to propagate them all, then two waves of reconciles with nothing to change —
    every application re-queued by a TenantQuota change (what is applied is known), and a
    controller restart (every cluster synced once against its member's watch caches) —
@@ -449,13 +451,36 @@ def _wave(
     }
 
 
+AUTOSCALED_EVERY = 10
+"""One application in this many also has a Deployment (at 0 replicas: no pods) and a
+HorizontalPodAutoscaler of it, whose replicas are left to the autoscaler."""
+
+
+def _autoscaler(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+            "minReplicas": 1,
+            "maxReplicas": 3,
+        },
+    }
+
+
 def _create_apps(api: Any, namespace: str, count: int) -> None:
-    """``count`` applications of a ConfigMap and a Service each in ``namespace``, 8 writes
-    at a time."""
+    """``count`` applications of a ConfigMap and a Service each in ``namespace`` (one in
+    :data:`AUTOSCALED_EVERY` with an autoscaled Deployment too), 8 writes at a time."""
 
     def create(i: int) -> None:
         name = f"app-{i:04d}"
         manifests = [config_map(name, namespace, owner=name), service(name, namespace)]
+        if i % AUTOSCALED_EVERY == 0:
+            manifests += [
+                deployment(name, namespace, "bench:1", replicas=0),
+                _autoscaler(name, namespace),
+            ]
         api.create_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, application(name, namespace, manifests, "bench")
         )

@@ -7,6 +7,7 @@ as its watch caches (always current, like a watch that has caught up).
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import copy
 from collections.abc import Iterable, Iterator, Mapping
@@ -264,7 +265,7 @@ class FakeMember:
         change(obj)
         self.put(obj)
 
-    def writes(self) -> list[tuple[str, ObjectKey]]:
+    def writes(self) -> builtins.list[tuple[str, ObjectKey]]:
         """The requests that write (or would have: a create refused counts)."""
         writes = ("apply", "apply new", "create", "delete", "patch")
         return [r for r in self.requests if r[0] in writes]

@@ -1,8 +1,8 @@
 """What an application's workloads use, brought along (``spec.dependencies``): the
-objects their kinds' dependency rules name (ConfigMaps, Secrets, ServiceAccounts and
-PersistentVolumeClaims for the built-in workloads), read from the application's hub
-namespace. They join the application's objects, so they go through the same tenancy
-checks, are applied to the same clusters and are pruned once no workload names them.
+ConfigMaps, Secrets, ServiceAccounts and PersistentVolumeClaims their kinds' dependency
+rules name, read from the application's hub namespace. They join the application's
+objects, so they go through the same tenancy checks, are applied to the same clusters
+and are pruned once no workload names them.
 
 With ``rollOnChange``, each workload's pod template carries a checksum of the ConfigMaps
 and Secrets it uses: a change to one rolls the workloads that use it.
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kube.connection import KubeConnection
+from kube.errors import ApiError
 from propagator.conditions import some_of
 from propagator.interpreter.pointer import read_pointer
 from propagator.interpreter.registry import Interpreters
@@ -29,6 +30,14 @@ from the hub and applied to every cluster)."""
 CHECKSUM_ANNOTATION = "propagator.io/dependencies-checksum"
 """On a workload's pod template (``rollOnChange``): a hash of the ConfigMaps and Secrets
 it uses."""
+BROUGHT_KINDS: tuple[tuple[str, str], ...] = (
+    ("v1", "ConfigMap"),
+    ("v1", "Secret"),
+    ("v1", "ServiceAccount"),
+    ("v1", "PersistentVolumeClaim"),
+)
+"""What is brought along (the hub watches them for the applications that bring them); other
+kinds a dependency rule names (an Ingress's Services, an autoscaler's target) are not."""
 CONTENT_KINDS = frozenset({("v1", "ConfigMap"), ("v1", "Secret")})
 """What a workload reads the content of (a change rolls it)."""
 
@@ -70,6 +79,8 @@ def references(
             if (dep.get("namespace") or own) != namespace or own != namespace:
                 continue  # only the application's own hub namespace is read
             ref = (dep["apiVersion"], dep["kind"], dep["name"])
+            if ref[:2] not in BROUGHT_KINDS:
+                continue
             if ref not in refs:
                 refs.append(ref)
             if ref not in have:
@@ -99,8 +110,15 @@ async def bring(
     wanted = {r for found in refs.values() for r in found}
     have = {_ref_of(o): o for o in objects}
     found: dict[Reference, dict[str, Any]] = {}
+    unreadable: set[tuple[str, str]] = set()
     for api_version, kind in sorted({(a, k) for a, k, _ in wanted - set(have)}):
-        listing = await hub.list(api_version, kind, namespace)
+        try:
+            listing = await hub.list(api_version, kind, namespace)
+        except ApiError as exc:
+            if exc.status != 403:
+                raise
+            unreadable.add((api_version, kind))  # the platform keeps the kind from it
+            continue
         names = {n for a, k, n in wanted if (a, k) == (api_version, kind)}
         for item in listing.get("items") or []:
             name = (item.get("metadata") or {}).get("name")
@@ -112,8 +130,11 @@ async def bring(
             _stamp_checksum(
                 objects[index], [found.get(r) or have.get(r) for r in used], interpreters
             )
+    unread = " (the controller may not read them on the hub)"
     missing = sorted(
-        f"{k}/{n}" for a, k, n in wanted if (a, k, n) not in found and (a, k, n) not in have
+        f"{k}/{n}" + (unread if (a, k) in unreadable else "")
+        for a, k, n in wanted
+        if (a, k, n) not in found and (a, k, n) not in have
     )
     return Dependencies([found[r] for r in sorted(found)], missing)
 

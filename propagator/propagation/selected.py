@@ -13,16 +13,9 @@ import anyio.abc
 from api.selectors import selects, stored_selector
 from kube.connection import KubeConnection
 from kube.informer import Informer
+from propagator.propagation.dependencies import BROUGHT_KINDS
 
 KindKey = tuple[str, str]
-DEPENDENCY_KINDS: tuple[KindKey, ...] = (
-    ("v1", "ConfigMap"),
-    ("v1", "Secret"),
-    ("v1", "ServiceAccount"),
-    ("v1", "PersistentVolumeClaim"),
-)
-"""What the built-in workloads' dependency rules name: watched on the hub for the
-applications that bring them along (``spec.dependencies``)."""
 
 
 def brings(app: Mapping[str, Any]) -> bool:
@@ -35,7 +28,7 @@ def _kinds(app: Mapping[str, Any]) -> list[KindKey]:
     """The hub kinds whose objects ``app`` reads."""
     selectors = ((app.get("spec") or {}).get("resources") or {}).get("selectors") or []
     kinds = [(str(sel.get("apiVersion")), str(sel.get("kind"))) for sel in selectors]
-    return kinds + list(DEPENDENCY_KINDS) if brings(app) else kinds
+    return kinds + list(BROUGHT_KINDS) if brings(app) else kinds
 
 
 def picks(app: Mapping[str, Any], kind: KindKey, meta: Mapping[str, Any]) -> bool:
@@ -43,7 +36,7 @@ def picks(app: Mapping[str, Any], kind: KindKey, meta: Mapping[str, Any]) -> boo
     api_version, name = kind
     if app["metadata"].get("namespace") != meta.get("namespace"):
         return False
-    if kind in DEPENDENCY_KINDS and brings(app):
+    if kind in BROUGHT_KINDS and brings(app):
         return True  # (any of them: which ones its workloads use is decided when planned)
     for sel in ((app.get("spec") or {}).get("resources") or {}).get("selectors") or []:
         if sel.get("apiVersion") != api_version or sel.get("kind") != name:

@@ -7,6 +7,7 @@ from typing import Any, cast
 import pytest
 
 from kube.connection import KubeConnection
+from kube.errors import ApiError
 from propagator.interpreter.registry import Interpreters
 from propagator.propagation.dependencies import (
     CHECKSUM_ANNOTATION,
@@ -43,9 +44,12 @@ class _Hub:
     def __init__(self, *objects: dict[str, Any]) -> None:
         self.objects = list(objects)
         self.lists: list[tuple[str, str, str | None]] = []
+        self.forbidden: set[str] = set()
 
     async def list(self, api_version: str, kind: str, namespace: str | None = None) -> Any:
         self.lists.append((api_version, kind, namespace))
+        if kind in self.forbidden:
+            raise ApiError("hub", f"GET: 403 Forbidden: cannot list {kind}", status=403)
         items = [
             {k: v for k, v in o.items() if k not in ("apiVersion", "kind")}
             for o in self.objects
@@ -106,6 +110,16 @@ async def test_roll_on_change_stamps_a_checksum_that_follows_the_content() -> No
 
     assert await checksum("1") == await checksum("1")
     assert await checksum("1") != await checksum("2")
+
+
+async def test_a_kind_the_controller_may_not_read_is_named_not_brought() -> None:
+    hub = _Hub(config_map("a", "shop", x="1"))
+    hub.forbidden.add("Secret")  # as the chart has it: no Secrets outside its namespace
+    brought = await bring(
+        [_using("a", secret="creds")], "shop", cast(KubeConnection, hub), Interpreters(), False
+    )
+    assert [o["metadata"]["name"] for o in brought.objects] == ["a"]
+    assert brought.missing == ["Secret/creds (the controller may not read them on the hub)"]
 
 
 def test_a_workload_naming_thousands_of_objects_is_refused_at_once() -> None:
