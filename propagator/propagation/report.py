@@ -17,6 +17,7 @@ from propagator.interpreter.health import HEALTHS, WorkloadHealth
 from propagator.propagation.ownership import kept
 from propagator.propagation.plan import Plan
 from propagator.propagation.results import applied_summary, failed_on, failures
+from propagator.propagation.selected import brings
 from propagator.propagation.statusbuilder import ClusterLine, StatusBuilder, availability
 from propagator.tenancy.policy import describe
 from propagator.work.members import MemberView
@@ -38,6 +39,8 @@ def plan_status(
     builder = StatusBuilder(obj, iso(now))
     for condition in plan.conditions:
         builder.condition(*condition)
+    if not brings(obj):
+        builder.drop("Dependencies")
     failover = plan.failover
     if failover.rebalanced is not None:
         builder.status["rebalanced"] = failover.rebalanced

@@ -95,6 +95,10 @@ class StatusBuilder:
             self.now,
         )
 
+    def drop(self, type_: str) -> None:
+        """No ``type_`` condition any more (what it spoke of is off)."""
+        self._conditions.pop(type_, None)
+
     def clusters(self, states: Sequence[ClusterLine], total: int) -> None:
         """Per-cluster results and the ready counts (ready: applied and Healthy). The
         lines' ``objects`` take at most :data:`OBJECTS_BUDGET` bytes together: past it, a
@@ -117,7 +121,14 @@ class StatusBuilder:
     def build(self) -> dict[str, Any]:
         """The status to write, checked against the API model first: the API server would
         silently drop a field the CRD does not know, so a mistake here is raised instead."""
-        order = ["Scheduled", "Applied", "Available", "QuotaExceeded", "CanaryProgressing"]
+        order = [
+            "Scheduled",
+            "Applied",
+            "Available",
+            "QuotaExceeded",
+            "CanaryProgressing",
+            "Dependencies",
+        ]
         self.status["conditions"] = sorted(
             self._conditions.values(),
             key=lambda c: (order.index(c["type"]) if c["type"] in order else 99, c["type"]),

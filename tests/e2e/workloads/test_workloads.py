@@ -490,6 +490,21 @@ def test_a_selected_workloads_dependencies_come_along_and_go(
     eventually(config_gone, "web-config pruned from every member")
     assert all(fleet.core(c).read_namespaced_secret("web-token", ns) for c in MEMBERS)
 
+    # Off: what came along goes, and so does the condition about it.
+    update_spec(fleet, ns, "web", lambda spec: spec.pop("dependencies"))
+    wait_ap(
+        fleet, ns, "web", "no Dependencies condition", lambda a: not condition(a, "Dependencies")
+    )
+
+    def secret_gone() -> bool:
+        try:
+            fleet.core("member-1").read_namespaced_secret("web-token", ns)
+        except k8s.ApiException as exc:
+            return bool(exc.status == 404)
+        return False
+
+    eventually(secret_gone, "web-token pruned once dependencies are off")
+
 
 # -- kept on delete -----------------------------------------------------------------------
 

@@ -49,6 +49,12 @@ class FakeHub:
     async def resource(self, api_version: str, kind: str) -> ResourceInfo:
         return served("hub", api_version, kind)
 
+    async def list(self, api_version: str, kind: str, namespace: str | None = None) -> Any:
+        """The application's namespace holds one ServiceAccount, ``runner``."""
+        if (api_version, kind) == ("v1", "ServiceAccount"):
+            return {"items": [{"metadata": {"name": "runner", "namespace": namespace}}]}
+        return {"items": []}
+
     async def merge_patch(
         self, api_version: str, kind: str, name: str, body: dict[str, Any], **kw: Any
     ) -> dict[str, Any]:
@@ -285,6 +291,27 @@ def test_an_object_outside_the_tenant_fails_the_whole_application_before_any_wri
     )
     rejected = h.reconciler.metrics.tenant_rejections.labels("", "forbidden")
     assert rejected._value.get() == 1
+
+
+def test_a_dependency_outside_the_tenant_is_forbidden_like_any_other_object() -> None:
+    web = deployment("web", "shop", "nginx:1.27")
+    web["spec"]["template"]["spec"]["serviceAccountName"] = "runner"
+    app = application("web", "shop", [web], "f", dependencies={"propagate": True})
+    # an override moves what the workload uses into another team's namespace on b
+    app["spec"]["overrides"] = [
+        {
+            "clusterNames": ["b"],
+            "target": {"kind": "ServiceAccount"},
+            "patches": [{"op": "replace", "path": "/metadata/namespace", "value": "billing"}],
+        }
+    ]
+    kinds = frozenset({("v1", "ServiceAccount"), ("apps/v1", "Deployment")})
+    h = Harness(app, kinds=kinds)
+    h.reconcile()
+    assert h.queued == []
+    applied = h.condition("Applied")
+    assert applied["reason"] == "Forbidden"
+    assert "v1 ServiceAccount billing/runner on b" in applied["message"]
 
 
 def _one_cpu_tenant() -> dict[str, Any]:
