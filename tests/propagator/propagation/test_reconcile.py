@@ -49,7 +49,9 @@ class FakeHub:
     async def resource(self, api_version: str, kind: str) -> ResourceInfo:
         return served("hub", api_version, kind)
 
-    async def list(self, api_version: str, kind: str, namespace: str | None = None) -> Any:
+    async def list(
+        self, api_version: str, kind: str, namespace: str | None = None, **_: Any
+    ) -> dict[str, Any]:
         """The application's namespace holds one ServiceAccount, ``runner``."""
         if (api_version, kind) == ("v1", "ServiceAccount"):
             return {"items": [{"metadata": {"name": "runner", "namespace": namespace}}]}

@@ -19,7 +19,9 @@ class RevisionHub(FakeHub):
         super().__init__(app)
         self.revisions: dict[str, dict[str, Any]] = {}
 
-    async def list(self, api_version: str, kind: str, namespace: str, **kw: Any) -> dict[str, Any]:
+    async def list(
+        self, api_version: str, kind: str, namespace: str | None = None, **kw: Any
+    ) -> dict[str, Any]:
         assert (api_version, kind) == ("apps/v1", "ControllerRevision")
         return {"items": list(self.revisions.values())}
 
