@@ -187,37 +187,54 @@ def _placement(app: dict[str, Any]) -> str:
     )
 
 
-async def _request_rebalance(
-    hub: KubeConnection, namespace: str, name: str, wait_s: float | None
+async def _request_once(
+    hub: KubeConnection,
+    namespace: str,
+    name: str,
+    wait_s: float | None,
+    ask: tuple[str, str, str],
+    done: Callable[[dict[str, Any]], str],
 ) -> str:
+    """Set annotation ``ask[0]`` (``ask[1]``: the request's name) to a new value; with
+    ``wait_s``, until the status field ``ask[2]`` shows it, then ``done(app)``."""
+    annotation, what, acted = ask
     value = fresh_value()
     return await request(
         hub,
         namespace,
         name,
-        REBALANCE_ANNOTATION,
+        annotation,
         value,
-        f"applicationpropagation.propagator.io/{name} rebalance requested ({value})",
-        lambda app: (app.get("status") or {}).get("rebalanced") == value,
-        lambda app: f"placed again: {_placement(app) or 'nowhere'}",
+        f"applicationpropagation.propagator.io/{name} {what} requested ({value})",
+        lambda app: (app.get("status") or {}).get(acted) == value,
+        done,
         wait_s,
+    )
+
+
+async def _request_rebalance(
+    hub: KubeConnection, namespace: str, name: str, wait_s: float | None
+) -> str:
+    return await _request_once(
+        hub,
+        namespace,
+        name,
+        wait_s,
+        (REBALANCE_ANNOTATION, "rebalance", "rebalanced"),
+        lambda app: f"placed again: {_placement(app) or 'nowhere'}",
     )
 
 
 async def _request_sync(
     hub: KubeConnection, namespace: str, name: str, wait_s: float | None
 ) -> str:
-    value = fresh_value()
-    return await request(
+    return await _request_once(
         hub,
         namespace,
         name,
-        SYNC_ANNOTATION,
-        value,
-        f"applicationpropagation.propagator.io/{name} sync requested ({value})",
-        lambda app: (app.get("status") or {}).get("synced") == value,
-        lambda app: f"synced: {(app.get('status') or {}).get('ready') or '0/0'} clusters ready",
         wait_s,
+        (SYNC_ANNOTATION, "sync", "synced"),
+        lambda app: f"synced: {(app.get('status') or {}).get('ready') or '0/0'} clusters ready",
     )
 
 

@@ -528,13 +528,8 @@ class _Sync:
         of its autoscalers scales. A field Propagator still owns is handed over first
         (:mod:`propagator.work.release`); nothing is written when the rest is in line."""
         meta = obj["metadata"]
-        try:
-            live = await self.conn.get(
-                obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace")
-            )
-        except ApiError as exc:
-            if not exc.not_found:
-                raise
+        live = await self._read(obj)
+        if live is None:
             await self._apply(obj)  # gone meanwhile: created whole
             return
         pointers = self.release.pointers(obj)
@@ -569,18 +564,24 @@ class _Sync:
         if await _create_namespace(self.member, name, self.work, brought):
             self.created.append(name)
 
-    async def _may_write(self, obj: dict[str, Any]) -> bool:
-        """Read an object that exists though the caches cannot see it: one unstamped,
-        stamped by another application or propagated through another MemberCluster is
-        not this sync's to write (a conflict, or a shared namespace left as it is)."""
+    async def _read(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """``obj`` as the member holds it (None: it does not)."""
         meta = obj["metadata"]
         try:
-            live = await self.conn.get(
+            return await self.conn.get(
                 obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace")
             )
         except ApiError as exc:
             if not exc.not_found:
                 raise
+            return None
+
+    async def _may_write(self, obj: dict[str, Any]) -> bool:
+        """Read an object that exists though the caches cannot see it: one unstamped,
+        stamped by another application or propagated through another MemberCluster is
+        not this sync's to write (a conflict, or a shared namespace left as it is)."""
+        live = await self._read(obj)
+        if live is None:
             return True  # gone meanwhile
         if key_of(obj)[:2] == NAMESPACES and not self.owner.annotated(live):
             return False
