@@ -61,6 +61,7 @@ def test_help_lists_the_commands_in_kubectls_style(fleet: Fleet) -> None:
     listed = result.stdout.split("Available Commands:\n", 1)[1].split("\n\n", 1)[0]
     assert [line.split()[0] for line in listed.splitlines()] == [
         "rebalance",
+        "sync",
         "canary",
         "status",
         "explain",
