@@ -19,6 +19,7 @@ usual way, once the caches have listed.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -542,7 +543,10 @@ class _Sync:
         ):
             pointers.append(scale)
         stripped = without(obj, pointers)
-        for tree in owned_by(live, self.release.managers(obj)):
+        theirs = owned_by(live, self.release.managers(obj))
+        if theirs and stripped is obj:
+            stripped = copy.deepcopy(obj)  # (the desired object is not changed)
+        for tree in theirs:
             without_owned(stripped, tree)
         keep = handover(live, owned_by(live, [FIELD_MANAGER]), pointers)
         key = key_of(obj)

@@ -153,8 +153,10 @@ def _escape(token: str) -> str:
 
 
 def without(obj: Mapping[str, Any], pointers: Sequence[str]) -> dict[str, Any]:
-    """``obj`` without the fields at ``pointers`` (a copy; absent ones are ignored;
-    protected ones are never removed, whatever asked)."""
+    """``obj`` without the fields at ``pointers`` (a copy; ``obj`` itself when there are
+    none; absent ones are ignored; protected ones are never removed, whatever asked)."""
+    if not pointers:
+        return obj if isinstance(obj, dict) else dict(obj)
     out = copy.deepcopy(dict(obj))
     for pointer in pointers:
         path = tokens(pointer)
