@@ -38,28 +38,53 @@ def _condition_message(type_: str) -> str:
     )
 
 
+def _named(items: str, field: str, kind: str, name: str = "name") -> str:
+    """CEL: a ``{apiVersion: v1, kind, name}`` for each of ``items`` that has ``field``
+    (its ``field.name``, or ``field.<name>``)."""
+    return (
+        f"{items}.filter(x, has(x.{field})).map(x, "
+        f"{{'apiVersion': 'v1', 'kind': '{kind}', 'name': x.{field}.{name}}})"
+    )
+
+
 def _pod_dependencies(spec: str) -> str:
     """What pods of the pod spec at ``spec`` (a CEL path) use: ConfigMaps, Secrets and
-    claims they mount or read, their ServiceAccount and image pull Secrets."""
-    v1 = "'apiVersion': 'v1'"
+    claims they mount (projected volumes too) or read (``env`` and ``envFrom``, of init
+    containers too), their ServiceAccount and image pull Secrets."""
+    volumes, containers = "p.?volumes.orValue([])", "cs"
+    # Lists of lists (each container's env): flattened by the interpreter.
+    per_container = [
+        _named("c.?envFrom.orValue([])", "configMapRef", "ConfigMap"),
+        _named("c.?envFrom.orValue([])", "secretRef", "Secret"),
+        _named(
+            "c.?env.orValue([]).filter(e, has(e.valueFrom)).map(e, e.valueFrom)",
+            "configMapKeyRef",
+            "ConfigMap",
+        ),
+        _named(
+            "c.?env.orValue([]).filter(e, has(e.valueFrom)).map(e, e.valueFrom)",
+            "secretKeyRef",
+            "Secret",
+        ),
+    ]
+    sources = "v.projected.?sources.orValue([])"
+    parts = [
+        _named(volumes, "configMap", "ConfigMap"),
+        _named(volumes, "secret", "Secret", "secretName"),
+        _named(volumes, "persistentVolumeClaim", "PersistentVolumeClaim", "claimName"),
+        f"dyn({volumes}.filter(v, has(v.projected)).map(v, "
+        f"{_named(sources, 'configMap', 'ConfigMap')}))",
+        f"dyn({volumes}.filter(v, has(v.projected)).map(v, "
+        f"{_named(sources, 'secret', 'Secret')}))",
+        "p.?imagePullSecrets.orValue([]).map(s, "
+        "{'apiVersion': 'v1', 'kind': 'Secret', 'name': s.name})",
+        "(p.?serviceAccountName.orValue('default') != 'default' ? "
+        "[{'apiVersion': 'v1', 'kind': 'ServiceAccount', 'name': p.serviceAccountName}] : [])",
+        *(f"dyn({containers}.map(c, {part}))" for part in per_container),
+    ]
     return (
-        f"cel.bind(p, {spec}, "
-        f"p.?volumes.orValue([]).filter(v, has(v.configMap)).map(v, "
-        f"{{{v1}, 'kind': 'ConfigMap', 'name': v.configMap.name}}) + "
-        f"p.?volumes.orValue([]).filter(v, has(v.secret)).map(v, "
-        f"{{{v1}, 'kind': 'Secret', 'name': v.secret.secretName}}) + "
-        f"p.?volumes.orValue([]).filter(v, has(v.persistentVolumeClaim)).map(v, "
-        f"{{{v1}, 'kind': 'PersistentVolumeClaim', 'name': v.persistentVolumeClaim.claimName}}) + "
-        f"p.?imagePullSecrets.orValue([]).map(s, {{{v1}, 'kind': 'Secret', 'name': s.name}}) + "
-        f"(p.?serviceAccountName.orValue('default') != 'default' ? "
-        f"[{{{v1}, 'kind': 'ServiceAccount', 'name': p.serviceAccountName}}] : []) + "
-        # Lists of lists (a container's envFrom): flattened by the interpreter.
-        f"dyn(p.?containers.orValue([]).map(c, c.?envFrom.orValue([])"
-        f".filter(e, has(e.configMapRef)).map(e, {{{v1}, 'kind': 'ConfigMap', "
-        f"'name': e.configMapRef.name}}))) + "
-        f"dyn(p.?containers.orValue([]).map(c, c.?envFrom.orValue([])"
-        f".filter(e, has(e.secretRef)).map(e, {{{v1}, 'kind': 'Secret', "
-        f"'name': e.secretRef.name}}))))"
+        f"cel.bind(p, {spec}, cel.bind(cs, p.?containers.orValue([]) + "
+        f"p.?initContainers.orValue([]), {' + '.join(parts)}))"
     )
 
 

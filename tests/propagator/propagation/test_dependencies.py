@@ -134,3 +134,31 @@ def test_objects_in_other_namespaces_are_not_read() -> None:
     web = _using("a")
     web["metadata"]["namespace"] = "other"
     assert references([web], "shop", Interpreters()) == {}
+
+
+def test_projected_volumes_env_references_and_init_containers_count_too() -> None:
+    web = deployment("web", "shop", "nginx:1")
+    pod = web["spec"]["template"]["spec"]
+    pod["volumes"] = [
+        {
+            "name": "p",
+            "projected": {
+                "sources": [{"configMap": {"name": "p-cm"}}, {"secret": {"name": "p-s"}}]
+            },
+        }
+    ]
+    pod["initContainers"] = [{"name": "init", "envFrom": [{"configMapRef": {"name": "init-cm"}}]}]
+    pod["containers"][0]["env"] = [
+        {"name": "A", "valueFrom": {"secretKeyRef": {"name": "env-s", "key": "k"}}},
+        {"name": "B", "valueFrom": {"configMapKeyRef": {"name": "env-cm", "key": "k"}}},
+        {"name": "C", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "D", "value": "plain"},
+    ]
+    found = references([web], "shop", Interpreters())[0]
+    assert sorted(found) == [
+        ("v1", "ConfigMap", "env-cm"),
+        ("v1", "ConfigMap", "init-cm"),
+        ("v1", "ConfigMap", "p-cm"),
+        ("v1", "Secret", "env-s"),
+        ("v1", "Secret", "p-s"),
+    ]
