@@ -68,14 +68,13 @@ def _pod_dependencies(spec: str) -> str:
         ),
     ]
     sources = "v.projected.?sources.orValue([])"
+    projected = f"dyn({volumes}.filter(v, has(v.projected)).map(v, %s))"
     parts = [
         _named(volumes, "configMap", "ConfigMap"),
         _named(volumes, "secret", "Secret", "secretName"),
         _named(volumes, "persistentVolumeClaim", "PersistentVolumeClaim", "claimName"),
-        f"dyn({volumes}.filter(v, has(v.projected)).map(v, "
-        f"{_named(sources, 'configMap', 'ConfigMap')}))",
-        f"dyn({volumes}.filter(v, has(v.projected)).map(v, "
-        f"{_named(sources, 'secret', 'Secret')}))",
+        projected % _named(sources, "configMap", "ConfigMap"),
+        projected % _named(sources, "secret", "Secret"),
         "p.?imagePullSecrets.orValue([]).map(s, "
         "{'apiVersion': 'v1', 'kind': 'Secret', 'name': s.name})",
         "(p.?serviceAccountName.orValue('default') != 'default' ? "
