@@ -1,6 +1,7 @@
 """``kubectl propagator status NAME``: an application in one view — its conditions, a line
-per cluster (applied, health, replicas, and an error or why it is not healthy), the status
-fields its objects' interpreter rules reflect, its canary and its quota."""
+per cluster (applied, health, replicas, and an error or why it is not healthy), the drift
+it only reports, the status fields its objects' interpreter rules reflect, its canary, the
+clusters it is kept off and the objects it keeps on delete."""
 
 from __future__ import annotations
 
@@ -49,6 +50,13 @@ def status_text(app: dict[str, Any]) -> str:
         )
     if len(rows) > 1:
         lines += table(rows)
+    for c in status.get("clusters") or []:
+        if drift := c.get("drift"):
+            names = ", ".join(drift.get("names") or [])
+            lines.append(
+                f"drift on {c.get('name')} since {drift.get('since')}: "
+                f"{drift.get('objects')} object(s) left as changed there: {names}"
+            )
     for o in status.get("objects") or []:
         where = f"{o['namespace']}/" if o.get("namespace") else ""
         fields = ", ".join(f"{k}={v}" for k, v in (o.get("fields") or {}).items())
@@ -58,6 +66,8 @@ def status_text(app: dict[str, Any]) -> str:
     for evicted in status.get("evicted") or []:
         cluster, reason, since = evicted.get("cluster"), evicted.get("reason"), evicted.get("since")
         lines.append(f"kept off {cluster}: {reason} since {since}")
+    if kept := status.get("keptOnDelete"):
+        lines.append(f"kept on delete: {', '.join(kept)}")
     return "\n".join(lines)
 
 

@@ -55,6 +55,34 @@ def test_one_view_of_conditions_clusters_canary_and_evictions() -> None:
     assert lines[7] == "kept off c: ApplicationUnhealthy since 2026-12-01T10:00:00Z"
 
 
+def test_reported_drift_and_what_is_kept_on_delete_are_shown() -> None:
+    app: dict[str, Any] = {
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"fleet": "prod", "driftPolicy": "Report"},
+        "status": {
+            "clusters": [
+                {
+                    "name": "a",
+                    "applied": True,
+                    "health": "Healthy",
+                    "drift": {
+                        "objects": 1,
+                        "names": ["v1 ConfigMap shop/settings"],
+                        "since": "2026-12-07T10:00:00Z",
+                    },
+                }
+            ],
+            "keptOnDelete": ["v1 PersistentVolumeClaim shop/data"],
+        },
+    }
+    lines = status_text(app).splitlines()
+    assert (
+        "drift on a since 2026-12-07T10:00:00Z: 1 object(s) left as changed there: "
+        "v1 ConfigMap shop/settings"
+    ) in lines
+    assert lines[-1] == "kept on delete: v1 PersistentVolumeClaim shop/data"
+
+
 def test_why_a_cluster_is_not_healthy_and_the_combined_fields_are_shown() -> None:
     app: dict[str, Any] = {
         "metadata": {"name": "pool", "namespace": "shop"},
