@@ -9,9 +9,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.interpreter import Aggregate, ResourceInterpreterSpec
-from propagator.interpreter.cel import Bound, CompileError, EvaluationError, Program
+from propagator.interpreter.cel import (
+    RESULT_MAX,
+    Bound,
+    CompileError,
+    EvaluationError,
+    Program,
+)
 from propagator.interpreter.health import WorkloadHealth
 from propagator.interpreter.pointer import read_pointer
+
+DEPENDENCIES_MAX = 256 << 10
+"""Largest result of a dependencies rule, as JSON (bytes): a list of objects, kept in
+the controller (not in a status), so larger than other rules' results."""
 
 
 @dataclass(frozen=True)
@@ -76,9 +86,9 @@ class KindRules:
         self.spec, self.origin = spec, origin
         problems: list[tuple[str, CompileError]] = []
 
-        def program(where: str, source: str, want: Any) -> Program:
+        def program(where: str, source: str, want: Any, result_max: int = RESULT_MAX) -> Program:
             try:
-                return Program(source, want)
+                return Program(source, want, result_max)
             except CompileError as exc:
                 problems.append((where, exc))
                 return _NEVER
@@ -101,7 +111,9 @@ class KindRules:
             for i, f in enumerate(spec.status)
         ]
         self.dependency_list = (
-            program("spec.dependencies.objects", spec.dependencies.objects, "list")
+            program(
+                "spec.dependencies.objects", spec.dependencies.objects, "list", DEPENDENCIES_MAX
+            )
             if spec.dependencies
             else None
         )

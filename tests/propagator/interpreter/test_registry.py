@@ -168,7 +168,28 @@ def test_a_hostile_object_reads_unknown_with_the_rule_that_failed() -> None:
     verdict = rules.verdict(huge)
     assert verdict.health == "Unknown"
     assert "ResourceInterpreter widget.example.com: health check 1" in verdict.message
-    assert "over the budget of 10,000 iterations" in verdict.message
+    assert "/status/items holds 20,000 items, more than the 256 a rule reads" in verdict.message
+    nested = {**WIDGET, "status": {"items": [{"ok": True, "parts": list(range(200))}] * 200}}
+    assert "over the budget of 10,000 iterations" not in verdict.message
+    rules.set(
+        _rules(
+            "widget.example.com",
+            {
+                "target": {"group": "example.com", "kind": "Widget"},
+                "health": {
+                    "checks": [
+                        {
+                            "when": "self.status.items.all(x, x.parts.all(p, p >= 0))",
+                            "health": "Healthy",
+                        },
+                    ]
+                },
+            },
+        )
+    )
+    walked = rules.verdict(nested)
+    assert walked.health == "Unknown"
+    assert "over the budget of 10,000 iterations" in walked.message
     assert rules.verdict({**WIDGET, "status": {"items": "not a list"}}).health == "Unknown"
 
 
