@@ -96,22 +96,40 @@ class Bound:
 
 
 def _long_list(obj: Any) -> str | None:
-    """Where ``obj`` holds a list of more than :data:`LIST_MAX` items, if it does."""
+    """Where ``obj`` holds a list of more than :data:`LIST_MAX` items, if it does (the
+    walk keeps no paths: one is found only for an object refused)."""
+    stack: list[Any] = [obj]
+    push, pop = stack.append, stack.pop
+    while stack:
+        node = pop()
+        if type(node) is dict:
+            values: Any = node.values()
+        elif type(node) is list:
+            if len(node) > LIST_MAX:
+                path = _path_to(obj, node)
+                return f"{path} holds {len(node):,} items, more than the {LIST_MAX:,} a rule reads"
+            values = node
+        else:
+            continue
+        for value in values:
+            kind = type(value)
+            if kind is dict or kind is list:
+                push(value)
+    return None
+
+
+def _path_to(obj: Any, target: Any) -> str:
+    """The JSON pointer of ``target`` (by identity) in ``obj``."""
     stack: list[tuple[str, Any]] = [("", obj)]
     while stack:
         path, node = stack.pop()
+        if node is target:
+            return path or "/"
         if isinstance(node, dict):
-            stack.extend((f"{path}/{k}", v) for k, v in node.items() if isinstance(v, dict | list))
+            stack.extend((f"{path}/{k}", v) for k, v in node.items())
         elif isinstance(node, list):
-            if len(node) > LIST_MAX:
-                return (
-                    f"{path or '/'} holds {len(node):,} items, more than the {LIST_MAX:,} "
-                    "a rule reads"
-                )
-            stack.extend(
-                (f"{path}/{i}", v) for i, v in enumerate(node) if isinstance(v, dict | list)
-            )
-    return None
+            stack.extend((f"{path}/{i}", v) for i, v in enumerate(node))
+    return "/"
 
 
 class Program:
