@@ -229,8 +229,10 @@ class QuotaEnforcer:
         # from what we wrote: until it has, a raise could let both namespaces fill up.
         await self._taken_up(member, tenant, lowered)
         # The cache may be behind: a namespace it saw below its use can already hold
-        # more. Raises are capped by what the member says the others hold right now.
-        for ns in set(in_force) - set(fresh):
+        # more. Raises are capped by what the member says the others hold right now —
+        # the lowered ones too: until their lower value was taken up, they admitted
+        # against the old one after their write's answer gave the use.
+        for ns in (set(in_force) - set(fresh)) | set(lowered):
             fresh[ns] = await self._read_used(member, tenant, ns)
         created: dict[str, dict[str, Decimal]] = {}
         for ns, values in raises.items():

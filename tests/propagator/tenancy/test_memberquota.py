@@ -153,6 +153,30 @@ async def test_a_raise_is_capped_by_what_the_others_hold_now_not_by_a_stale_cach
     assert (h.hard("a"), h.hard("b")) == ({"pods": "3"}, {"pods": "3"})
 
 
+async def test_what_a_lowered_quota_admitted_until_it_was_in_force_limits_a_raise() -> None:
+    # Its admission checks status.hard, which the member's quota controller copies from
+    # what was written: until it has, pods still come in against the old value, after the
+    # lowering write answered with the use before them.
+    h = Harness([quota(pods=6)])
+    await h.enforcer.guard(h.member, h.work("a"))
+    await h.enforcer.guard(h.member, h.work("b"))
+    h.use("a", pods="3")
+    h.use("b", pods="1")
+    reads = 0
+
+    async def admitting(*args: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        if reads == 2:  # waiting for the take-up: b admits two more against its old 3
+            h.use("b", pods="3")
+        return await h.fake.caches(*args)
+
+    h.enforcer.caches = admitting
+    await h.enforcer.rebalance(h.member, quota(pods=6))
+    assert h.hard("b") == {"pods": "2"}  # lowered (b still runs 3: nothing is evicted)
+    assert h.hard("a") == {"pods": "3"}  # not raised to 4: 4 + 3 is over the limit
+
+
 async def test_pods_the_members_count_misses_are_held_back_from_the_limit() -> None:
     # A member's quota controller can count short: it recounts a quota whose hard we
     # changed from its own pod cache, which may miss a pod admitted a moment before,
