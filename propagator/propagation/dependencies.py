@@ -22,11 +22,15 @@ from propagator.conditions import some_of
 from propagator.interpreter.pointer import read_pointer
 from propagator.interpreter.registry import Interpreters
 from propagator.interpreter.rules import RuleFailed
+from propagator.runtime.bounded import each
 from propagator.work.objects import strip_server_fields
 
 MAX_DEPENDENCIES = 256
 """Distinct objects an application's workloads may name: more is refused (each is read
 from the hub and applied to every cluster)."""
+READ_ONE_BY_ONE = 8
+"""Objects of one kind read by name (at once); more are read with one list of the
+namespace."""
 CHECKSUM_ANNOTATION = "propagator.io/dependencies-checksum"
 """On a workload's pod template (``rollOnChange``): a hash of the ConfigMaps and Secrets
 it uses."""
@@ -103,24 +107,25 @@ async def bring(
     interpreters: Interpreters,
     roll_on_change: bool,
 ) -> Dependencies:
-    """The dependencies of ``objects`` (see :func:`references`), read from the hub with
-    one list per kind; with ``roll_on_change`` the workloads among ``objects`` get their
-    checksum (in place). Raises DependencyError, or ApiError from the hub."""
+    """The dependencies of ``objects`` (see :func:`references`), read from the hub (by
+    name, or one list per kind when there are many); with ``roll_on_change`` the
+    workloads among ``objects`` get their checksum (in place). Raises DependencyError,
+    or ApiError from the hub."""
     refs = references(objects, namespace, interpreters)
     wanted = {r for found in refs.values() for r in found}
     have = {_ref_of(o): o for o in objects}
     found: dict[Reference, dict[str, Any]] = {}
     unreadable: set[tuple[str, str]] = set()
     for api_version, kind in sorted({(a, k) for a, k, _ in wanted - set(have)}):
+        names = sorted(n for a, k, n in wanted - set(have) if (a, k) == (api_version, kind))
         try:
-            listing = await hub.list(api_version, kind, namespace)
+            items = await _read(hub, api_version, kind, namespace, names)
         except ApiError as exc:
             if exc.status != 403:
                 raise
             unreadable.add((api_version, kind))  # the platform keeps the kind from it
             continue
-        names = {n for a, k, n in wanted if (a, k) == (api_version, kind)}
-        for item in listing.get("items") or []:
+        for item in items:
             name = (item.get("metadata") or {}).get("name")
             if name in names:
                 obj = strip_server_fields({**item, "apiVersion": api_version, "kind": kind})
@@ -137,6 +142,28 @@ async def bring(
         if (a, k, n) not in found and (a, k, n) not in have
     )
     return Dependencies([found[r] for r in sorted(found)], missing)
+
+
+async def _read(
+    hub: KubeConnection, api_version: str, kind: str, namespace: str, names: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The objects ``names`` of ``kind`` in ``namespace`` that exist: a few are read one by
+    one (a namespace may hold thousands of Secrets, Helm's releases among them), more with
+    one list."""
+    if len(names) > READ_ONE_BY_ONE:
+        listing = await hub.list(api_version, kind, namespace)
+        return list(listing.get("items") or [])
+    found: list[dict[str, Any]] = []
+
+    async def get(name: str) -> None:
+        try:
+            found.append(await hub.get(api_version, kind, name, namespace))
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+
+    await each(names, get, READ_ONE_BY_ONE, (ApiError,))
+    return found
 
 
 def dependencies_condition(brought: Dependencies) -> tuple[str, bool, str, str]:

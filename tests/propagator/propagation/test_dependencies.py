@@ -44,7 +44,17 @@ class _Hub:
     def __init__(self, *objects: dict[str, Any]) -> None:
         self.objects = list(objects)
         self.lists: list[tuple[str, str, str | None]] = []
+        self.gets: list[tuple[str, str]] = []
         self.forbidden: set[str] = set()
+
+    async def get(self, api_version: str, kind: str, name: str, namespace: str) -> Any:
+        self.gets.append((kind, name))
+        if kind in self.forbidden:
+            raise ApiError("hub", f"GET: 403 Forbidden: cannot get {kind}", status=403)
+        for o in self.objects:
+            if (o["apiVersion"], o["kind"], o["metadata"]["name"]) == (api_version, kind, name):
+                return o
+        raise ApiError("hub", f"GET: 404 NotFound: {kind} {name!r} not found", status=404)
 
     async def list(self, api_version: str, kind: str, namespace: str | None = None) -> Any:
         self.lists.append((api_version, kind, namespace))
@@ -62,7 +72,7 @@ def _secret(name: str, **data: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}, "data": data}
 
 
-async def test_what_a_workload_uses_comes_along_read_with_one_list_per_kind() -> None:
+async def test_what_a_workload_uses_comes_along_read_by_name() -> None:
     hub = _Hub(
         config_map("a", "shop", x="1"),
         config_map("b", "shop", x="2"),
@@ -81,10 +91,28 @@ async def test_what_a_workload_uses_comes_along_read_with_one_list_per_kind() ->
     assert names == [("ConfigMap", "a"), ("ConfigMap", "b"), ("Secret", "creds")]
     assert "resourceVersion" not in brought.objects[0]["metadata"]
     assert brought.missing == ["ConfigMap/gone", "ServiceAccount/runner"]
-    assert len(hub.lists) == 3
+    assert hub.lists == []  # "unused" and whatever else the namespace holds are not read
+    assert sorted(hub.gets) == [
+        ("ConfigMap", "a"),
+        ("ConfigMap", "b"),
+        ("ConfigMap", "gone"),
+        ("Secret", "creds"),
+        ("ServiceAccount", "runner"),
+    ]
     condition = dependencies_condition(brought)
     assert condition[:3] == ("Dependencies", False, "NotOnHub")
     assert "ConfigMap/gone" in condition[3]
+
+
+async def test_many_of_one_kind_are_read_with_one_list() -> None:
+    names = [f"c{i}" for i in range(9)]
+    hub = _Hub(*(config_map(n, "shop", x="1") for n in names))
+    brought = await bring(
+        [_using(*names)], "shop", cast(KubeConnection, hub), Interpreters(), False
+    )
+    assert len(brought.objects) == 9
+    assert hub.lists == [("v1", "ConfigMap", "shop")]
+    assert hub.gets == []
 
 
 async def test_what_the_manifests_hold_already_is_not_read() -> None:

@@ -16,6 +16,7 @@ from api.finalizerpolicy import FINALIZER
 from fleet.snapshotstore import SnapshotStore
 from kube.connection import KubeConnection
 from kube.discovery import ResourceInfo
+from kube.errors import ApiError
 from propagator.interpreter.health import WorkloadHealth
 from propagator.interpreter.registry import builtin_rules
 from propagator.observability.metrics import Metrics
@@ -49,13 +50,13 @@ class FakeHub:
     async def resource(self, api_version: str, kind: str) -> ResourceInfo:
         return served("hub", api_version, kind)
 
-    async def list(
-        self, api_version: str, kind: str, namespace: str | None = None, **_: Any
+    async def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
     ) -> dict[str, Any]:
         """The application's namespace holds one ServiceAccount, ``runner``."""
-        if (api_version, kind) == ("v1", "ServiceAccount"):
-            return {"items": [{"metadata": {"name": "runner", "namespace": namespace}}]}
-        return {"items": []}
+        if (api_version, kind, name) == ("v1", "ServiceAccount", "runner"):
+            return {"kind": kind, "metadata": {"name": name, "namespace": namespace}}
+        raise ApiError("hub", f"GET: 404 NotFound: {kind} {name!r}", status=404)
 
     async def merge_patch(
         self, api_version: str, kind: str, name: str, body: dict[str, Any], **kw: Any
