@@ -191,15 +191,31 @@ def owned_by(live: Mapping[str, Any], managers: Iterable[str]) -> list[dict[str,
     return trees
 
 
+KEY_MAX = 1024
+"""Longest ``k:``/``v:`` key of a ``fieldsV1`` read (a merge key is a field or two): what
+a member sends is not parsed past it."""
+
+
+def _named(key: str) -> Any:
+    """What a ``k:`` or ``v:`` key names (its JSON), or None when it is not readable: too
+    long, not JSON, nested past the parser's depth."""
+    rest = key[2:]
+    if len(rest) > KEY_MAX:
+        return None
+    try:
+        return json.loads(rest)
+    except (ValueError, RecursionError):
+        return None
+
+
 def _element(key: str, items: list[Any]) -> int | None:
     """The index in ``items`` of the list element a ``fieldsV1`` key names."""
     kind, _, rest = key.partition(":")
-    if kind == "i" and rest.isdigit():
+    if kind == "i" and rest.isdigit() and len(rest) < 10:
         index = int(rest)
         return index if index < len(items) else None
-    try:
-        named = json.loads(rest)
-    except ValueError:
+    named = _named(key)
+    if named is None or kind not in ("k", "v"):
         return None
     for index, item in enumerate(items):
         if kind == "k" and isinstance(named, dict) and isinstance(item, dict):
@@ -239,9 +255,9 @@ def _without_owned_items(items: list[Any], tree: Mapping[str, Any], path: str) -
             continue
         children = {k: v for k, v in sub.items() if k != "."}
         item = items[index]
-        if key.startswith("k:") and isinstance(item, dict):
-            merge_keys = set(json.loads(key[2:]))
-            kept = {k: v for k, v in children.items() if k[2:] not in merge_keys}
+        named = _named(key)
+        if key.startswith("k:") and isinstance(item, dict) and isinstance(named, dict):
+            kept = {k: v for k, v in children.items() if k[2:] not in named}
             without_owned(item, kept, f"{path}/{index}")
 
 
@@ -289,7 +305,9 @@ def _owned_steps(live: Any, tree: Mapping[str, Any], path: Sequence[str]) -> lis
     node: Any = tree
     here = live
     for token in path:
-        if isinstance(node, dict) and not {k for k in node if k != "."}:
+        if not isinstance(node, dict):
+            return None  # not a fieldsV1 tree: nothing read from it
+        if not {k for k in node if k != "."}:
             return steps if steps else None  # owned whole: an atomic value holds it
         if isinstance(here, dict):
             key = f"f:{token}"
@@ -306,7 +324,7 @@ def _owned_steps(live: Any, tree: Mapping[str, Any], path: Sequence[str]) -> lis
             node, here = node[match], here[index]
         else:
             return None
-    return steps
+    return steps if isinstance(node, dict) else None
 
 
 def _partial(live: Any, steps: Sequence[str]) -> Any:
@@ -321,7 +339,8 @@ def _partial(live: Any, steps: Sequence[str]) -> Any:
     assert index is not None
     inner = _partial(live[index], rest)
     if key.startswith("k:"):
-        return [{**json.loads(key[2:]), **inner}]
+        named = _named(key)
+        return [{**(named if isinstance(named, dict) else {}), **inner}]
     return [inner]
 
 

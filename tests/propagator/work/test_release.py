@@ -199,3 +199,30 @@ def test_read_tells_absent_from_null() -> None:
     assert read(obj, "/a/c") is not None
     assert read(obj, "/l/0") == 1
     assert json.dumps(copy.deepcopy(obj))  # unchanged, plain JSON
+
+
+def test_a_members_hostile_managed_fields_change_nothing_and_raise_nothing() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    hostile: dict[str, Any] = {
+        "f:spec": {
+            "f:template": {
+                "f:spec": {
+                    "f:containers": {
+                        f"k:{deep}": {"f:image": {}},
+                        "k:" + '{"name":"' + "x" * 10_000 + '"}': {"f:image": {}},
+                        'k:["name"]': {"f:image": {}},
+                        "k:not json": {"f:image": {}},
+                        "i:99999999999999999999": {"f:image": {}},
+                        'v:{"a":1}': "not a tree",
+                    }
+                }
+            },
+            "f:replicas": "not a tree",
+        }
+    }
+    obj = _deployment()
+    without_owned(obj, hostile)
+    assert obj == _deployment()
+    live = {**_deployment(), "metadata": {**_deployment()["metadata"], "managedFields": []}}
+    pointers = ["/spec/template/spec/containers/0/image", "/spec/replicas"]
+    assert handover(live, [hostile], pointers) is None
