@@ -69,6 +69,7 @@ from tests.e2e.manifests import (
     PLURAL,
     VERSION,
     application,
+    autoscaler,
     config_map,
     deployment,
     service,
@@ -456,19 +457,6 @@ AUTOSCALED_EVERY = 10
 HorizontalPodAutoscaler of it, whose replicas are left to the autoscaler."""
 
 
-def _autoscaler(name: str, namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
-            "minReplicas": 1,
-            "maxReplicas": 3,
-        },
-    }
-
-
 def _create_apps(api: Any, namespace: str, count: int) -> None:
     """``count`` applications of a ConfigMap and a Service each in ``namespace`` (one in
     :data:`AUTOSCALED_EVERY` with an autoscaled Deployment too), 8 writes at a time."""
@@ -479,7 +467,7 @@ def _create_apps(api: Any, namespace: str, count: int) -> None:
         if i % AUTOSCALED_EVERY == 0:
             manifests += [
                 deployment(name, namespace, "bench:1", replicas=0),
-                _autoscaler(name, namespace),
+                autoscaler(name, namespace, 1, 3),
             ]
         api.create_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, application(name, namespace, manifests, "bench")

@@ -33,6 +33,29 @@ def service(name: str, namespace: str) -> dict[str, Any]:
     }
 
 
+def autoscaler(
+    name: str, namespace: str, low: int, high: int, metric: str | None = None
+) -> dict[str, Any]:
+    """A HorizontalPodAutoscaler of Deployment ``name``, between ``low`` and ``high``
+    replicas: one per 10 of the external ``metric`` (no metric: it never scales)."""
+    spec: dict[str, Any] = {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+        "minReplicas": low,
+        "maxReplicas": high,
+    }
+    if metric is not None:
+        target = {"type": "AverageValue", "averageValue": "10"}
+        spec["metrics"] = [
+            {"type": "External", "external": {"metric": {"name": metric}, "target": target}}
+        ]
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
 def config_map(name: str, namespace: str, **data: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",

@@ -171,9 +171,10 @@ def owned_config_maps(fleet: Fleet, cluster: str, namespace: str, app: str) -> l
     )
 
 
-def kubectl(fleet: Fleet, *args: str, cluster: str = HUB) -> str:
+def kubectl(fleet: Fleet, *args: str, cluster: str = HUB, stdin: str | None = None) -> str:
     result = subprocess.run(
         [str(fleet.binaries / "kubectl"), "--kubeconfig", str(fleet.kubeconfig(cluster)), *args],
+        input=stdin,
         capture_output=True,
         text=True,
         check=False,

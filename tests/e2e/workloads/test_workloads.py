@@ -8,7 +8,6 @@ object kept on delete outlives its application."""
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,7 +19,7 @@ from fleet.local import HUB
 from propagator.work.objects import APP_LABEL
 from tests.e2e.conftest import Fleet
 from tests.e2e.controller import Controller, kubectl_propagator, running
-from tests.e2e.manifests import config_map, deployment
+from tests.e2e.manifests import autoscaler, config_map, deployment
 from tests.e2e.propagation.test_propagation import (
     ENV,
     MEMBERS,
@@ -85,30 +84,6 @@ def controller(
 # -- helpers ------------------------------------------------------------------------------
 
 
-def autoscaler(name: str, namespace: str, low: int, high: int, metric: str) -> dict[str, Any]:
-    """An autoscaler of Deployment ``name`` on an external metric: one replica per 10 of
-    it."""
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
-            "minReplicas": low,
-            "maxReplicas": high,
-            "metrics": [
-                {
-                    "type": "External",
-                    "external": {
-                        "metric": {"name": metric},
-                        "target": {"type": "AverageValue", "averageValue": "10"},
-                    },
-                }
-            ],
-        },
-    }
-
-
 def replicas(fleet: Fleet, cluster: str, namespace: str, name: str = "web") -> int:
     return int(fleet.apps(cluster).read_namespaced_deployment(name, namespace).spec.replicas)
 
@@ -143,24 +118,8 @@ def steady(probe: Callable[[], Any], expected: Any, seconds: float, what: str) -
 
 def server_side_apply(fleet: Fleet, cluster: str, obj: dict[str, Any], manager: str) -> None:
     """What another tool on the member does: its own server-side apply."""
-    result = subprocess.run(
-        [
-            str(fleet.binaries / "kubectl"),
-            "--kubeconfig",
-            str(fleet.kubeconfig(cluster)),
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            f"--field-manager={manager}",
-            "-f",
-            "-",
-        ],
-        input=json.dumps(obj),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    apply = ["apply", "--server-side", "--force-conflicts", f"--field-manager={manager}"]
+    kubectl(fleet, *apply, "-f", "-", cluster=cluster, stdin=json.dumps(obj))
 
 
 def config_data(fleet: Fleet, cluster: str, namespace: str, name: str) -> dict[str, str]:
