@@ -129,6 +129,15 @@ class Dependencies(KubeModel):
     pod template carries a checksum of what they use)."""
 
 
+class ClusterSuspension(KubeModel):
+    """Member clusters that get no writes from this application for now."""
+
+    clusters: list[ObjectName] = Field(default_factory=list, max_length=1000)
+    """MemberCluster names."""
+    cluster_selector: LabelSelector | None = None
+    """Clusters whose labels match."""
+
+
 class ApplicationPropagationSpec(KubeModel):
     """What to propagate, where, and how to roll it out."""
 
@@ -162,6 +171,11 @@ class ApplicationPropagationSpec(KubeModel):
     dependencies: Dependencies | None = None
     """Bring the ConfigMaps, Secrets, ServiceAccounts and PersistentVolumeClaims the
     workloads use from the application's hub namespace."""
+    suspend: bool = False
+    """No writes to any member (no apply, heal or prune): each cluster keeps what it runs,
+    drift is reported, a spec change waits (visibly) until this is false again."""
+    suspended_clusters: ClusterSuspension | None = None
+    """As ``suspend``, for these clusters only: the rollout skips them."""
 
 
 class PlacedCluster(KubeModel):
@@ -281,6 +295,10 @@ class ClusterResult(KubeModel):
     reflect (ResourceInterpreter ``spec.status``)."""
     drift: DriftReport | None = None
     """Objects changed on the member and left so (``spec.driftPolicy: Report``)."""
+    rollout_revision: int | None = Field(default=None, ge=1)
+    """The application's revision this cluster is to run (``status.rollout``)."""
+    suspended: bool = False
+    """No writes here (``spec.suspend`` or ``spec.suspendedClusters``)."""
 
 
 CanaryPhase = Literal["Progressing", "Paused", "Promoting", "Succeeded", "RolledBack", "Aborted"]
@@ -336,6 +354,65 @@ class CanaryStatus(KubeModel):
     """Per canary cluster: weight and ready replicas of both copies."""
 
 
+RolloutPhase = Literal["Progressing", "Waiting", "Halted", "Complete", "Suspended"]
+
+
+class HaltedWave(KubeModel):
+    """Why the rollout stopped."""
+
+    wave: int = Field(ge=0)
+    """Index of the wave that failed."""
+    name: str = Field(default="", max_length=63)
+    """Its group's name (``wave-N`` for waves by size)."""
+    reason: str = Field(default="", max_length=64)
+    """ProgressDeadline, Degraded, Failed or CanaryRolledBack."""
+    clusters: list[str] = Field(default_factory=list, max_length=100)
+    """The clusters that were not healthy (or failed)."""
+
+
+class RolloutStatus(KubeModel):
+    """Where the rollout of the application's latest revision stands."""
+
+    phase: RolloutPhase = "Complete"
+    """Progressing (a wave is being applied or proven healthy), Waiting (a manual gate,
+    a pause, or the canary goes first), Halted (a wave failed: later waves keep the
+    revision they run), Complete, Suspended (``spec.suspend``)."""
+    revision: int = Field(default=1, ge=1)
+    """The revision being rolled out (the latest, or the one an undo returns to)."""
+    previous_revision: int | None = Field(default=None, ge=1)
+    """The revision it rolls out from."""
+    spec_revision: int | None = Field(default=None, ge=1)
+    """The spec's revision (the one the spec's objects and overrides make)."""
+    spec_hash: str | None = Field(default=None, max_length=64)
+    """A hash of the spec's objects and overrides (names its ControllerRevision)."""
+    spec_held: bool = False
+    """An undo set the spec's revision aside: it rolls out again on ``rollout resume`` or
+    the next change of the spec."""
+    wave: int = Field(default=0, ge=0)
+    """Index of the current wave (Waiting: of the wave that waits to start)."""
+    waves: int = Field(default=1, ge=0)
+    """How many waves this rollout has."""
+    wave_name: str = Field(default="", max_length=63)
+    """The current wave's name."""
+    wave_started_at: str | None = Field(default=None, json_schema_extra=_TIMESTAMP)
+    """When the current wave's writes began (its progress deadline counts from here)."""
+    wave_healthy_at: str | None = Field(default=None, json_schema_extra=_TIMESTAMP)
+    """Since when the current wave has been healthy (its minimum healthy time counts
+    from here)."""
+    updated_clusters: int = Field(default=0, ge=0)
+    """Clusters that are to run ``revision``."""
+    paused: bool = False
+    """``kubectl propagator rollout pause``: no wave starts until resume."""
+    halted: HaltedWave | None = None
+    """Which wave failed, where and why."""
+    message: str = Field(default="", max_length=1024)
+    """What the rollout waits for, or why it stopped."""
+    last_action: str | None = Field(default=None, max_length=253)
+    """The propagator.io/rollout-action value last acted on."""
+    history: list[int] = Field(default_factory=list, max_length=50)
+    """Revisions kept on the hub (``kubectl propagator rollout undo --to-revision``)."""
+
+
 class ApplicationPropagationStatus(KubeModel):
     """What the controller last did and saw."""
 
@@ -361,6 +438,8 @@ class ApplicationPropagationStatus(KubeModel):
     """readyClusters/totalClusters, e.g. 18/20 (for kubectl get)."""
     canary: CanaryStatus | None = None
     """Canary progress."""
+    rollout: RolloutStatus | None = None
+    """The rollout of the latest revision: waves, suspension, undo."""
     evicted: list[EvictedCluster] = Field(
         default_factory=list,
         max_length=1000,
@@ -426,6 +505,7 @@ class ApplicationPropagation(Resource):
             PrinterColumn("Clusters", ".status.totalClusters", "integer"),
             PrinterColumn("Ready", ".status.ready"),
             PrinterColumn("Canary", ".status.canary.weight", "integer"),
+            PrinterColumn("Rollout", ".status.rollout.phase"),
             AGE,
             PrinterColumn(
                 "Scheduled", '.status.conditions[?(@.type=="Scheduled")].status', priority=1

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import re
+from typing import Annotated
 
-from pydantic import Field
+from pydantic import AfterValidator, Field, StrictInt, StrictStr
 
-from api.common import Duration, duration_rule, duration_seconds
+from api.common import Duration, ObjectName, duration_rule, duration_seconds
 from api.model import KubeModel, Rule
 from api.selectors import LabelSelector
 
@@ -57,6 +59,138 @@ class Retry(KubeModel):
     )
 
 
+MAX_WAVES = 20
+"""Wave groups an application may define (``size`` makes as many waves as the placed
+clusters need, at most one per cluster)."""
+MAX_GROUP_CLUSTERS = 100
+"""Clusters one wave group may name (more are picked by a selector)."""
+MAX_WAVE_CLUSTERS = 1000
+"""The largest number of clusters a wave size or tolerance may give."""
+MAX_WAVE_TIME = "24h"
+"""The longest progress deadline or minimum healthy time of a wave."""
+MIN_PROGRESS_DEADLINE = "10s"
+DEFAULT_HISTORY = 10
+MAX_HISTORY = 50
+ROLLOUT_ACTION_ANNOTATION = "propagator.io/rollout-action"
+"""``pause``, ``resume``, ``promote``, ``promote-all`` or ``undo`` (``undo:N`` for
+revision N), optionally followed by ``/`` and anything (a time, a nonce): each distinct
+value is acted on once (``kubectl propagator rollout``)."""
+ROLLOUT_ACTIONS = ("pause", "resume", "promote", "promote-all", "undo")
+_PERCENT = re.compile(r"^(100|[1-9]?[0-9])%$")
+
+
+def _check_count(value: int | str) -> int | str:
+    if isinstance(value, int):
+        if not 0 <= value <= MAX_WAVE_CLUSTERS:
+            raise ValueError(f"{value} is not between 0 and {MAX_WAVE_CLUSTERS}")
+        return value
+    if not _PERCENT.match(value):
+        shown = value if len(value) <= 20 else value[:20] + "…"
+        raise ValueError(f"{shown!r} is neither a number of clusters nor a percentage 0% to 100%")
+    return value
+
+
+ClusterCount = Annotated[
+    StrictInt | StrictStr,
+    AfterValidator(_check_count),
+    Field(
+        json_schema_extra={
+            "x-kubernetes-int-or-string": True,
+            "maxLength": 4,
+            "x-kubernetes-validations": [
+                {
+                    "rule": f"type(self) == int ? self >= 0 && self <= {MAX_WAVE_CLUSTERS} : "
+                    "self.matches('^(100|[1-9]?[0-9])%$')",
+                    "message": f"must be a number of clusters (0 to {MAX_WAVE_CLUSTERS}) or a "
+                    "percentage such as 25%",
+                }
+            ],
+        }
+    ),
+]
+"""A number of clusters (``2``) or a percentage of them (``25%``)."""
+
+
+def count_of(value: int | str, total: int, *, at_least_one: bool = False) -> int:
+    """How many of ``total`` clusters ``value`` (a number or a percentage) means: a
+    percentage rounds down (up, and at least 1, with ``at_least_one``: a wave size)."""
+    if isinstance(value, int):
+        number = value
+    else:
+        percent = int(value[:-1])
+        number = (total * percent + 99) // 100 if at_least_one else total * percent // 100
+    return max(number, 1) if at_least_one else number
+
+
+class WaveGroup(KubeModel):
+    """One wave: the clusters it names and those its selector picks (a cluster in two
+    groups goes with the first)."""
+
+    name: str = Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    """Names the wave in the status, Events and metrics (a DNS label)."""
+    clusters: list[ObjectName] = Field(default_factory=list, max_length=MAX_GROUP_CLUSTERS)
+    """MemberCluster names."""
+    cluster_selector: LabelSelector | None = None
+    """Clusters whose labels match."""
+    manual: bool = False
+    """A gate: the wave waits for ``kubectl propagator rollout promote`` before it starts."""
+
+    rules = (
+        Rule(
+            cel="size(self.clusters) > 0 || has(self.clusterSelector)",
+            message="a wave group names clusters, a clusterSelector or both",
+            check=lambda g: bool(g.clusters) or g.cluster_selector is not None,
+        ),
+    )
+
+
+class Waves(KubeModel):
+    """Roll each new revision out wave by wave: a wave starts once the one before has been
+    healthy (by the health rules of every kind it holds) for ``minHealthyTime``; a wave
+    not healthy within ``progressDeadline`` halts the rollout, and the clusters of later
+    waves keep the revision they run."""
+
+    groups: list[WaveGroup] = Field(
+        default_factory=list,
+        max_length=MAX_WAVES,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+    """Waves in order, by cluster names or labels; placed clusters no group picks form a
+    last wave of their own."""
+    size: ClusterCount | None = None
+    """Instead of groups: clusters per wave, a number or a percentage of the placed
+    clusters (rounded up), in the order of their names."""
+    min_healthy_time: Duration = "30s"
+    """How long a wave's clusters stay healthy before the next wave starts (0s to 24h)."""
+    progress_deadline: Duration = "10m"
+    """How long a wave may take to become healthy before the rollout halts (10s to 24h)."""
+    max_unhealthy: ClusterCount = 0
+    """Clusters of a wave (a number or a percentage, rounded down) that may stay unhealthy
+    or failed while the wave still passes."""
+
+    rules = (
+        Rule(
+            cel="(size(self.groups) > 0) != has(self.size)",
+            message="give either groups or size",
+            check=lambda w: bool(w.groups) != (w.size is not None),
+        ),
+        Rule(
+            cel="self.groups.all(g, self.groups.all(h, g.name == h.name || "
+            "g.clusters.all(c, !(c in h.clusters))))",
+            message="a cluster is named in two wave groups; name each in one",
+            check=lambda w: all(
+                not (set(g.clusters) & set(h.clusters))
+                for g, h in itertools.combinations(w.groups, 2)
+            ),
+            field_path=".groups",
+        ),
+        duration_rule("minHealthyTime", "min_healthy_time", MAX_WAVE_TIME),
+        duration_rule(
+            "progressDeadline", "progress_deadline", MAX_WAVE_TIME, MIN_PROGRESS_DEADLINE
+        ),
+    )
+
+
 class Rollout(KubeModel):
     """Per-application knobs, bounded by the controller-wide caps."""
 
@@ -70,6 +204,11 @@ class Rollout(KubeModel):
     max_failures: int | None = Field(default=None, ge=0)
     """Failed clusters tolerated in one pass; once more have failed, clusters not yet
     started are not tried (unset: never stop early)."""
+    waves: Waves | None = None
+    """Roll new revisions out wave by wave, each gated on health (unset: every cluster at
+    once)."""
+    revision_history_limit: int = Field(default=DEFAULT_HISTORY, ge=1, le=MAX_HISTORY)
+    """Revisions kept on the hub for undo (1 to 50)."""
 
 
 MAX_PROGRESS_DEADLINE_SECONDS = 86_400

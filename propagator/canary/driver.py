@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from opentelemetry import trace
 
-from api.application import ApplicationPropagation
+from api.application import ApplicationPropagation, Override
 from api.rollout import CANARY_ACTION_ANNOTATION
 from api.selectors import selects
 from fleet.snapshot import FleetSnapshot
@@ -107,10 +107,12 @@ class CanaryDriver:
         last: CanaryPlanned | None,
         key: str,
         now: float,
+        overrides: Sequence[Override] | None = None,
     ) -> CanaryPlan | None:
         """The canary of this plan (None without ``spec.canary``): its next state, from what
         the last plan's clusters show and the metric checks measured now (nothing is
-        written: see :meth:`commit`). Raises ApiError (the hub)."""
+        written: see :meth:`commit`). ``objects`` and ``overrides`` (default: the spec's)
+        are the revision rolled out. Raises ApiError (the hub)."""
         canary = app.spec.canary
         if canary is None:
             return None
@@ -122,7 +124,10 @@ class CanaryDriver:
         kinds = self._split_kinds(objects)
         latest = source_of(
             objects,
-            [o.model_dump(by_alias=True, exclude_none=True) for o in app.spec.overrides],
+            [
+                o.model_dump(by_alias=True, exclude_none=True)
+                for o in (app.spec.overrides if overrides is None else overrides)
+            ],
             kinds,
         )
         release = release_of(latest)

@@ -72,7 +72,7 @@ class StableRevisions:
                 "apps/v1",
                 "ControllerRevision",
                 namespace,
-                labelSelector=f"{APPLICATION_LABEL}={application_label(name)}",
+                labelSelector=f"{APPLICATION_LABEL}={application_label(name)},{RELEASE_LABEL}",
             )
             for item in listed.get("items") or []:
                 labels = (item.get("metadata") or {}).get("labels") or {}
@@ -90,7 +90,7 @@ class StableRevisions:
             "apps/v1",
             "ControllerRevision",
             namespace,
-            labelSelector=f"{APPLICATION_LABEL}={application_label(name)}",
+            labelSelector=f"{APPLICATION_LABEL}={application_label(name)},{RELEASE_LABEL}",
         )
         items = listed.get("items") or []
         numbers = [int(i.get("revision") or 0) for i in items]

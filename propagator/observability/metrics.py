@@ -45,6 +45,38 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.rollout_wave = Gauge(
+            "propagator_rollout_wave",
+            "The wave (1-based) each application with waves is rolling out; its number of "
+            "waves once complete",
+            ["namespace", "application"],
+            registry=r,
+        )
+        self.rollout_updated = Gauge(
+            "propagator_rollout_clusters_updated",
+            "Clusters each application with waves has taken to the revision it rolls out",
+            ["namespace", "application"],
+            registry=r,
+        )
+        self.rollout_phase = Gauge(
+            "propagator_rollout_phase",
+            "1 for the phase each application's rollout with waves is in, 0 for the others",
+            ["namespace", "application", "phase"],
+            registry=r,
+        )
+        self.rollout_halts = Counter(
+            "propagator_rollout_halts_total",
+            "Rollouts halted at a wave, by reason (ProgressDeadline, Degraded, Failed, "
+            "CanaryRolledBack)",
+            ["reason"],
+            registry=r,
+        )
+        self.rollout_wave_seconds = Histogram(
+            "propagator_rollout_wave_duration_seconds",
+            "From a wave's start to its passing (healthy for its minimum time)",
+            buckets=(1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600),
+            registry=r,
+        )
         self.application_clusters = Gauge(
             "propagator_application_clusters",
             "Every application's clusters, by the application's health there (its objects "

@@ -13,6 +13,7 @@ from api.common import duration_seconds
 from kube.connection import KubeConnection
 from kube.errors import ApiError
 from propagator.canary.driver import CanaryDriver
+from propagator.canary.machine import RUNNING
 from propagator.canary.plan import CanaryPlan
 from propagator.failover.driver import FailoverDriver, FailoverPass
 from propagator.observability.metrics import Metrics
@@ -21,6 +22,8 @@ from propagator.propagation.plan import Given, Plan, Stop
 from propagator.propagation.rendering import MovedRender, Renderer
 from propagator.propagation.statusnotes import not_applied
 from propagator.render.manifests import RenderError
+from propagator.rollout.driver import Aim, RolloutDriver, RolloutPlan
+from propagator.rollout.machine import CanaryGate
 from propagator.tenancy.boundary import check_rendered
 from propagator.tenancy.hubquota import QuotaAdmission, QuotaRefusal
 from propagator.tenancy.policy import Forbidden, Platform, TenantPolicy
@@ -40,6 +43,7 @@ class Chosen:
     targets: list[Target]
     moved: MovedRender
     canary: CanaryPlan | None
+    rollout: RolloutPlan
     over_room: dict[str, str]
     """Clusters it was placed without because, as rendered, it asks more there than the
     tenant's quota leaves."""
@@ -57,9 +61,11 @@ class Chooser:
         renderer: Renderer,
         failover: FailoverDriver,
         canary: CanaryDriver,
+        rollout: RolloutDriver,
         metrics: Metrics,
     ) -> None:
         self.hub = hub
+        self.rollout = rollout
         self.platform = platform
         self.admission = admission
         self.placer = placer
@@ -79,6 +85,7 @@ class Chooser:
         over_room: dict[str, str] = {}
         runs_on = {t.cluster for t in g.running}
         refusal: QuotaRefusal | None = None
+        aim = await self._aim(given)
         scheduled = len(plan.conditions)
         for attempt in range(PLACE_AGAIN_LIMIT + 1):
             placed = self.placer.place(
@@ -105,14 +112,15 @@ class Chooser:
                         app.spec.failover.application.unhealthy_after
                     )
                 await self.failover.announce(g.obj, step)
-            canary = await self._canary(given, placed.targets, step)
-            moved = await self._render(given, placed.targets, canary, step)
+            canary = await self._canary(given, placed.targets, step, aim)
+            rollout = await self._rollout(given, aim, placed.targets, canary, step)
+            moved = await self._render(given, placed.targets, canary, rollout, step)
             await self._check_boundary(g.tenancy, moved, g.namespace)
             refusal = self.admission.check(
                 tenant, own, planned, moved.rendered, snapshot, g.namespace
             )
             if refusal is None:
-                return Chosen(placed.targets, moved, canary, over_room)
+                return Chosen(placed.targets, moved, canary, rollout, over_room)
             again = {c: why for c, why in refusal.over.items() if c not in over_room}
             # Where it runs already, it is not taken away for want of room: refused whole,
             # what runs stays as it is.
@@ -121,27 +129,76 @@ class Chooser:
             over_room.update(again)  # placed again without them
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def _aim(self, g: Given) -> Aim:
+        """The revision this plan rolls out; Stop (retried) when the hub's revisions
+        cannot be read."""
+        try:
+            return await self.rollout.aim(g.app, g.obj, g.objects, g.last)
+        except ApiError as exc:
+            why = f"revisions: {exc}"
+            raise Stop([("Applied", False, "HubError", why)], exc, retry=True) from exc
+
     async def _canary(
-        self, g: Given, targets: Sequence[Target], step: FailoverPass
+        self, g: Given, targets: Sequence[Target], step: FailoverPass, aim: Aim
     ) -> CanaryPlan | None:
-        """The canary's next state; Stop (retried) when the hub's stable revision cannot
-        be read."""
+        """The canary's next state, for the revision rolled out; Stop (retried) when the
+        hub's stable revision cannot be read."""
         try:
             return await self.canary.begin(
-                g.app, g.obj, g.objects, targets, g.snapshot, g.last, g.key, step.now
+                g.app,
+                g.obj,
+                aim.target.objects,
+                targets,
+                g.snapshot,
+                g.last,
+                g.key,
+                step.now,
+                aim.target.overrides,
             )
         except ApiError as exc:
             why = f"{exc}"
             raise Stop([("CanaryProgressing", False, "HubError", why)], exc, retry=True) from exc
 
+    async def _rollout(
+        self,
+        g: Given,
+        aim: Aim,
+        targets: Sequence[Target],
+        canary: CanaryPlan | None,
+        step: FailoverPass,
+    ) -> RolloutPlan:
+        """The revision each cluster is to run; Stop (retried) when a kept revision
+        cannot be read."""
+        try:
+            return await self.rollout.plan(
+                aim,
+                g.app,
+                g.obj,
+                targets,
+                g.snapshot,
+                g.last,
+                g.key,
+                step.now,
+                canary_gate(canary),
+                canary.canary_clusters if canary is not None else frozenset(),
+            )
+        except ApiError as exc:
+            why = f"revisions: {exc}"
+            raise Stop([("Applied", False, "HubError", why)], exc, retry=True) from exc
+
     async def _render(
-        self, g: Given, targets: list[Target], canary: CanaryPlan | None, step: FailoverPass
+        self,
+        g: Given,
+        targets: list[Target],
+        canary: CanaryPlan | None,
+        rollout: RolloutPlan,
+        step: FailoverPass,
     ) -> MovedRender:
         """Each target's objects; Stop (not retried: the same inputs fail the same way)
         when a template, an override or the canary's composition fails."""
         try:
             return await self.renderer.render_moving(
-                g.key, g.app, g.objects, g.snapshot, targets, canary, self.failover, step
+                g.key, g.app, g.snapshot, targets, canary, rollout, self.failover, step
             )
         except RenderError as exc:
             why = f"{exc}; nothing was applied"
@@ -167,6 +224,17 @@ class Chooser:
         except ApiError as exc:
             why = f"discovery: {exc}"
             raise Stop([("Applied", False, "ResolveFailed", why)], exc, retry=True) from exc
+
+
+def canary_gate(canary: CanaryPlan | None) -> CanaryGate:
+    """Where the canary stands for the waves: none, running (it goes first), done
+    (promoted) or failed (its revision rolled back or aborted)."""
+    if canary is None:
+        return "none"
+    state = canary.state
+    if state.phase in ("RolledBack", "Aborted") and state.canary == canary.release:
+        return "failed"
+    return "running" if state.phase in RUNNING and state.phase != "Promoting" else "done"
 
 
 def forbidden(exc: Forbidden, metrics: Metrics) -> Stop:

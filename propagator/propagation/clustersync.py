@@ -317,6 +317,8 @@ class _Sync:
         self.release = self.work.release.on(objects)
         self.desired = [owner.stamp(o, revision_of([o]), member.name) for o in objects]
         self.wanted = {key_of(o) for o in self.desired}
+        if self.work.suspended:
+            return self._report_only(await self.caches(member, self.kinds, self.timeout_s))
         fresh = _fresh(member, self.desired, self.kinds)
         if fresh is not None and await self._made_fresh(fresh):
             # Nothing can be in them: no cache to look at first.
@@ -340,6 +342,16 @@ class _Sync:
             tuple(sorted(self.drift)),
             tuple(self.orphaned),
         )
+
+    def _report_only(self, cache: dict[KindKey, Informer]) -> SyncReport:
+        """A suspended sync: nothing is written or deleted; every object not in line
+        (drifted, or not there) is reported as drift."""
+        self.heal = False
+        plan = self._sort(cache)
+        waiting = [o for objects in plan.waiting.values() for o in objects]
+        for obj in (*plan.firsts, *plan.rest, *plan.unknown, *plan.releasing, *waiting):
+            self.drift.append(describe(obj))
+        return SyncReport(0, 0, 0, tuple(sorted(self.conflicts)), tuple(sorted(self.drift)))
 
     async def _made_fresh(self, fresh: dict[str, bool]) -> bool:
         """Create the namespaces ``fresh`` names (whether the application brings each);

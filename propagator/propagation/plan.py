@@ -11,6 +11,7 @@ from api.application import SYNC_ANNOTATION, ApplicationPropagation
 from fleet.snapshot import FleetSnapshot
 from propagator.canary.plan import CanaryPlan
 from propagator.failover.state import FailoverState
+from propagator.rollout.driver import RolloutPlan
 from propagator.tenancy.policy import TenantPolicy
 from propagator.work.targets import Target
 
@@ -101,6 +102,9 @@ class Plan:
     """Application failover's toleration (None: off, no clock kept)."""
     canary: CanaryPlan | None = None
     """The canary's state and clusters (None: the application has no canary)."""
+    rollout: RolloutPlan | None = None
+    """The revision each cluster is to run, and the rollout's state (None: not planned
+    that far)."""
     heal: str = ""
     """The ``kubectl propagator sync`` request the member syncs act on ("": none)."""
     capacity_bound: bool = True

@@ -58,6 +58,8 @@ from propagator.propagation.report import plan_status
 from propagator.propagation.resolve import resolve
 from propagator.propagation.statusnotes import note_over_room
 from propagator.propagation.workrecord import WorkRecorder, Written, reported, works_for
+from propagator.rollout.driver import RolloutDriver, RolloutPlan
+from propagator.rollout.status import rollout_condition
 from propagator.scheduler import Scheduler
 from propagator.settings import Settings
 from propagator.tenancy.hubquota import QuotaAdmission
@@ -114,6 +116,7 @@ class Reconciler:
             Analysis(settings.analysis_address_list()),
             admission.interpreters,
         )
+        self.rollout = RolloutDriver(hub, table, view, metrics)
         self.chooser = Chooser(
             hub,
             self.platform,
@@ -122,6 +125,7 @@ class Reconciler:
             self.renderer,
             self.failover,
             self.canary,
+            self.rollout,
             metrics,
         )
         self.writes = ApplicationWrites(hub, metrics)
@@ -141,6 +145,7 @@ class Reconciler:
         self.renderer.forget(key)
         self.table.forget(key)
         self.canary.forget(key)
+        self.rollout.forget(key)
 
     async def reconcile(self, obj: dict[str, Any], *, replan: bool = True) -> Result:
         """Bring the work for ``obj`` (the cached ApplicationPropagation) in line and write
@@ -202,6 +207,7 @@ class Reconciler:
             await self._commit_canary(obj, chosen.canary, step.now)
             plan.canary = chosen.canary
             plan.conditions.append(condition_of(chosen.canary, objects))
+        await self._commit_rollout(obj, chosen.rollout, plan, step.now)
         queued = self._record(g, plan, chosen, step)
         # Syncs in flight (queued now, or by an earlier plan of this revision) report back.
         pending = queued or self.table.pending(key)
@@ -250,6 +256,17 @@ class Reconciler:
             why = f"{exc}"
             raise Stop([("CanaryProgressing", False, "HubError", why)], exc, retry=True) from exc
 
+    async def _commit_rollout(
+        self, obj: dict[str, Any], rollout: RolloutPlan, plan: Plan, now: float
+    ) -> None:
+        try:
+            note = await self.rollout.commit(obj, rollout, now)
+        except ApiError as exc:  # the spec's revision could not be kept on the hub
+            why = f"revisions: {exc}"
+            raise Stop([("Applied", False, "HubError", why)], exc, retry=True) from exc
+        plan.rollout = rollout
+        plan.conditions.append(rollout_condition(rollout, note))
+
     def _record(self, g: Given, plan: Plan, chosen: Chosen, step: FailoverPass) -> bool:
         """Record the plan's work per cluster (and the removals from those it leaves);
         returns whether member syncs were queued."""
@@ -281,6 +298,8 @@ class Reconciler:
                 ),
                 app.spec.drift_policy == "Heal",
                 plan.heal,
+                chosen.rollout.held,
+                app.spec.suspend,
             ),
             [t.cluster for t in chosen.targets],
             moved.rendered,
@@ -312,6 +331,7 @@ class Reconciler:
         due = [
             self.failover.refresh_due(key, plan, status, namespace, now),
             self.canary.due(key, plan, now),
+            self.rollout.due(key, plan, now),
         ]
         return min((d for d in due if d is not None), default=None)
 

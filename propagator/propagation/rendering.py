@@ -14,6 +14,7 @@ from opentelemetry import trace
 
 from api.application import ApplicationPropagation
 from fleet.snapshot import FleetSnapshot
+from propagator.canary.copies import compose
 from propagator.canary.plan import CanaryPlan
 from propagator.canary.running import compose_clusters, stable_request
 from propagator.failover.driver import FailoverDriver, FailoverPass
@@ -23,6 +24,7 @@ from propagator.observability.metrics import Metrics
 from propagator.render.manifests import ApplicationRef
 from propagator.render.memo import RenderMemo
 from propagator.render.worker import RenderTarget, render_bounded
+from propagator.rollout.driver import RolloutPlan
 from propagator.work.autoscalers import divide_autoscalers
 from propagator.work.objects import revision_of
 from propagator.work.release import scale_fields
@@ -61,20 +63,20 @@ class Renderer:
         self,
         key: str,
         app: ApplicationPropagation,
-        objects: list[dict[str, Any]],
         snapshot: FleetSnapshot,
         targets: list[Target],
         canary: CanaryPlan | None,
+        rollout: RolloutPlan,
         failover: FailoverDriver,
         step: FailoverPass,
     ) -> MovedRender:
-        """Render ``targets`` keeping the replicas that move gracefully, and release the
-        moves that may go (the replacement Available, or the grace period over); raises
-        RenderError."""
+        """Render ``targets`` (each the revision the rollout has it run) keeping the
+        replicas that move gracefully, and release the moves that may go (the replacement
+        Available, or the grace period over); raises RenderError."""
         namespace = app.metadata.get("namespace", "default")
         moves = failover.moves(step, targets)
         rendered = await self.render(
-            key, app, objects, snapshot, with_kept_replicas(targets, moves), canary
+            key, app, snapshot, with_kept_replicas(targets, moves), rollout, canary
         )
         revisions = _revisions(rendered)
         replaced = failover.replaced(key, targets, rendered, revisions, namespace, set(moves))
@@ -82,7 +84,7 @@ class Renderer:
         if any(m.cluster in revisions and m.replicas is not None for m in released.values()):
             # a cluster that kept replicas now scales down to its placement
             rendered = await self.render(
-                key, app, objects, snapshot, with_kept_replicas(targets, kept), canary
+                key, app, snapshot, with_kept_replicas(targets, kept), rollout, canary
             )
             revisions = _revisions(rendered)
         if replaced:
@@ -93,28 +95,36 @@ class Renderer:
         self,
         key: str,
         app: ApplicationPropagation,
-        objects: list[dict[str, Any]],
         snapshot: FleetSnapshot,
         targets: list[Target],
+        rollout: RolloutPlan,
         canary: CanaryPlan | None = None,
     ) -> Rendered:
-        """The objects for each target cluster, rendered in a bounded worker unless the
-        application's last renders had the same inputs (with a canary: as its state has
-        each cluster run them); raises RenderError at the first problem."""
+        """The objects for each target cluster, of the revision the rollout has it run,
+        rendered in a bounded worker unless the application's last renders had the same
+        inputs (with a canary: as its state has each cluster of the revision rolled out
+        run them); raises RenderError at the first problem."""
         shared = app.spec.placement.replicas.mode != "Duplicated"  # Divided, Aggregated
         ref = ApplicationRef(app.metadata["name"], app.metadata.get("namespace", "default"))
-        fields = scale_fields(objects, self.interpreters) if shared else ()
+        target = rollout.target_revision
+        fields = scale_fields(target.objects, self.interpreters) if shared else ()
         facts = _facts(snapshot, targets, shared, fields)
+        runs = {c: rollout.assignment.get(c, target.number) for c in facts}
         with self.metrics.timed("render"), tracer.start_as_current_span("render"):
-            rendered = await self.memo.render(
-                key, objects, app.spec.overrides, list(facts.values()), ref
-            )
+            rendered: Rendered = {}
+            for revision in (target, *rollout.others):
+                clusters = [facts[c] for c, n in runs.items() if n == revision.number]
+                if clusters:
+                    rendered |= await self.memo.render(
+                        key, revision.objects, revision.overrides, clusters, ref
+                    )
             if shared:
                 shares = {t.cluster: t.replicas or 0 for t in targets}
                 rendered = divide_autoscalers(rendered, shares, fields)
             if canary is None:
                 return rendered
-            request = stable_request(canary, rendered)
+            latest = {c: o for c, o in rendered.items() if runs[c] == target.number}
+            request = stable_request(canary, latest)
             stable: Rendered = {}
             if request is not None:
                 stable = await self.memo.render(
@@ -124,7 +134,13 @@ class Renderer:
                     [facts[c] for c in request.clusters],
                     ref,
                 )
-            return compose_clusters(canary, rendered, stable)
+            composed = compose_clusters(canary, latest, stable)
+            # A cluster the rollout has not reached runs its revision whole, as the
+            # stable track (its Service selects it as before).
+            for cluster, objects in rendered.items():
+                if cluster not in composed:
+                    composed[cluster] = compose(objects, {}, "latest", 0, canary.kinds)
+            return composed
 
 
 def _facts(

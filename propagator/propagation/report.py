@@ -19,6 +19,7 @@ from propagator.propagation.plan import Plan
 from propagator.propagation.results import applied_summary, failed_on, failures
 from propagator.propagation.selected import brings
 from propagator.propagation.statusbuilder import ClusterLine, StatusBuilder, availability
+from propagator.rollout.status import rollout_status
 from propagator.tenancy.policy import describe
 from propagator.work.members import MemberView
 from propagator.work.table import SyncState, WorkTable
@@ -52,6 +53,8 @@ def plan_status(
     marked = {describe(o) for objs in plan.rendered.values() for o in objs if kept(o)}
     if marked or builder.status.get("keptOnDelete"):
         builder.status["keptOnDelete"] = sorted(marked)[:KEPT_LISTED]  # [] clears it
+    if plan.rollout is not None:
+        builder.status["rollout"] = rollout_status(plan.rollout)
     if plan.canary is not None:
         namespace = obj["metadata"].get("namespace", "default")
         builder.status["canary"] = canary_status(
@@ -136,6 +139,8 @@ def _target_lines(
                 judged.objects,
                 state.drift,
                 iso(state.drift_since) if state.drift_since is not None else None,
+                plan.rollout.assignment.get(t.cluster) if plan.rollout else None,
+                plan.rollout is not None and t.cluster in plan.rollout.held,
             )
         )
     return lines, states

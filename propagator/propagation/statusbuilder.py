@@ -37,6 +37,9 @@ class ClusterLine:
     drift: tuple[str, ...] = ()
     """Objects drifted there and left so."""
     drift_since: str | None = None
+    rollout_revision: int | None = None
+    """The application's revision the cluster is to run."""
+    suspended: bool = False
 
     def as_status(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -63,6 +66,10 @@ class ClusterLine:
                 "names": [name[:253] for name in self.drift[:DRIFT_NAMES]],
                 **({"since": self.drift_since} if self.drift_since else {}),
             }
+        if self.rollout_revision is not None:
+            out["rolloutRevision"] = self.rollout_revision
+        if self.suspended:
+            out["suspended"] = True
         return out
 
 

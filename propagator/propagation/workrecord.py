@@ -41,6 +41,10 @@ class Written:
     """``driftPolicy: Heal``."""
     heal: str = ""
     """A ``kubectl propagator sync`` request not yet acted on everywhere."""
+    held: frozenset[str] = frozenset()
+    """Clusters that get no writes (suspended)."""
+    suspended: bool = False
+    """``spec.suspend``: no writes anywhere, removals included."""
 
 
 def works_for(
@@ -67,13 +71,22 @@ def works_for(
             w.release,
             w.heal_drift,
             w.heal,
+            cluster in w.held,
             trace_parent=w.trace_parent,
         )
         for cluster in clusters
     }
     for cluster in removed:
         works[cluster] = ClusterWork(
-            key, cluster, (), REMOVAL, w.kinds, w.policy, w.uid, trace_parent=w.trace_parent
+            key,
+            cluster,
+            (),
+            REMOVAL,
+            w.kinds,
+            w.policy,
+            w.uid,
+            suspended=w.suspended,
+            trace_parent=w.trace_parent,
         )
     return works
 

@@ -26,9 +26,9 @@ RenderFn = Callable[
     Awaitable[Rendered],
 ]
 
-KEPT_PER_APPLICATION = 2
-"""Renders kept per application: a canary's plan renders twice (the stable revision and
-the new one)."""
+KEPT_PER_APPLICATION = 3
+"""Renders kept per application: a plan renders the revision rolled out, the one the
+clusters a rollout has not reached run, and a canary's stable revision."""
 
 
 def inputs_digest(

@@ -97,6 +97,9 @@ class ClusterWork:
     heal: str = ""
     """A ``kubectl propagator sync`` request not yet acted on everywhere: drift is healed
     once under it."""
+    suspended: bool = False
+    """No writes (``spec.suspend``, a suspended cluster): what differs is only reported
+    as drift."""
     trace_parent: SpanContext | None = field(default=None, compare=False)
     """The span of the reconcile that asked for this work: the cluster's sync joins its
     trace. Not part of what the work is (a new reconcile of the same work changes nothing)."""

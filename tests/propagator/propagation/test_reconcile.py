@@ -35,12 +35,36 @@ from tests.propagator.scheduler.test_scheduler import PROFILE, cluster
 
 
 class FakeHub:
-    """The hub's merge patches, recorded and applied to the stored application."""
+    """The hub's merge patches, recorded and applied to the stored application; and the
+    ControllerRevisions it holds, listed by label selector (``key=value`` and ``key``
+    terms)."""
 
     def __init__(self, app: dict[str, Any]) -> None:
         self.app = app
         self.patches: list[tuple[str | None, dict[str, Any]]] = []
         self.events: list[dict[str, Any]] = []
+        self.revisions: dict[str, dict[str, Any]] = {}
+
+    async def list(
+        self, api_version: str, kind: str, namespace: str | None = None, **kw: Any
+    ) -> dict[str, Any]:
+        assert (api_version, kind) == ("apps/v1", "ControllerRevision")
+        terms = [t.partition("=") for t in str(kw.get("labelSelector") or "").split(",") if t]
+
+        def selected(item: dict[str, Any]) -> bool:
+            labels = item["metadata"].get("labels") or {}
+            return all(k in labels and (not eq or labels[k] == v) for k, eq, v in terms)
+
+        return {"items": [i for i in self.revisions.values() if selected(i)]}
+
+    async def apply(self, obj: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        self.revisions[obj["metadata"]["name"]] = obj
+        return obj
+
+    async def delete(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> int:
+        return 1 if self.revisions.pop(name, None) is not None else 0
 
     async def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
         assert (method, path.rsplit("/", 1)[-1]) == ("POST", "events"), (method, path)
@@ -54,6 +78,8 @@ class FakeHub:
         self, api_version: str, kind: str, name: str, namespace: str | None = None
     ) -> dict[str, Any]:
         """The application's namespace holds one ServiceAccount, ``runner``."""
+        if kind == "ControllerRevision" and name in self.revisions:
+            return self.revisions[name]
         if (api_version, kind, name) == ("v1", "ServiceAccount", "runner"):
             return {"kind": kind, "metadata": {"name": name, "namespace": namespace}}
         raise ApiError("hub", f"GET: 404 NotFound: {kind} {name!r}", status=404)
@@ -96,6 +122,7 @@ class Harness:
         """``limit_ranges``: per cluster, its LimitRanges (clusters not named have not
         listed theirs); ``kinds``: what every cluster serves."""
         app["metadata"]["generation"] = 1
+        app["metadata"].setdefault("uid", "uid-1")  # as the hub gives every object
         self.hub = FakeHub(app)
         self.clusters = tuple(clusters)
         self.table = table or WorkTable()

@@ -99,19 +99,23 @@ def test_anything_a_render_reads_that_changed_renders_again(change: dict[str, An
     assert worker.calls == 2
 
 
-def test_a_canary_plans_two_renders_and_both_are_kept_the_third_pushes_out_the_oldest() -> None:
+def test_a_plan_renders_three_revisions_all_kept_a_fourth_pushes_out_the_oldest() -> None:
     worker = CountingRender()
     memo = RenderMemo(worker)
+    # The revision rolled out, the one the clusters not reached yet run, a canary's stable.
+    older = [{**MANIFEST, "metadata": {"name": "settings-older"}}]
     canary = [{**MANIFEST, "metadata": {"name": "settings-canary"}}]
     for _ in range(3):
         _render(memo)
+        _render(memo, manifests=older)
         _render(memo, manifests=canary)
-    assert worker.calls == 2
-    _render(memo, targets=_targets(region="ap"))
-    _render(memo, manifests=canary)
     assert worker.calls == 3
-    _render(memo)
+    _render(memo, targets=_targets(region="ap"))
+    _render(memo, manifests=older)
+    _render(memo, manifests=canary)
     assert worker.calls == 4
+    _render(memo)
+    assert worker.calls == 5
 
 
 def test_applications_keep_their_own_renders_and_a_deleted_one_forgets_them() -> None:
