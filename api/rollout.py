@@ -184,6 +184,12 @@ class Waves(KubeModel):
             ),
             field_path=".groups",
         ),
+        Rule(
+            cel="!has(self.size) || (type(self.size) == int ? self.size >= 1 : self.size != '0%')",
+            message="size must be at least 1 cluster or 1%",
+            check=lambda w: w.size not in (0, "0%"),
+            field_path=".size",
+        ),
         duration_rule("minHealthyTime", "min_healthy_time", MAX_WAVE_TIME),
         duration_rule(
             "progressDeadline", "progress_deadline", MAX_WAVE_TIME, MIN_PROGRESS_DEADLINE

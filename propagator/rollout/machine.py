@@ -83,7 +83,14 @@ class RolloutState:
             other.wave,
             other.started,
             other.phase == "Complete",
-        ) == (self.revision, self.wave, self.started, self.phase == "Complete")
+            other.phase == "Suspended",
+        ) == (
+            self.revision,
+            self.wave,
+            self.started,
+            self.phase == "Complete",
+            self.phase == "Suspended",
+        )
 
     def status(
         self,
@@ -210,42 +217,57 @@ def advance(
     whole application is."""
     if before is None:  # the first revision: nothing runs yet to keep
         return RolloutState("Complete", spec_revision, message="complete")
-    s = _act(before, asked, grouping, now)
+    s = _act(before, asked, grouping, now, spec_revision)
     wanted = s.revision if s.spec_held == spec_revision else spec_revision
     if wanted != s.revision:
         s = _begin(s, wanted, None, now)
     if suspended:
-        if s.phase in ("Progressing", "Waiting", "Complete"):
-            waits = "" if s.phase == "Complete" else f"; revision {s.revision} waits"
+        if s.phase in ("Progressing", "Waiting"):
             return dataclasses.replace(
-                s, phase="Suspended", message=f"suspended (spec.suspend){waits}"
+                s,
+                phase="Suspended",
+                message=f"suspended (spec.suspend); revision {s.revision} waits",
             )
+        if s.phase == "Complete":
+            return dataclasses.replace(s, message="complete; suspended (spec.suspend)")
         return s
-    if s.phase == "Suspended":  # resumed: the wave's clocks start again
-        s = dataclasses.replace(s, phase="Progressing", message="resumed")
-        if s.started:
-            s = dataclasses.replace(s, wave_started_at=now, wave_healthy_at=None)
+    if s.phase == "Suspended":  # resumed: a started wave's clocks start again
+        started = s.wave_started_at is not None
+        s = dataclasses.replace(
+            s,
+            phase="Progressing" if started else "Waiting",
+            wave_started_at=now if started else None,
+            wave_healthy_at=None,
+            message="resumed",
+        )
+    if not s.same_stage(before):  # what was seen is of what the clusters ran before
+        seen = None
     if canary == "failed" and s.phase in ("Progressing", "Waiting"):
         return _halted(s, grouping, "CanaryRolledBack", (), "the canary was rolled back")
     for _ in range(len(grouping.waves) + 1):  # each turn passes a wave, or stops
         if s.phase == "Waiting":
-            s = _try_start(s, grouping, canary, now)
+            s, seen = _try_start(s, grouping, canary, now), None
         if s.phase != "Progressing":
             return s
         moved = _judge(s, grouping, gates, seen, now, skipped)
-        if moved.wave == s.wave or moved.phase != "Progressing":
-            return moved
-        s, seen = moved, None  # nothing is seen yet of the next wave
+        if moved.phase != "Waiting" or moved.wave == s.wave:
+            return moved  # held, halted or complete
+        s, seen = moved, None  # the wave passed: nothing is seen yet of the next one
     return s
 
 
-def _act(s: RolloutState, asked: Asked, grouping: Grouping, now: float) -> RolloutState:
+def _act(
+    s: RolloutState, asked: Asked, grouping: Grouping, now: float, spec_revision: int
+) -> RolloutState:
     """``s`` after the user's action."""
     action = asked.action
     if action is None:
         return s
     if action == "undo" and asked.undo_to is not None:
-        return _begin(s, asked.undo_to, s.revision, now, f"undo to revision {asked.undo_to}")
+        why = f"undo to revision {asked.undo_to}"
+        held = spec_revision if spec_revision != asked.undo_to else None
+        undone = _begin(s, asked.undo_to, held, now, why)
+        return dataclasses.replace(undone, previous=s.revision)
     if action == "pause":
         return dataclasses.replace(s, paused=True, message=f"{s.message} (paused)".strip())
     if action == "resume":
