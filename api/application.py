@@ -297,6 +297,8 @@ class ClusterResult(KubeModel):
     """Objects changed on the member and left so (``spec.driftPolicy: Report``)."""
     rollout_revision: int | None = Field(default=None, ge=1)
     """The application's revision this cluster is to run (``status.rollout``)."""
+    wave: int | None = Field(default=None, ge=0)
+    """The wave (index) this cluster is in (none: it went ahead with the canary)."""
     suspended: bool = False
     """No writes here (``spec.suspend`` or ``spec.suspendedClusters``)."""
 

@@ -11,7 +11,9 @@ once, on every cluster (the ``propagator.io/sync`` annotation); ``--wait`` waits
 every cluster was synced.
 
 ``canary promote|abort|retry|status NAME``: act on the application's canary (see
-``propagator/cli/canary.py``). ``status NAME``: the application in one view.
+``propagator/cli/canary.py``). ``rollout status|pause|resume|promote|undo NAME``: act on
+its rollout, wave by wave (``propagator/cli/rollout.py``). ``status NAME``: the
+application in one view.
 ``explain NAME``: the scheduler's decision for it on the live hub, cluster by cluster.
 ``join NAME`` / ``unjoin NAME``: add a member cluster to the hub, or remove it.
 
@@ -42,6 +44,7 @@ from propagator.cli.annotate import KIND, fresh_value, request
 from propagator.cli.canary import read_status, request_action
 from propagator.cli.fleet import JoinRequest, add_join_flags, join_member, unjoin_member
 from propagator.cli.parser import KubectlParser
+from propagator.cli.rollout import NotKept, request_rollout, rollout_status
 from propagator.cli.schedule import decide, decision_text, live_objects
 from propagator.cli.showstatus import read_status as application_status
 from propagator.propagation.placement import FleetNotFound
@@ -100,6 +103,33 @@ def build_parser() -> argparse.ArgumentParser:
     canary.add_argument("name", metavar="NAME", help="the ApplicationPropagation")
     _wait_flags(canary, "wait until the controller has acted on it")
     canary.set_defaults(run=_canary)
+    rollout = commands.add_parser(
+        "rollout",
+        parents=[after],
+        help="show, pause, resume, promote or undo an application's rollout",
+        description="status: where the rollout stands, wave by wave (with --wait: until it "
+        "is complete, exit 0, or halted, exit 1); pause: no further wave starts (with "
+        "--suspend: spec.suspend, no writes to any member at all); resume: undo a pause or "
+        "a suspension, give a halted wave another deadline, or roll out again the spec's "
+        "revision an undo set aside; promote: open a manual wave's gate, or accept the "
+        "current or halted wave and go on (with --all: every remaining wave at once); undo: "
+        "roll the revision before the current one (or --to-revision N) out, wave by wave. "
+        "Each action is a new value of the propagator.io/rollout-action annotation, which "
+        "the controller acts on once.",
+    )
+    rollout.add_argument(
+        "action", choices=("status", "pause", "resume", "promote", "undo"), help="what to do"
+    )
+    rollout.add_argument("name", metavar="NAME", help="the ApplicationPropagation")
+    rollout.add_argument(
+        "--to-revision", type=_revision, default=None, help="undo: the revision to return to"
+    )
+    rollout.add_argument("--all", action="store_true", help="promote: every remaining wave")
+    rollout.add_argument(
+        "--suspend", action="store_true", help="pause: set spec.suspend (no writes at all)"
+    )
+    _wait_flags(rollout, "wait until the controller has acted (status: until settled)")
+    rollout.set_defaults(run=_rollout)
     status = commands.add_parser(
         "status",
         parents=[after],
@@ -355,6 +385,40 @@ def _canary(args: argparse.Namespace) -> int:
             hub, namespace, args.name, args.action, _wait_s(args)
         ),
     )
+
+
+def _revision(text: str) -> int:
+    if not text.isdigit() or not 0 < len(text) < 10 or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text[:20]!r} is not a revision number (1 or more)")
+    return int(text)
+
+
+def _rollout(args: argparse.Namespace) -> int:
+    command = f"rollout {args.action}"
+    if args.to_revision is not None and args.action != "undo":
+        print(f"kubectl propagator {command}: --to-revision is for undo", file=sys.stderr)
+        return 2
+    if args.action == "status":
+        halted = False
+
+        async def show(hub: KubeConnection, namespace: str) -> str:
+            nonlocal halted
+            text, halted = await rollout_status(hub, namespace, args.name, _wait_s(args))
+            return text
+
+        code = _on_hub(args, command, show)
+        return 1 if code == 0 and args.wait and halted else code
+    action = "promote-all" if args.action == "promote" and args.all else args.action
+
+    async def act(hub: KubeConnection, namespace: str) -> str:
+        try:
+            return await request_rollout(
+                hub, namespace, args.name, action, _wait_s(args), args.to_revision, args.suspend
+            )
+        except NotKept as exc:
+            raise _Refused(str(exc)) from exc
+
+    return _on_hub(args, command, act)
 
 
 class _Refused(Exception):

@@ -11,6 +11,7 @@ from api.common import API_VERSION
 from kube.connection import KubeConnection
 from propagator.cli.annotate import KIND
 from propagator.cli.canary import headline
+from propagator.cli.rollout import headline as rollout_headline
 from propagator.cli.text import table
 
 MAX_ERROR = 120
@@ -63,6 +64,8 @@ def status_text(app: dict[str, Any]) -> str:
         lines.append(f"{o['kind']} {where}{o['name']}: {fields} ({o.get('clusters')} clusters)")
     if spec.get("canary") is not None:
         lines.append(f"canary: {headline(app)}")
+    if (app.get("status") or {}).get("rollout"):
+        lines.append(f"rollout: {rollout_headline(app)}")
     for evicted in status.get("evicted") or []:
         cluster, reason, since = evicted.get("cluster"), evicted.get("reason"), evicted.get("since")
         lines.append(f"kept off {cluster}: {reason} since {since}")

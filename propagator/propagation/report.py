@@ -140,6 +140,7 @@ def _target_lines(
                 state.drift,
                 iso(state.drift_since) if state.drift_since is not None else None,
                 plan.rollout.assignment.get(t.cluster) if plan.rollout else None,
+                plan.rollout.grouping.index_of(t.cluster) if plan.rollout else None,
                 plan.rollout is not None and t.cluster in plan.rollout.held,
             )
         )

@@ -39,6 +39,7 @@ class ClusterLine:
     drift_since: str | None = None
     rollout_revision: int | None = None
     """The application's revision the cluster is to run."""
+    wave: int | None = None
     suspended: bool = False
 
     def as_status(self) -> dict[str, Any]:
@@ -68,6 +69,8 @@ class ClusterLine:
             }
         if self.rollout_revision is not None:
             out["rolloutRevision"] = self.rollout_revision
+        if self.wave is not None:
+            out["wave"] = self.wave
         if self.suspended:
             out["suspended"] = True
         return out
