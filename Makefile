@@ -79,6 +79,7 @@ bench: install testbin
 	$(PY) -m bench.scale --clusters 1000 --limited --record
 	$(PY) -m bench.failover --record
 	$(PY) -m bench.canary --record
+	$(PY) -m bench.waves --record
 	$(PY) -m bench.tenancy --record
 	$(PY) -m bench.pages
 

@@ -27,6 +27,7 @@ BENCHES = (
     "bench.scale",
     "bench.failover",
     "bench.canary",
+    "bench.waves",
     "bench.tenancy",
 )
 """In the order ``make bench`` runs them."""

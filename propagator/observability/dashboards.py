@@ -152,6 +152,24 @@ DASHBOARDS = (
                 "Evictions",
                 (_sum("propagator_evictions_total", "cluster, reason", C, "increase", "1h"),),
             ),
+            Panel(
+                "Rollout: wave and clusters updated",
+                (
+                    ("propagator_rollout_wave", "{{namespace}}/{{application}} wave"),
+                    (
+                        "propagator_rollout_clusters_updated",
+                        "{{namespace}}/{{application}} clusters updated",
+                    ),
+                ),
+                description="Per application with waves: the wave it rolls out (its number "
+                "of waves once complete) and the clusters that took the revision.",
+            ),
+            Panel(
+                "Rollouts halted by reason",
+                (_sum("propagator_rollout_halts_total", "reason", "", "increase", "1h"),),
+                description="A wave not healthy within its progress deadline, Degraded or "
+                "failed clusters beyond its tolerance, or a canary rolled back.",
+            ),
         ),
     ),
     Dashboard(

@@ -149,7 +149,9 @@ def _roll_a_canary_back(fleet: Fleet) -> None:
         "steps": [{"weight": 50}],
         "analysis": {"progressDeadlineSeconds": 5},
     }
-    create(fleet, application("web", CANARY_NS, [web], canary=canary))
+    # Waves after the canary: its rollback halts them (the Rollout panels' series).
+    waves = {"size": 1, "minHealthyTime": "0s"}
+    create(fleet, application("web", CANARY_NS, [web], canary=canary, rollout={"waves": waves}))
     wait_ap(fleet, CANARY_NS, "web", "ready everywhere", ready_everywhere)
 
     def broken(spec: dict[str, Any]) -> None:
@@ -162,8 +164,11 @@ def _roll_a_canary_back(fleet: Fleet) -> None:
         fleet,
         CANARY_NS,
         "web",
-        "rolled back",
-        lambda a: ((a.get("status") or {}).get("canary") or {}).get("phase") == "RolledBack",
+        "rolled back, the waves halted",
+        lambda a: (
+            ((a.get("status") or {}).get("canary") or {}).get("phase") == "RolledBack"
+            and ((a.get("status") or {}).get("rollout") or {}).get("phase") == "Halted"
+        ),
     )
 
 

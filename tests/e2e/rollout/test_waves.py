@@ -31,7 +31,14 @@ from tests.e2e.propagation.test_propagation import (
 )
 from tests.e2e.waiting import HANG_GUARD_S, eventually
 
-NAMESPACES = ("waves-good", "waves-bad", "waves-suspend", "waves-one", "waves-restart")
+NAMESPACES = (
+    "waves-good",
+    "waves-bad",
+    "waves-suspend",
+    "waves-one",
+    "waves-restart",
+    "waves-canary",
+)
 POLL_S = 0.2
 # One cluster per wave, in the members' order.
 WAVES = {
@@ -298,6 +305,68 @@ def test_a_controller_killed_mid_wave_resumes_in_that_wave_without_rewriting_the
     assert min(waves_seen) >= 1  # never back to the first wave
     assert _versions(fleet, ns)[MEMBERS[0]] == done  # the finished wave was not written again
     assert _images(fleet, ns) == dict.fromkeys(MEMBERS, "nginx:1.28")
+
+
+def test_the_canary_goes_first_with_its_steps_then_the_waves(
+    fleet: Fleet, controller: Controller
+) -> None:
+    ns = "waves-canary"
+    first, second, third = MEMBERS
+    members = custom(fleet)
+    label = {"metadata": {"labels": {"waves-canary": "yes"}}}
+    members.patch_cluster_custom_object("propagator.io", "v1alpha1", "memberclusters", first, label)
+    try:
+        canary = {
+            "clusterSelector": {"matchLabels": {"waves-canary": "yes"}},
+            "steps": [{"weight": 50, "manual": True}, {"weight": 100}],
+        }
+        waves = {"size": 1, "minHealthyTime": "2s"}
+        app = _app(ns, waves, canary=canary)
+        app["spec"]["resources"]["manifests"][0]["spec"]["replicas"] = 2
+        create(fleet, app)
+        _complete(fleet, ns, 1)
+        update_spec(fleet, ns, "web", _image("nginx:1.28"))
+        gate = wait_ap(
+            fleet,
+            ns,
+            "web",
+            "at the canary's gate",
+            lambda a: a["status"]["canary"]["phase"] == "Paused",
+        )
+        assert _rollout(gate)["phase"] == "Waiting"
+        assert _rollout(gate)["message"] == "the canary goes first"
+        eventually(
+            lambda: (
+                {
+                    d.metadata.name: d.spec.template.spec.containers[0].image
+                    for d in fleet.apps(first).list_namespaced_deployment(ns).items
+                }
+                == {"web": "nginx:1.27", "web-canary": "nginx:1.28"}
+                or None
+            ),
+            "the canary copy on the canary cluster",
+        )
+        # The other clusters run the previous revision whole, the ConfigMap included.
+        assert _images(fleet, ns)[second] == _images(fleet, ns)[third] == "nginx:1.27"
+        for m in (second, third):
+            assert fleet.core(m).read_namespaced_config_map("web", ns).data == {"v": "1"}
+        promoted = kubectl_propagator(fleet, "-n", ns, "canary", "promote", "web")
+        assert promoted.returncode == 0, promoted.stderr
+        app = _complete(fleet, ns, 2)
+        assert cluster_entry(app, first).get("wave") is None  # it went ahead, in no wave
+        assert [cluster_entry(app, m)["wave"] for m in (second, third)] == [0, 1]
+        eventually(
+            lambda: all(_runs(fleet, m, ns, "nginx:1.28") for m in MEMBERS) or None, "all updated"
+        )
+        events = _events(fleet, ns)
+        started = [e for e in events if e.startswith("WaveStarted")]
+        assert any(f"on {second}" in e for e in started), events
+        assert any(f"on {third}" in e for e in started), events
+    finally:
+        unlabel = {"metadata": {"labels": {"waves-canary": None}}}
+        members.patch_cluster_custom_object(
+            "propagator.io", "v1alpha1", "memberclusters", first, unlabel
+        )
 
 
 @pytest.mark.parametrize(
