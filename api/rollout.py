@@ -137,7 +137,7 @@ class WaveGroup(KubeModel):
 
     rules = (
         Rule(
-            cel="size(self.clusters) > 0 || has(self.clusterSelector)",
+            cel="(has(self.clusters) && size(self.clusters) > 0) || has(self.clusterSelector)",
             message="a wave group names clusters, a clusterSelector or both",
             check=lambda g: bool(g.clusters) or g.cluster_selector is not None,
         ),
@@ -170,12 +170,13 @@ class Waves(KubeModel):
 
     rules = (
         Rule(
-            cel="(size(self.groups) > 0) != has(self.size)",
+            cel="(has(self.groups) && size(self.groups) > 0) != has(self.size)",
             message="give either groups or size",
             check=lambda w: bool(w.groups) != (w.size is not None),
         ),
         Rule(
-            cel="self.groups.all(g, self.groups.all(h, g.name == h.name || "
+            cel="!has(self.groups) || self.groups.all(g, !has(g.clusters) || "
+            "self.groups.all(h, g.name == h.name || !has(h.clusters) || "
             "g.clusters.all(c, !(c in h.clusters))))",
             message="a cluster is named in two wave groups; name each in one",
             check=lambda w: all(
