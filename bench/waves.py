@@ -33,8 +33,8 @@ from tests.e2e.manifests import GROUP, PLURAL, VERSION, application, config_map,
 WAVES = {"size": 1, "minHealthyTime": "0s", "progressDeadline": "10m"}
 
 
-def _objects(namespace: str, image: str) -> list[dict[str, Any]]:
-    return [deployment("web", namespace, image, 1), config_map("web", namespace, v=image)]
+def _objects(namespace: str, image: str, name: str = "web") -> list[dict[str, Any]]:
+    return [deployment(name, namespace, image, 1), config_map(name, namespace, v=image)]
 
 
 def _status(api: Any, namespace: str, name: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from api.application import ApplicationPropagation, Override
 from api.rollout import ROLLOUT_ACTION_ANNOTATION, ROLLOUT_ACTIONS
 from api.selectors import selects
 from fleet.snapshot import FleetSnapshot
+from kube.connection import KubeConnection
 from propagator.canary.machine import recorded_action
 from propagator.conditions import some_of
 from propagator.observability.events import record_event
@@ -68,6 +69,11 @@ class Aim:
     last_action: str | None
     problem: str = ""
     """What was wrong with the user's action (an undo to a revision not kept)."""
+    spec_kept: bool = False
+    """The spec's revision is kept on the hub already (the last plan or the status says
+    so): nothing to write."""
+    history: tuple[int, ...] = ()
+    """The revisions kept, as the status says (until they are listed)."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,8 @@ class RolloutPlan:
     notes: tuple[str, ...] = ()
     suspended: bool = False
     """``spec.suspend``: removals are held too."""
+    spec_kept: bool = False
+    """The spec's revision is kept on the hub already."""
     limit: int = 10
     canary_first: frozenset[str] = field(default_factory=frozenset)
 
@@ -123,7 +131,9 @@ def undo_of(value: str) -> int | None:
 class RolloutDriver:
     """Runs the rollouts of the applications one reconciler plans."""
 
-    def __init__(self, hub: Any, table: WorkTable, view: MemberView, metrics: Metrics) -> None:
+    def __init__(
+        self, hub: KubeConnection, table: WorkTable, view: MemberView, metrics: Metrics
+    ) -> None:
         self.hub, self.table, self.view, self.metrics = hub, table, view, metrics
         self.revisions = Revisions(hub)
 
@@ -156,7 +166,7 @@ class RolloutDriver:
         overrides = [o.model_dump(by_alias=True, exclude_none=True) for o in app.spec.overrides]
         spec_source = source_of(objects, overrides)
         digest = digest_of(spec_source)
-        spec_revision = await self._number(namespace, name, digest, before, obj, last)
+        spec_revision, spec_kept = await self._number(namespace, name, digest, before, obj, last)
         value = (meta.get("annotations") or {}).get(ROLLOUT_ACTION_ANNOTATION)
         last_action = before.last_action if before is not None else None
         action, problem = _action_of(value, last_action)
@@ -186,6 +196,7 @@ class RolloutDriver:
                 before = dataclasses.replace(before, spec_held=None) if before else None
             else:
                 target = found
+        history = ((obj.get("status") or {}).get("rollout") or {}).get("history")
         return Aim(
             before,
             spec_revision,
@@ -195,6 +206,8 @@ class RolloutDriver:
             asked,
             last_action,
             problem,
+            spec_kept,
+            tuple(n for n in history if isinstance(n, int)) if isinstance(history, list) else (),
         )
 
     async def _number(
@@ -205,27 +218,28 @@ class RolloutDriver:
         before: RolloutState | None,
         obj: Mapping[str, Any],
         last: RolloutPlanned | None,
-    ) -> int:
-        """The number of the revision ``digest``: the one the last plan or the status
-        names with it, one kept on the hub, or the next."""
+    ) -> tuple[int, bool]:
+        """The number of the revision ``digest`` — the one the last plan or the status
+        names with it (kept already: True), one kept on the hub, or the next — and
+        whether it is known to be kept."""
         if last is not None and last.rollout is not None and last.rollout.spec_digest == digest:
-            return last.rollout.spec_revision
+            return last.rollout.spec_revision, True
         status = (obj.get("status") or {}).get("rollout") or {}
         number = status.get("specRevision")
         if status.get("specHash") == digest and isinstance(number, int) and number > 0:
-            return number
+            return number, True
         if before is None and not status:
             known = self.revisions.known(namespace, name)
             if known is None:  # a new application: its first revision
-                return 1
+                return 1, False
         known = await self.revisions.listed(namespace, name)
         for number, kept in known.items():
             if kept.digest == digest:
-                return number
+                return number, True
         highest = max(known, default=0)
         if before is not None:
             highest = max(highest, before.revision, before.previous or 0, before.spec_held or 0)
-        return highest + 1
+        return highest + 1, False
 
     async def _before(self, namespace: str, name: str, s: RolloutState) -> int | None:
         """The revision ``undo`` returns to: the one before the current, if kept."""
@@ -323,7 +337,8 @@ class RolloutDriver:
             )
             for cluster in gone:
                 assignment[cluster] = state.revision
-        history = tuple(sorted({*(self.revisions.known(namespace, name) or {}), state.revision}))
+        listed = self.revisions.known(namespace, name)
+        history = tuple(sorted({*(aim.history if listed is None else listed), state.revision}))
         return RolloutPlan(
             state,
             aim.before,
@@ -340,6 +355,7 @@ class RolloutDriver:
             history,
             tuple(notes),
             app.spec.suspend,
+            aim.spec_kept,
             app.spec.rollout.revision_history_limit,
             first,
         )
@@ -392,12 +408,13 @@ class RolloutDriver:
         if plan.state.previous is not None:
             protected.add(plan.state.previous)
         note = ""
-        try:
-            await self.revisions.keep(
-                obj, plan.spec_revision, plan.spec_source, plan.limit, protected
-            )
-        except RevisionTooLarge as exc:
-            note = str(exc)
+        if not plan.spec_kept:
+            try:
+                await self.revisions.keep(
+                    obj, plan.spec_revision, plan.spec_source, plan.limit, protected
+                )
+            except RevisionTooLarge as exc:
+                note = str(exc)
         await self._announce(obj, plan, now)
         return note
 

@@ -177,6 +177,8 @@ class Revisions:
         meta = application["metadata"]
         namespace, name = meta.get("namespace", "default"), meta["name"]
         digest = digest_of(source)
+        if (namespace, name) not in self._listed and number != 1:
+            await self.listed(namespace, name)  # (a new application's first: nothing to list)
         known = self._listed.setdefault((namespace, name), {})
         if known.get(number) is None or known[number].digest != digest:
             size = len(json.dumps(source, separators=(",", ":"), default=str))
