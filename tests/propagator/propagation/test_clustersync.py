@@ -341,6 +341,21 @@ async def test_reported_drift_is_left_as_it_is_and_named_until_healing_is_asked(
     assert fake.objects[key]["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.27"
 
 
+async def test_a_suspended_sync_writes_nothing_and_reports_what_differs_or_is_missing() -> None:
+    fake = FakeMember()
+    member = fake.unit()
+    await _sync(fake, _work(_objects()), member)
+    fake.edit(("v1", "ConfigMap", "shop", "web-config"), lambda o: o["data"].update(mode="b"))
+    extra = config_map("extra", "shop", a="1")
+    fake.requests.clear()
+    # Without the Deployment (a prune would delete it), with a ConfigMap not there yet.
+    suspended = dataclasses.replace(_work([*_objects()[1:], extra]), suspended=True)
+    report = await sync_cluster(member, suspended, fake.caches, 5.0)
+    assert fake.writes() == []  # no apply, no heal, and no prune of the Deployment
+    assert report.drift == ("v1 ConfigMap shop/extra", "v1 ConfigMap shop/web-config")
+    assert ("apps/v1", "Deployment", "shop", "web") in fake.objects
+
+
 async def test_after_a_restart_an_object_of_the_same_revision_that_differs_is_drift() -> None:
     fake = FakeMember()
     await _sync(fake, _work(_objects()))
