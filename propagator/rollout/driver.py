@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pydantic import ValidationError
+
 from api.application import ApplicationPropagation, Override
 from api.rollout import ROLLOUT_ACTION_ANNOTATION, ROLLOUT_ACTIONS
 from api.selectors import selects
@@ -254,7 +256,10 @@ class RolloutDriver:
         source = await self.revisions.source(namespace, name, number)
         if source is None:
             return None
-        overrides = [Override.model_validate(o) for o in source.get("overrides") or []]
+        try:
+            overrides = [Override.model_validate(o) for o in source.get("overrides") or []]
+        except ValidationError:  # not what this controller kept: as if not kept
+            return None
         return Revision(number, restored(source, current), overrides)
 
     # -- the waves ------------------------------------------------------------------------

@@ -60,6 +60,29 @@ def digest_of(source: Source) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+def readable(data: Any) -> Source | None:
+    """``data`` if it has a source's shape (a ControllerRevision in the application's
+    namespace is writable by whoever may edit it there: anything may be in it), else
+    None. Its objects are checked again as any application's are, once rendered."""
+    if not isinstance(data, Mapping):
+        return None
+    objects, overrides = data.get("objects"), data.get("overrides", [])
+    if not isinstance(objects, list) or not isinstance(overrides, list):
+        return None
+    for obj in objects:
+        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+        if not (
+            isinstance(meta, Mapping)
+            and isinstance(meta.get("name"), str)
+            and isinstance(obj.get("apiVersion"), str)
+            and isinstance(obj.get("kind"), str)
+        ):
+            return None
+    if not all(isinstance(o, Mapping) for o in overrides):
+        return None
+    return {"objects": objects, "overrides": overrides}
+
+
 def restored(source: Source, current: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The objects of a kept revision, its Secrets as ``current`` (the application's
     objects now) has them; a Secret it no longer has is left out."""
@@ -129,14 +152,15 @@ class Revisions:
             number = item.get("revision")
             if isinstance(number, int) and isinstance(digest, str):
                 known[number] = Kept(number, digest, str(meta.get("name")))
-                data = item.get("data")
-                if isinstance(data, dict):
+                data = readable(item.get("data"))
+                if data is not None:
                     self._hold((namespace, name, number), data)
         self._listed[(namespace, name)] = known
         return known
 
     async def source(self, namespace: str, name: str, number: int) -> Source | None:
-        """The source of revision ``number`` (None: not kept). Raises ApiError."""
+        """The source of revision ``number`` (None: not kept, or not readable as one).
+        Raises ApiError."""
         held = self._sources.get((namespace, name, number))
         if held is not None:
             self._sources.move_to_end((namespace, name, number))
@@ -151,8 +175,8 @@ class Revisions:
                 self._listed[(namespace, name)].pop(number, None)
                 return None
             raise
-        data = item.get("data")
-        if not isinstance(data, dict):
+        data = readable(item.get("data"))
+        if data is None:
             return None
         self._hold((namespace, name, number), data)
         return data

@@ -94,3 +94,29 @@ def test_keeping_the_same_revision_again_writes_nothing() -> None:
     hub.apply = counting  # type: ignore[method-assign]
     _keep(revisions, 1, "1", 10, {1})
     assert writes == []
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        None,
+        "objects",
+        {"objects": "x"},
+        {"objects": [1]},
+        {"objects": [{"kind": "ConfigMap", "metadata": {"name": "x"}}]},
+        {"objects": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": 7}}]},
+        {"objects": [], "overrides": "all"},
+        {"objects": [], "overrides": [3]},
+    ],
+)
+def test_a_forged_revision_on_the_hub_reads_as_not_kept(data: Any) -> None:
+    revisions, hub = _revisions()
+    hub.revisions["web-rollout-forged"] = {
+        "metadata": {
+            "name": "web-rollout-forged",
+            "labels": {"propagator.io/application": "web", "propagator.io/rollout-revision": "f"},
+        },
+        "revision": 3,
+        "data": data,
+    }
+    assert anyio.run(lambda: revisions.source("shop", "web", 3)) is None
