@@ -287,7 +287,7 @@ class RolloutDriver:
         first = canary_clusters if spec is not None else frozenset()
         grouping = waves_of(spec, placed, labels, first)
         gates = Gates.of(spec)
-        held = _suspended(app, placed, labels)
+        held = suspended_clusters(app, placed, labels)
         seen = None
         if (
             last is not None
@@ -503,7 +503,7 @@ def _target_number(before: RolloutState | None, spec_revision: int, asked: Asked
     return before.revision
 
 
-def _suspended(
+def suspended_clusters(
     app: ApplicationPropagation, placed: Sequence[str], labels: Mapping[str, Mapping[str, str]]
 ) -> frozenset[str]:
     """The placed clusters ``spec.suspendedClusters`` names or selects."""

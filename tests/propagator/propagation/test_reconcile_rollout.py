@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from api.application import ApplicationPropagation
 from api.rollout import ROLLOUT_ACTION_ANNOTATION
+from propagator.rollout.driver import suspended_clusters
 from propagator.rollout.history import DIGEST_LABEL
 from tests.e2e.manifests import application, config_map
 from tests.propagator.propagation.test_reconcile import Harness
@@ -145,3 +147,10 @@ def test_only_the_history_limit_is_kept_but_never_a_revision_a_cluster_runs() ->
         settle(h)
     assert kept(h) == [3, 4]
     assert rollout(h)["history"] == [3, 4]
+
+
+def test_suspended_clusters_are_those_named_and_those_selected() -> None:
+    spec = {"clusters": ["a"], "clusterSelector": {"matchLabels": {"upgrading": "true"}}}
+    validated = ApplicationPropagation.model_validate(app("1", suspendedClusters=spec))
+    labels = {"b": {"upgrading": "true"}, "c": {"upgrading": "false"}}
+    assert suspended_clusters(validated, ["a", "b", "c"], labels) == {"a", "b"}
