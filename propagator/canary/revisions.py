@@ -52,6 +52,37 @@ def release_of(source: Source) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+def controller_revision(
+    application: Mapping[str, Any],
+    name: str,
+    label: tuple[str, str],
+    data: Mapping[str, Any],
+    number: int,
+) -> dict[str, Any]:
+    """A ControllerRevision ``name`` of ``application`` (owned by it: deleted with it),
+    labelled with its name and ``label``, holding ``data`` as revision ``number``."""
+    meta = application["metadata"]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ControllerRevision",
+        "metadata": {
+            "name": name,
+            "namespace": meta.get("namespace", "default"),
+            "labels": {APPLICATION_LABEL: application_label(meta["name"]), label[0]: label[1]},
+            "ownerReferences": [
+                {
+                    "apiVersion": application["apiVersion"],
+                    "kind": application["kind"],
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                }
+            ],
+        },
+        "data": dict(data),
+        "revision": number,
+    }
+
+
 class StableRevisions:
     """Reads and writes the ControllerRevisions of applications' stable revisions (a copy
     of each read or written kept in memory: they never change)."""
@@ -101,28 +132,13 @@ class StableRevisions:
         ]
         if not mine:
             await self.hub.apply(
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "ControllerRevision",
-                    "metadata": {
-                        "name": f"{name[:200]}-{release[:10]}",
-                        "namespace": namespace,
-                        "labels": {
-                            APPLICATION_LABEL: application_label(name),
-                            RELEASE_LABEL: release,
-                        },
-                        "ownerReferences": [
-                            {
-                                "apiVersion": application["apiVersion"],
-                                "kind": application["kind"],
-                                "name": name,
-                                "uid": meta["uid"],
-                            }
-                        ],
-                    },
-                    "data": source,
-                    "revision": max(numbers, default=0) + 1,
-                }
+                controller_revision(
+                    application,
+                    f"{name[:200]}-{release[:10]}",
+                    (RELEASE_LABEL, release),
+                    source,
+                    max(numbers, default=0) + 1,
+                )
             )
         self._known.setdefault((namespace, name), {})[release] = source
         older = sorted(

@@ -22,7 +22,7 @@ from typing import Any
 
 from kube.connection import KubeConnection
 from kube.errors import ApiError
-from propagator.canary.revisions import APPLICATION_LABEL, application_label
+from propagator.canary.revisions import APPLICATION_LABEL, application_label, controller_revision
 
 DIGEST_LABEL = "propagator.io/rollout-revision"
 """On an application's ControllerRevisions: the hash of the revision's source."""
@@ -213,28 +213,7 @@ class Revisions:
                 )
             cr_name = f"{name[:190]}-rollout-{digest[:10]}"
             await self.hub.apply(
-                {
-                    "apiVersion": "apps/v1",
-                    "kind": "ControllerRevision",
-                    "metadata": {
-                        "name": cr_name,
-                        "namespace": namespace,
-                        "labels": {
-                            APPLICATION_LABEL: application_label(name),
-                            DIGEST_LABEL: digest,
-                        },
-                        "ownerReferences": [
-                            {
-                                "apiVersion": application["apiVersion"],
-                                "kind": application["kind"],
-                                "name": name,
-                                "uid": meta["uid"],
-                            }
-                        ],
-                    },
-                    "data": source,
-                    "revision": number,
-                }
+                controller_revision(application, cr_name, (DIGEST_LABEL, digest), source, number)
             )
             known[number] = Kept(number, digest, cr_name)
             self._hold((namespace, name, number), source)

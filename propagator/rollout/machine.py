@@ -283,17 +283,8 @@ def _act(
             )
         return s
     if action == "promote-all" and s.phase in ("Progressing", "Waiting", "Halted"):
-        last = max(len(grouping.waves) - 1, 0)
-        return dataclasses.replace(
-            s,
-            phase="Progressing",
-            wave=last,
-            wave_started_at=now,
-            wave_healthy_at=None,
-            halt=None,
-            paused=False,
-            message="promoted: every wave at once",
-        )
+        last = dataclasses.replace(s, wave=max(len(grouping.waves) - 1, 0), halt=None, paused=False)
+        return _start(last, grouping, now, "promoted: every wave at once")
     if action == "promote":
         if s.phase == "Waiting":
             return _start(dataclasses.replace(s, paused=False), grouping, now, "promoted")
