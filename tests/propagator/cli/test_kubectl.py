@@ -13,6 +13,7 @@ from kube.connection import KubeConnection
 from kube.hub import context_namespace
 from propagator.cli.canary import read_status, request_action
 from propagator.cli.kubectl import _request_rebalance, main
+from propagator.cli.rollout import NotKept, request_rollout, rollout_status
 
 
 class FakeHub:
@@ -78,6 +79,8 @@ def test_rebalance_wait_runs_out_with_a_hint() -> None:
         (["canary", "status", "web", "-n", "A_B"], "--namespace 'A_B': not a namespace name"),
         (["rebalance", "web", "--namespace=x/y"], "--namespace 'x/y': not a namespace name"),
         (["canary", "abort", "web", "--wait", "--timeout", "x"], "--timeout: 'x' is not a"),
+        (["rollout", "promote", "Web"], "rollout promote: NAME 'Web': not an object name"),
+        (["rollout", "status", "web", "--to-revision", "3"], "--to-revision is for undo"),
     ],
 )
 def test_bad_input_is_refused_before_the_hub_is_asked(
@@ -166,4 +169,87 @@ def test_canary_status_shows_each_canary_cluster() -> None:
         "stable revision: aaa   canary revision: bbb",
         "CLUSTER    WEIGHT   STABLE READY   CANARY READY",
         "member-1   50       5/5            3/5",
+    ]
+
+
+class RolloutHub:
+    """The hub as ``kubectl propagator rollout`` sees it: revisions 2 and 3 kept, an
+    application halted at its first wave."""
+
+    def __init__(self) -> None:
+        self.patches: list[dict[str, Any]] = []
+
+    async def list(self, api_version: str, kind: str, namespace: str, **kw: Any) -> Any:
+        assert kw["labelSelector"] == "propagator.io/application=web,propagator.io/rollout-revision"
+        return {"items": [{"revision": 3}, {"revision": 2}]}
+
+    async def merge_patch(
+        self, api_version: str, kind: str, name: str, body: dict[str, Any], **kw: Any
+    ) -> dict[str, Any]:
+        self.patches.append(body)
+        return body
+
+    async def get(self, api_version: str, kind: str, name: str, **kw: Any) -> dict[str, Any]:
+        return {
+            "metadata": {"name": "web", "generation": 4},
+            "status": {
+                "observedGeneration": 4,
+                "rollout": {
+                    "phase": "Halted",
+                    "revision": 3,
+                    "previousRevision": 2,
+                    "specRevision": 3,
+                    "wave": 0,
+                    "message": "halted at wave 1 (eu): not healthy",
+                    "history": [2, 3],
+                    "halted": {
+                        "wave": 0,
+                        "name": "eu",
+                        "reason": "ProgressDeadline",
+                        "clusters": ["a"],
+                    },
+                },
+                "clusters": [
+                    {"name": "a", "rolloutRevision": 3, "wave": 0},
+                    {"name": "b", "rolloutRevision": 2, "wave": 1, "suspended": True},
+                ],
+            },
+        }
+
+
+def test_rollout_undo_to_a_revision_not_kept_is_refused_naming_those_kept() -> None:
+    hub = RolloutHub()
+    with pytest.raises(NotKept, match=r"revision 1 is no longer kept \(kept: 2, 3\)"):
+        anyio.run(
+            lambda: request_rollout(cast(KubeConnection, hub), "shop", "web", "undo", None, 1)
+        )
+    assert hub.patches == []
+    anyio.run(lambda: request_rollout(cast(KubeConnection, hub), "shop", "web", "undo", None, 2))
+    value = hub.patches[0]["metadata"]["annotations"]["propagator.io/rollout-action"]
+    assert value.startswith("undo:2/")
+
+
+def test_rollout_resume_clears_a_suspension_and_pause_suspend_sets_it() -> None:
+    hub = RolloutHub()
+    anyio.run(lambda: request_rollout(cast(KubeConnection, hub), "shop", "web", "resume", None))
+    anyio.run(
+        lambda: request_rollout(
+            cast(KubeConnection, hub), "shop", "web", "pause", None, suspend=True
+        )
+    )
+    assert [p["spec"] for p in hub.patches] == [{"suspend": False}, {"suspend": True}]
+
+
+def test_rollout_status_shows_each_wave_and_a_halted_one_for_the_exit_code() -> None:
+    text, halted = anyio.run(
+        lambda: rollout_status(cast(KubeConnection, RolloutHub()), "shop", "web", 5)
+    )
+    assert halted
+    assert text.splitlines() == [
+        "applicationpropagation.propagator.io/web: Halted: halted at wave 1 (eu): not healthy",
+        "revision: 3   from: 2   spec: 3   kept: 2, 3",
+        "halted at wave 1 (eu): ProgressDeadline on a",
+        "WAVE   STATE    CLUSTERS (REVISION)",
+        "1      halted   a=3",
+        "2      next     b=2 (suspended)",
     ]
