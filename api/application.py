@@ -299,8 +299,9 @@ class ClusterResult(KubeModel):
     """The application's revision this cluster is to run (``status.rollout``)."""
     wave: int | None = Field(default=None, ge=0)
     """The wave (index) this cluster is in (none: it went ahead with the canary)."""
-    suspended: bool = False
-    """No writes here (``spec.suspend`` or ``spec.suspendedClusters``)."""
+    suspended: bool | None = None
+    """True: no writes here (``spec.suspend`` or ``spec.suspendedClusters``). (No default:
+    a line the controller writes without it must read back the same.)"""
 
 
 CanaryPhase = Literal["Progressing", "Paused", "Promoting", "Succeeded", "RolledBack", "Aborted"]

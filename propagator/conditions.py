@@ -85,12 +85,21 @@ def condition(
 
 
 def status_changed(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
-    """True when ``desired`` differs from ``current`` in more than the probe time."""
+    """True when ``desired`` differs from ``current`` in more than the probe time. A
+    section's field set to None (how a merge patch deletes it) and one left out are the
+    same."""
 
     def stable(s: Mapping[str, Any] | None) -> dict[str, Any]:
-        return {k: v for k, v in (s or {}).items() if k not in _VOLATILE}
+        return {k: _unset(v) for k, v in (s or {}).items() if k not in _VOLATILE}
 
     return stable(current) != stable(desired)
+
+
+def _unset(value: Any) -> Any:
+    """A section (a mapping) without its fields set to None."""
+    if isinstance(value, Mapping):
+        return {k: v for k, v in value.items() if v is not None}
+    return value
 
 
 class WrittenStatuses:

@@ -79,16 +79,16 @@ class CanaryState:
     def status(self, clusters: list[dict[str, Any]]) -> dict[str, Any]:
         """``status.canary`` (``clusters``: the per-cluster lines)."""
         out: dict[str, Any] = {"phase": self.phase, "step": self.step, "weight": self.weight}
-        for name, value in (
-            ("stableRevision", self.stable),
-            ("canaryRevision", self.canary),
-            ("startedAt", _iso(self.started_at)),
-            ("stepStartedAt", _iso(self.step_started_at)),
-            ("stepHealthyAt", _iso(self.step_healthy_at)),
-            ("lastAction", self.last_action),
-        ):
-            if value is not None:
-                out[name] = value
+        # A field unset is written as None: the status is a merge patch, which keeps
+        # what it leaves out (a step's healthy time would outlive the step).
+        out |= {
+            "stableRevision": self.stable,
+            "canaryRevision": self.canary,
+            "startedAt": _iso(self.started_at),
+            "stepStartedAt": _iso(self.step_started_at),
+            "stepHealthyAt": _iso(self.step_healthy_at),
+            "lastAction": self.last_action,
+        }
         out["message"] = self.message[:1024]
         out["clusters"] = clusters
         return out

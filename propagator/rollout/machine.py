@@ -115,14 +115,15 @@ class RolloutState:
             "message": self.message[:1024],
             "history": history[-50:],
         }
-        for name, value in (
-            ("previousRevision", self.previous),
-            ("waveStartedAt", _iso(self.wave_started_at)),
-            ("waveHealthyAt", _iso(self.wave_healthy_at)),
-            ("lastAction", self.last_action),
-        ):
-            if value is not None:
-                out[name] = value
+        # A field unset is written as None: the status is a merge patch, which keeps
+        # what it leaves out (a halt long over would stay).
+        out |= {
+            "previousRevision": self.previous,
+            "waveStartedAt": _iso(self.wave_started_at),
+            "waveHealthyAt": _iso(self.wave_healthy_at),
+            "lastAction": self.last_action,
+            "halted": None,
+        }
         if self.halt is not None:
             out["halted"] = {
                 "wave": self.halt.wave,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from api.application import ApplicationPropagation
+from api.crd import crd_of
 from api.rollout import ROLLOUT_ACTION_ANNOTATION
 from propagator.rollout.driver import suspended_clusters
 from propagator.rollout.history import DIGEST_LABEL
@@ -154,3 +155,23 @@ def test_suspended_clusters_are_those_named_and_those_selected() -> None:
     validated = ApplicationPropagation.model_validate(app("1", suspendedClusters=spec))
     labels = {"b": {"upgrading": "true"}, "c": {"upgrading": "false"}}
     assert suspended_clusters(validated, ["a", "b", "c"], labels) == {"a", "b"}
+
+
+def _defaulted(schema: dict[str, Any]) -> set[str]:
+    return {k for k, v in (schema.get("properties") or {}).items() if "default" in v}
+
+
+def test_what_the_hub_defaults_in_a_status_the_controller_writes_itself() -> None:
+    """The hub fills a status field the controller leaves out with its schema's default:
+    one left out would make every status differ from the hub's and be written again."""
+    status = crd_of(ApplicationPropagation)["spec"]["versions"][0]["schema"]["openAPIV3Schema"][
+        "properties"
+    ]["status"]["properties"]
+    h = Harness(app("1", rollout={"waves": WAVES}), clusters=CLUSTERS)
+    settle(h)
+    change(h, "2")
+    settle(h)
+    written = h.hub.app["status"]
+    for line in written["clusters"]:
+        assert _defaulted(status["clusters"]["items"]) <= set(line)
+    assert _defaulted(status["rollout"]) <= set(written["rollout"])
