@@ -65,6 +65,7 @@ class Aim:
     before: RolloutState | None
     spec_revision: int
     spec_source: Source
+    spec_digest: str
     spec_objects: Objects
     target: Revision
     asked: Asked
@@ -203,6 +204,7 @@ class RolloutDriver:
             before,
             spec_revision,
             spec_source,
+            digest,
             spec.objects,
             target,
             asked,
@@ -292,6 +294,7 @@ class RolloutDriver:
         if (
             last is not None
             and last.rollout is not None
+            and last.rollout.state.phase == "Progressing"  # (else nothing judges a wave)
             and last.rollout.state.same_stage(aim.before)
         ):
             seen = self.seen(key, last)
@@ -355,7 +358,7 @@ class RolloutDriver:
             tuple(others.values()),
             aim.spec_revision,
             aim.spec_source,
-            digest_of(aim.spec_source),
+            aim.spec_digest,
             spec is not None,
             history,
             tuple(notes),

@@ -215,6 +215,7 @@ def test_a_bad_revision_halts_at_the_first_wave_and_undo_restores_it(
     assert undo.returncode == 0, undo.stderr
     app = _complete(fleet, ns, 1)
     assert (_rollout(app)["specRevision"], _rollout(app)["specHeld"]) == (2, True)
+    assert "halted" not in _rollout(app)  # the merge patch dropped the halt
     eventually(lambda: _runs(fleet, first, ns, "nginx:1.27") or None, "wave 1 restored")
     assert _images(fleet, ns) == dict.fromkeys(MEMBERS, "nginx:1.27")
     assert {m: _versions(fleet, ns)[m] for m in later} == {m: before[m] for m in later}
