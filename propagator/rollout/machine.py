@@ -221,7 +221,7 @@ def advance(
     s = _act(before, asked, grouping, now, spec_revision)
     wanted = s.revision if s.spec_held == spec_revision else spec_revision
     if wanted != s.revision:
-        s = _begin(s, wanted, None, now)
+        s = _begin(s, wanted, None)
     if suspended:
         if s.phase in ("Progressing", "Waiting"):
             return dataclasses.replace(
@@ -267,7 +267,7 @@ def _act(
     if action == "undo" and asked.undo_to is not None:
         why = f"undo to revision {asked.undo_to}"
         held = spec_revision if spec_revision != asked.undo_to else None
-        undone = _begin(s, asked.undo_to, held, now, why)
+        undone = _begin(s, asked.undo_to, held, why)
         return dataclasses.replace(undone, previous=s.revision)
     if action == "pause":
         return dataclasses.replace(s, paused=True, message=f"{s.message} (paused)".strip())
@@ -290,13 +290,11 @@ def _act(
         if s.phase == "Waiting":
             return _start(dataclasses.replace(s, paused=False), grouping, now, "promoted")
         if s.phase in ("Progressing", "Halted"):  # this wave counts as passed
-            return _next(dataclasses.replace(s, halt=None), grouping, now, "promoted")
+            return _next(dataclasses.replace(s, halt=None), grouping, "promoted")
     return s
 
 
-def _begin(
-    s: RolloutState, revision: int, held: int | None, now: float, why: str = ""
-) -> RolloutState:
+def _begin(s: RolloutState, revision: int, held: int | None, why: str = "") -> RolloutState:
     """A rollout of ``revision`` from what the clusters run, from the first wave."""
     return RolloutState(
         "Waiting",
@@ -339,7 +337,7 @@ def _start(s: RolloutState, grouping: Grouping, now: float, why: str = "") -> Ro
     )
 
 
-def _next(s: RolloutState, grouping: Grouping, now: float, why: str = "") -> RolloutState:
+def _next(s: RolloutState, grouping: Grouping, why: str = "") -> RolloutState:
     """The wave after ``s``'s: waiting to start (its gates are tried at once)."""
     if s.wave + 1 >= len(grouping.waves):
         return _done(s)
@@ -394,7 +392,7 @@ def _judge(
     wave = grouping.waves[s.wave]
     clusters = [c for c in wave.clusters if c not in skipped]
     if not clusters:  # nothing to wait for
-        return _next(s, grouping, now)
+        return _next(s, grouping)
     views = {c: (seen or {}).get(c) for c in clusters}
     allowed = tolerated(gates.spec, clusters)
     failed = tuple(c for c, x in views.items() if x is not None and x.failed)
@@ -414,7 +412,7 @@ def _judge(
     if len(waiting) <= allowed:
         healthy_at = s.wave_healthy_at if s.wave_healthy_at is not None else now
         if now - healthy_at >= gates.min_healthy_s:
-            return _next(s, grouping, now)
+            return _next(s, grouping)
         left = gates.min_healthy_s - (now - healthy_at)
         return dataclasses.replace(
             s,
