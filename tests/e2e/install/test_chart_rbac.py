@@ -164,8 +164,10 @@ def test_the_controller_works_with_only_the_charts_rbac(
         )
         for cluster in MEMBERS:
             assert member_object(fleet, cluster, "ConfigMap", APPS, "settings") is not None
-        revisions = k8s.AppsV1Api(fleet.api(HUB)).list_namespaced_controller_revision(APPS)
-        assert len(revisions.items) == 2
+        revisions = k8s.AppsV1Api(fleet.api(HUB)).list_namespaced_controller_revision
+        # The canary's stable revisions, and the rollout's: both releases kept.
+        assert len(revisions(APPS, label_selector="propagator.io/release").items) == 2
+        assert len(revisions(APPS, label_selector="propagator.io/rollout-revision").items) == 2
         reasons = {e.reason for e in fleet.core(HUB).list_namespaced_event(APPS).items}
         assert {"CanaryStep", "CanarySucceeded"} <= reasons
 

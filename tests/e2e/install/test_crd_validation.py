@@ -160,6 +160,7 @@ def test_ap_columns(fleet: Fleet, hub_crds: list[str]) -> None:
             "CLUSTERS",
             "READY",
             "CANARY",
+            "ROLLOUT",
             "AGE",
             "SCHEDULED",
             "APPLIED",

@@ -63,6 +63,7 @@ def test_help_lists_the_commands_in_kubectls_style(fleet: Fleet) -> None:
         "rebalance",
         "sync",
         "canary",
+        "rollout",
         "status",
         "explain",
         "join",

@@ -265,8 +265,12 @@ def test_a_suspended_cluster_alone_keeps_what_it_runs(fleet: Fleet, controller: 
     _complete(fleet, ns, 1)
     held = MEMBERS[2]
     before = _versions(fleet, ns)[held]
-    update_spec(fleet, ns, "web", _image("nginx:1.28"))
-    update_spec(fleet, ns, "web", lambda s: s.update(suspendedClusters={"clusters": [held]}))
+
+    def suspended_and_changed(spec: dict[str, Any]) -> None:
+        spec["suspendedClusters"] = {"clusters": [held]}
+        _image("nginx:1.28")(spec)
+
+    update_spec(fleet, ns, "web", suspended_and_changed)
     app = _complete(fleet, ns, 2)
     assert cluster_entry(app, held)["suspended"] is True
     assert cluster_entry(app, held)["rolloutRevision"] == 1
