@@ -15,6 +15,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
+from api.application import Override
 from kube.connection import KubeConnection
 from kube.errors import ApiError
 from propagator.canary.copies import DEPLOYMENTS, SplitKinds, kind_key_of
@@ -36,6 +39,34 @@ def source_of(
         "workloads": [dict(o) for o in objects if kind_key_of(o) in kinds],
         "overrides": list(overrides),
     }
+
+
+def readable(data: Any, field: str) -> dict[str, Any] | None:
+    """``data`` if it is a kept source — ``field`` a list of objects, each with a string
+    apiVersion, kind and metadata.name, and ``overrides`` valid overrides — else None: a
+    ControllerRevision in the application's namespace is writable by whoever may edit it
+    there, so anything may be in it (what renders from it is checked again as any
+    application's objects are)."""
+    if not isinstance(data, Mapping):
+        return None
+    objects, overrides = data.get(field), data.get("overrides", [])
+    if not isinstance(objects, list) or not isinstance(overrides, list):
+        return None
+    for obj in objects:
+        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+        if not (
+            isinstance(meta, Mapping)
+            and isinstance(meta.get("name"), str)
+            and isinstance(obj.get("apiVersion"), str)
+            and isinstance(obj.get("kind"), str)
+        ):
+            return None
+    try:
+        for override in overrides:
+            Override.model_validate(override)
+    except ValidationError:
+        return None
+    return {field: objects, "overrides": overrides}
 
 
 def application_label(name: str) -> str:
@@ -107,8 +138,8 @@ class StableRevisions:
             )
             for item in listed.get("items") or []:
                 labels = (item.get("metadata") or {}).get("labels") or {}
-                data = item.get("data")
-                if isinstance(data, dict) and labels.get(RELEASE_LABEL):
+                data = readable(item.get("data"), "workloads")
+                if data is not None and labels.get(RELEASE_LABEL):
                     known[str(labels[RELEASE_LABEL])] = data
         return known.get(release)
 

@@ -11,8 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pydantic import ValidationError
-
 from api.application import ApplicationPropagation, Override
 from api.rollout import ROLLOUT_ACTION_ANNOTATION, ROLLOUT_ACTIONS
 from api.selectors import selects
@@ -258,10 +256,7 @@ class RolloutDriver:
         source = await self.revisions.source(namespace, name, number)
         if source is None:
             return None
-        try:
-            overrides = [Override.model_validate(o) for o in source.get("overrides") or []]
-        except ValidationError:  # not what this controller kept: as if not kept
-            return None
+        overrides = [Override.model_validate(o) for o in source.get("overrides") or []]
         return Revision(number, restored(source, current), overrides)
 
     # -- the waves ------------------------------------------------------------------------

@@ -22,7 +22,12 @@ from typing import Any
 
 from kube.connection import KubeConnection
 from kube.errors import ApiError
-from propagator.canary.revisions import APPLICATION_LABEL, application_label, controller_revision
+from propagator.canary.revisions import (
+    APPLICATION_LABEL,
+    application_label,
+    controller_revision,
+    readable,
+)
 
 DIGEST_LABEL = "propagator.io/rollout-revision"
 """On an application's ControllerRevisions: the hash of the revision's source."""
@@ -58,29 +63,6 @@ def digest_of(source: Source) -> str:
     """The revision's name: a hash of its source (key order ignored)."""
     canonical = json.dumps(source, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
-
-
-def readable(data: Any) -> Source | None:
-    """``data`` if it has a source's shape (a ControllerRevision in the application's
-    namespace is writable by whoever may edit it there: anything may be in it), else
-    None. Its objects are checked again as any application's are, once rendered."""
-    if not isinstance(data, Mapping):
-        return None
-    objects, overrides = data.get("objects"), data.get("overrides", [])
-    if not isinstance(objects, list) or not isinstance(overrides, list):
-        return None
-    for obj in objects:
-        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-        if not (
-            isinstance(meta, Mapping)
-            and isinstance(meta.get("name"), str)
-            and isinstance(obj.get("apiVersion"), str)
-            and isinstance(obj.get("kind"), str)
-        ):
-            return None
-    if not all(isinstance(o, Mapping) for o in overrides):
-        return None
-    return {"objects": objects, "overrides": overrides}
 
 
 def restored(source: Source, current: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -152,7 +134,7 @@ class Revisions:
             number = item.get("revision")
             if isinstance(number, int) and isinstance(digest, str):
                 known[number] = Kept(number, digest, str(meta.get("name")))
-                data = readable(item.get("data"))
+                data = readable(item.get("data"), "objects")
                 if data is not None:
                     self._hold((namespace, name, number), data)
         self._listed[(namespace, name)] = known
@@ -175,7 +157,7 @@ class Revisions:
                 self._listed[(namespace, name)].pop(number, None)
                 return None
             raise
-        data = readable(item.get("data"))
+        data = readable(item.get("data"), "objects")
         if data is None:
             return None
         self._hold((namespace, name, number), data)

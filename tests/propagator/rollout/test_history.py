@@ -107,6 +107,7 @@ def test_keeping_the_same_revision_again_writes_nothing() -> None:
         {"objects": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": 7}}]},
         {"objects": [], "overrides": "all"},
         {"objects": [], "overrides": [3]},
+        {"objects": [], "overrides": [{"clusterSelector": "everyone"}]},
     ],
 )
 def test_a_forged_revision_on_the_hub_reads_as_not_kept(data: Any) -> None:
