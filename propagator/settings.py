@@ -125,8 +125,8 @@ class Settings(BaseSettings):
     render_max_bytes: int = Field(4 << 20, ge=1024, le=64 << 20)
     """Bytes (as JSON) the rendered objects of one application may take, all clusters."""
     rule_time_limit_s: float = Field(0.05, ge=0.001, le=1)
-    """Seconds one object's interpreter rules (health, status) may take; a kind whose
-    rules take longer reads Unknown and is not evaluated for ``rule_pause_s``."""
+    """Processor seconds one object's interpreter rules (health, status) may take; a kind
+    whose rules take longer reads Unknown and is not evaluated for ``rule_pause_s``."""
     rule_pause_s: float = Field(60.0, ge=1, le=3600)
     """Seconds a kind whose rules went over ``rule_time_limit_s`` is not evaluated."""
     resync_period_s: float = Field(300.0, ge=10, le=86400)

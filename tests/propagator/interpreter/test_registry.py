@@ -3,7 +3,10 @@ not compile, and a kind whose rules are too slow set aside."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
+
+import pytest
 
 from propagator.interpreter.registry import Interpreters
 
@@ -147,6 +150,27 @@ def test_a_rule_over_budget_reads_unknown_and_nothing_else_is_judged_by_it() -> 
     clock[0] = 61
     rules.time_limit_s = 10.0
     assert rules.verdict(ready).health == "Healthy"
+
+
+def test_a_rule_is_not_slow_because_the_machine_was_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the processor time the rules take counts: a wall clock that jumps a second
+    during each evaluation (the process waiting for a core) pauses nothing."""
+    wall = [0.0]
+
+    def jumping() -> float:
+        wall[0] += 1.0
+        return wall[0]
+
+    monkeypatch.setattr(time, "perf_counter", jumping)
+    monkeypatch.setattr(time, "monotonic", jumping)
+    rules = Interpreters(time_limit_s=0.05, pause_s=60)
+    rules.set(WIDGET_RULES)
+    ready = {**WIDGET, "metadata": {"name": "w", "resourceVersion": "1"}}
+    ready["status"] = {"phase": "Ready"}
+    assert rules.verdict(ready).health == "Healthy"
+    assert rules.verdict({**ready, "metadata": {"name": "w", "resourceVersion": "2"}}).health == (
+        "Healthy"
+    )
 
 
 def test_a_hostile_object_reads_unknown_with_the_rule_that_failed() -> None:
