@@ -11,8 +11,8 @@ Bounds of one evaluation: the runtime's iteration budget (:data:`ITERATIONS`, al
 comprehensions of the evaluation together), expressions of at most
 :data:`api.interpreter.EXPRESSION_MAX` characters, and a result of at most
 :data:`RESULT_MAX` bytes as JSON. Time is bounded by those; what an evaluation took (its
-thread's processor time) is measured (:attr:`Outcome.seconds`) so the caller can stop using a rule that is slow on
-what a member holds.
+thread's processor time) is measured (:attr:`Outcome.seconds`) so the caller can stop
+using a rule that is slow on what a member holds.
 """
 
 from __future__ import annotations
