@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STATE_DIR ?= $(HOME)/.local/state/propagator/local
 
-.PHONY: install crds reference docs testbin prometheus helm jaeger lint typecheck unit e2e test bench local-up local-down demo demo-down clean
+.PHONY: install crds reference docs testbin prometheus helm jaeger registry lint typecheck unit e2e test bench local-up local-down demo demo-down clean
 
 install: $(VENV)/.installed
 
@@ -27,6 +27,10 @@ prometheus:
 # helm from hack/helm/go.mod (the chart tests).
 helm:
 	bash hack/helm.sh
+
+# The chart tests' OCI registry from hack/registry/ (go-containerregistry's, pinned).
+registry:
+	bash hack/registry.sh
 
 # Jaeger from hack/jaeger/go.mod (the OTLP tracing test).
 jaeger:
@@ -58,7 +62,7 @@ typecheck: install
 unit: install testbin
 	$(PY) -m pytest tests --ignore=tests/e2e
 
-e2e: install testbin prometheus helm jaeger
+e2e: install testbin prometheus helm jaeger registry
 	$(PY) -m pytest tests/e2e
 
 test: lint typecheck unit docs e2e

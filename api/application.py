@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 from pydantic.config import JsonDict
 
+from api.charts import ChartSource
 from api.common import Condition, ObjectName, conditions_field
 from api.failover import EvictionReason, Failover
 from api.memberowned import MemberOwnedField
@@ -49,13 +50,17 @@ class Resources(KubeModel):
     """Kubernetes objects; string values may hold Jinja2 expressions rendered per cluster."""
     selectors: list[ResourceSelector] = Field(default_factory=list, max_length=50)
     """Hub objects in the application's namespace."""
+    charts: list[ChartSource] = Field(default_factory=list, max_length=8)
+    """Helm charts rendered per cluster (docs/charts.md); their objects follow the
+    manifests and the selected objects."""
 
     rules = (
         Rule(
             cel="(has(self.manifests) ? size(self.manifests) : 0) + "
-            "(has(self.selectors) ? size(self.selectors) : 0) > 0",
-            message="list at least one manifest or selector",
-            check=lambda r: bool(r.manifests or r.selectors),
+            "(has(self.selectors) ? size(self.selectors) : 0) + "
+            "(has(self.charts) ? size(self.charts) : 0) > 0",
+            message="list at least one manifest, selector or chart",
+            check=lambda r: bool(r.manifests or r.selectors or r.charts),
         ),
     )
 
@@ -302,6 +307,9 @@ class ClusterResult(KubeModel):
     suspended: bool | None = None
     """True: no writes here (``spec.suspend`` or ``spec.suspendedClusters``). (No default:
     a line the controller writes without it must read back the same.)"""
+    charts: list[str] | None = Field(default=None, max_length=8)
+    """The charts this cluster's objects are rendered from, as ``release: chart
+    version``."""
 
 
 CanaryPhase = Literal["Progressing", "Paused", "Promoting", "Succeeded", "RolledBack", "Aborted"]
@@ -416,6 +424,25 @@ class RolloutStatus(KubeModel):
     """Revisions kept on the hub (``kubectl propagator rollout undo --to-revision``)."""
 
 
+class ChartStatus(KubeModel):
+    """One chart of the application, as last resolved."""
+
+    release: str = Field(max_length=63)
+    """The release name."""
+    chart: str = Field(max_length=128)
+    """The chart's name."""
+    repository: str = Field(max_length=512)
+    """Where it comes from."""
+    version: str = Field(max_length=256)
+    """The version resolved (the newest in the spec's range)."""
+    digest: str = Field(max_length=80)
+    """``sha256:…`` of its OCI manifest (or of its archive, from a chart repository)."""
+    app_version: str | None = Field(default=None, max_length=100)
+    """Its Chart.yaml's appVersion."""
+    resolved_at: str | None = Field(default=None, json_schema_extra=_TIMESTAMP)
+    """When the registry or repository was last asked."""
+
+
 class ApplicationPropagationStatus(KubeModel):
     """What the controller last did and saw."""
 
@@ -443,6 +470,8 @@ class ApplicationPropagationStatus(KubeModel):
     """Canary progress."""
     rollout: RolloutStatus | None = None
     """The rollout of the latest revision: waves, suspension, undo."""
+    charts: list[ChartStatus] = Field(default_factory=list, max_length=8)
+    """The application's Helm charts (``spec.resources.charts``) as resolved."""
     evicted: list[EvictedCluster] = Field(
         default_factory=list,
         max_length=1000,

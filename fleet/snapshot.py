@@ -49,6 +49,8 @@ class ClusterInfo:
     Ready; None while Ready (or never seen)."""
     ready_since: float | None = None
     """When it last became Ready (epoch seconds), while Ready."""
+    kubernetes_version: str | None = None
+    """Its API server's version, as its MemberCluster's status says (``v1.34.1``)."""
     free_cpu: float | None = field(init=False, default=None)
     """available/allocatable cpu as a float (None: unknown); precomputed for scoring."""
     free_memory: float | None = field(init=False, default=None)
@@ -129,7 +131,12 @@ def cluster_info(member: Mapping[str, Any]) -> ClusterInfo:
         nodes=int((status.get("nodes") or {}).get("ready") or 0),
         not_ready_since=None if ready else since,
         ready_since=since if ready else None,
+        kubernetes_version=_text(status.get("kubernetesVersion")),
     )
+
+
+def _text(value: Any) -> str | None:
+    return value[:64] if isinstance(value, str) and value else None
 
 
 def epoch_of(timestamp: Any) -> float | None:

@@ -30,6 +30,10 @@ ldflags=${ldflags//@VERSION@/$version}
 override="PROPAGATOR_$(echo "$name" | tr '[:lower:]-' '[:upper:]_')_DIR"
 dir=${!override:-${XDG_CACHE_HOME:-$HOME/.cache}/propagator/$name/$version}
 stamp="$name=$version go.sum=$(sha256sum "$module/go.sum" | cut -c1-16)"
+# A program of our own (hack/<name>/main.go) is built again when its source changes.
+if [ -f "$module/main.go" ]; then
+  stamp="$stamp main.go=$(sha256sum "$module/main.go" | cut -c1-16)"
+fi
 
 built() {
   [ -f "$dir/VERSIONS" ] && [ "$(cat "$dir/VERSIONS")" = "$stamp" ] || return 1

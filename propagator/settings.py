@@ -26,6 +26,8 @@ from api.rollout import (
 )
 from kube.hub import SERVICE_ACCOUNT_DIR
 from kube.session import ConnectionOptions
+from propagator.charts.allowed import Allowed, parse_sources
+from propagator.charts.fetch import ChartFetcher
 from propagator.observability.tracing import OtlpTarget, otlp_target
 from propagator.runtime.eventloop import DEFAULT as DEFAULT_EVENT_LOOP
 from propagator.runtime.eventloop import EventLoop
@@ -124,6 +126,26 @@ class Settings(BaseSettings):
     """Seconds an application's templates may take to render for all its clusters."""
     render_max_bytes: int = Field(4 << 20, ge=1024, le=64 << 20)
     """Bytes (as JSON) the rendered objects of one application may take, all clusters."""
+    chart_sources: str = Field("", max_length=8192)
+    """Where Helm charts may come from (comma-separated address prefixes such as
+    oci://registry.example.com/charts or https://charts.example.com; an ``http://`` prefix
+    allows plain HTTP there; empty: none, and every chart is refused saying so): the
+    controller fetches what tenants name, so only from these."""
+    chart_ca_file: str = Field("", max_length=4096)
+    """A PEM file of the certificate authorities chart sources are verified with (empty:
+    the system's)."""
+    chart_max_bytes: int = Field(4 << 20, ge=1024, le=64 << 20)
+    """Bytes one chart archive may have (as fetched, compressed)."""
+    chart_cache_bytes: int = Field(256 << 20, ge=1 << 20, le=8 << 30)
+    """Bytes of chart archives kept in memory (the least recently used go first)."""
+    chart_fetch_timeout_s: float = Field(30.0, gt=0, le=600)
+    """Seconds finding or fetching one chart may take before it is stopped (retried)."""
+    chart_resolve_interval_s: float = Field(60.0, ge=1, le=86400)
+    """Seconds a chart's version (range) and tag stay resolved before the registry is asked
+    again: an application with charts is planned again this often, and follows a moved tag
+    or a new version in its range then."""
+    helm_binary: str = Field("helm", min_length=1, max_length=4096)
+    """The helm program that renders charts (a path, or a name on PATH)."""
     rule_time_limit_s: float = Field(0.05, ge=0.001, le=1)
     """Processor seconds one object's interpreter rules (health, status) may take; a kind
     whose rules take longer reads Unknown and is not evaluated for ``rule_pause_s``."""
@@ -223,6 +245,24 @@ class Settings(BaseSettings):
     def _plugins(self) -> Settings:
         build_profile(self.scheduler_plugins)  # raises naming the setting and the plugin
         return self
+
+    @model_validator(mode="after")
+    def _chart_sources(self) -> Settings:
+        parse_sources(self.chart_sources)  # raises naming the setting and the bad entry
+        if self.chart_ca_file and not Path(self.chart_ca_file).is_file():
+            raise ValueError(
+                f"PROPAGATOR_CHART_CA_FILE: {self.chart_ca_file[:200]!r} is not a readable file"
+            )
+        return self
+
+    def chart_fetcher(self) -> ChartFetcher:
+        """Fetches charts from the allowed sources, within the settings' bounds."""
+        return ChartFetcher(
+            Allowed(parse_sources(self.chart_sources)),
+            timeout_s=self.chart_fetch_timeout_s,
+            max_bytes=self.chart_max_bytes,
+            ca_file=self.chart_ca_file or None,
+        )
 
     @model_validator(mode="after")
     def _analysis_addresses(self) -> Settings:

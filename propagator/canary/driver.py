@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from opentelemetry import trace
 
 from api.application import ApplicationPropagation, Override
+from api.charts import is_chart_release
 from api.rollout import CANARY_ACTION_ANNOTATION
 from api.selectors import selects
 from fleet.snapshot import FleetSnapshot
@@ -63,10 +64,14 @@ def templates_differ(stable: Source, latest: Source, kinds: SplitKinds) -> bool:
         return True
 
     def templates(source: Source) -> dict[tuple[str, str, str], Any]:
+        # A chart's pod templates are known only once rendered: its release (version,
+        # digest, values) stands for them.
         return {
-            (*kind_key_of(w), name_of(w)): template_of(w, kinds[kind_key_of(w)])
+            (*kind_key_of(w), name_of(w)): w
+            if is_chart_release(w)
+            else template_of(w, kinds[kind_key_of(w)])
             for w in source.get("workloads") or []
-            if kind_key_of(w) in kinds
+            if kind_key_of(w) in kinds or is_chart_release(w)
         }
 
     before = templates(stable)
@@ -121,7 +126,7 @@ class CanaryDriver:
         before = last.canary.state if last is not None and last.canary is not None else None
         if before is None:
             before = CanaryState.from_status((obj.get("status") or {}).get("canary"))
-        kinds = self._split_kinds(objects)
+        kinds = self._split_kinds(objects, targets, snapshot)
         latest = source_of(
             objects,
             [
@@ -182,12 +187,23 @@ class CanaryDriver:
             kinds,
         )
 
-    def _split_kinds(self, objects: Sequence[Mapping[str, Any]]) -> SplitKinds:
-        """The kinds of ``objects`` a canary runs as two copies, by their rules."""
+    def _split_kinds(
+        self,
+        objects: Sequence[Mapping[str, Any]],
+        targets: Sequence[Target],
+        snapshot: FleetSnapshot,
+    ) -> SplitKinds:
+        """The kinds of ``objects`` a canary runs as two copies, by their rules (with a
+        chart among them, whose objects are known only once rendered: of every kind the
+        targets serve)."""
+        keys = {kind_key_of(o) for o in objects}
+        if any(is_chart_release(o) for o in objects):
+            for t in targets:
+                if (cluster := snapshot.clusters.get(t.cluster)) is not None:
+                    keys |= cluster.api_enablements
         out = {}
-        for obj in objects:
-            key = kind_key_of(obj)
-            if key not in out and (fields := self.interpreters.canary_fields(*key)) is not None:
+        for key in sorted(keys):
+            if (fields := self.interpreters.canary_fields(*key)) is not None:
                 out[key] = fields
         return out
 

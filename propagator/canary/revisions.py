@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from api.application import Override
+from api.charts import is_chart_release
 from kube.connection import KubeConnection
 from kube.errors import ApiError
 from propagator.canary.copies import DEPLOYMENTS, SplitKinds, kind_key_of
@@ -34,9 +35,10 @@ Source = dict[str, Any]
 def source_of(
     objects: Sequence[Mapping[str, Any]], overrides: Sequence[Any], kinds: SplitKinds = DEPLOYMENTS
 ) -> Source:
-    """What the split workloads (``kinds``) of ``objects`` are rendered from."""
+    """What the split workloads (``kinds``) of ``objects`` are rendered from (a chart's
+    come from its release)."""
     return {
-        "workloads": [dict(o) for o in objects if kind_key_of(o) in kinds],
+        "workloads": [dict(o) for o in objects if kind_key_of(o) in kinds or is_chart_release(o)],
         "overrides": list(overrides),
     }
 

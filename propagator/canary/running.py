@@ -56,7 +56,8 @@ def compose_clusters(
     RenderError."""
     out = {}
     for cluster, objects in rendered.items():
-        before = {name_of(d): d for d in stable.get(cluster) or []}
+        # The stable render of a chart holds all its objects: its split workloads only.
+        before = {name_of(d): d for d in stable.get(cluster) or [] if kind_key_of(d) in plan.kinds}
         try:
             out[cluster] = compose(
                 objects, before, plan.mode(cluster), plan.state.weight, plan.kinds

@@ -15,8 +15,10 @@ from kube.errors import ApiError
 from propagator.canary.driver import CanaryDriver
 from propagator.canary.machine import RUNNING
 from propagator.canary.plan import CanaryPlan
+from propagator.charts.releases import ChartError
 from propagator.failover.driver import FailoverDriver, FailoverPass
 from propagator.observability.metrics import Metrics
+from propagator.propagation.charts import chart_stop
 from propagator.propagation.placement import Placer
 from propagator.propagation.plan import Given, Plan, Stop
 from propagator.propagation.rendering import MovedRender, Renderer
@@ -195,7 +197,8 @@ class Chooser:
         step: FailoverPass,
     ) -> MovedRender:
         """Each target's objects; Stop (not retried: the same inputs fail the same way)
-        when a template, an override or the canary's composition fails."""
+        when a template, a chart, an override or the canary's composition fails (retried
+        when a registry or the hub did not answer)."""
         try:
             return await self.renderer.render_moving(
                 g.key, g.app, g.snapshot, targets, canary, rollout, self.failover, step
@@ -203,6 +206,11 @@ class Chooser:
         except RenderError as exc:
             why = f"{exc}; nothing was applied"
             raise Stop([("Applied", False, "RenderFailed", why)], exc) from exc
+        except ChartError as exc:
+            raise chart_stop(exc) from exc
+        except ApiError as exc:  # a chart's credentials or values files could not be read
+            why = f"resources: {exc}"
+            raise Stop([("Applied", False, "ResolveFailed", why)], exc, retry=True) from exc
 
     async def _check_boundary(
         self, tenancy: TenantPolicy, moved: MovedRender, namespace: str

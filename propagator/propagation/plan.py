@@ -10,6 +10,7 @@ from typing import Any
 from api.application import SYNC_ANNOTATION, ApplicationPropagation
 from fleet.snapshot import FleetSnapshot
 from propagator.canary.plan import CanaryPlan
+from propagator.charts.releases import ChartResolution
 from propagator.failover.state import FailoverState
 from propagator.rollout.driver import RolloutPlan
 from propagator.tenancy.policy import TenantPolicy
@@ -105,6 +106,8 @@ class Plan:
     rollout: RolloutPlan | None = None
     """The revision each cluster is to run, and the rollout's state (None: not planned
     that far)."""
+    charts: list[ChartResolution] = field(default_factory=list)
+    """How the application's charts resolved (empty: it has none, or not resolved yet)."""
     heal: str = ""
     """The ``kubectl propagator sync`` request the member syncs act on ("": none)."""
     capacity_bound: bool = True

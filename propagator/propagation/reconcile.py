@@ -39,11 +39,14 @@ from propagator.canary.analysis import Analysis
 from propagator.canary.driver import CanaryDriver
 from propagator.canary.plan import CanaryPlan
 from propagator.canary.running import condition_of
+from propagator.charts.releases import ChartError, ChartReleases
+from propagator.charts.store import ChartStore
 from propagator.failover.decisions import unanswered
 from propagator.failover.driver import FailoverDriver, FailoverPass
 from propagator.observability.metrics import Metrics
 from propagator.observability.tracing import current_span_context
 from propagator.propagation.appwrites import ApplicationWrites
+from propagator.propagation.charts import chart_stop, charts_condition
 from propagator.propagation.choose import Chooser, Chosen, forbidden
 from propagator.propagation.dependencies import (
     DependencyError,
@@ -53,11 +56,12 @@ from propagator.propagation.dependencies import (
 from propagator.propagation.placement import Placer
 from propagator.propagation.plan import Given, Plan, Requeue, Result, Stop, heal_asked
 from propagator.propagation.removal import Removal
-from propagator.propagation.rendering import Renderer
+from propagator.propagation.rendering import Renderer, served_by
 from propagator.propagation.report import plan_status
 from propagator.propagation.resolve import resolve
 from propagator.propagation.statusnotes import note_over_room
 from propagator.propagation.workrecord import WorkRecorder, Written, reported, works_for
+from propagator.render.helm import HelmRun
 from propagator.rollout.driver import RolloutDriver, RolloutPlan
 from propagator.rollout.status import rollout_condition
 from propagator.scheduler import Scheduler
@@ -104,8 +108,21 @@ class Reconciler:
         self.table = table
         self.view = view
         self.metrics = metrics
+        self.charts = ChartReleases(
+            ChartStore(
+                settings.chart_fetcher(),
+                cache_bytes=settings.chart_cache_bytes,
+                resolve_every_s=settings.chart_resolve_interval_s,
+            )
+        )
         self.renderer = Renderer(
-            settings.render_timeout_s, settings.render_max_bytes, metrics, admission.interpreters
+            settings.render_timeout_s,
+            settings.render_max_bytes,
+            metrics,
+            admission.interpreters,
+            hub,
+            self.charts,
+            HelmRun(settings.helm_binary, settings.render_max_bytes),
         )
         self.failover = FailoverDriver(hub, table, view, metrics)
         self.canary = CanaryDriver(
@@ -211,10 +228,11 @@ class Reconciler:
         queued = self._record(g, plan, chosen, step)
         # Syncs in flight (queued now, or by an earlier plan of this revision) report back.
         pending = queued or self.table.pending(key)
-        return Result(
-            refresh_after_s=STATUS_CATCH_UP_S if pending else None,
-            replan_after_s=self.failover.next_plan(app, step, plan, g.snapshot),
-        )
+        replan = self.failover.next_plan(app, step, plan, g.snapshot)
+        if app.spec.resources.charts:  # a moved tag or a new version in range is followed
+            every = self.charts.store.resolve_every_s
+            replan = every if replan is None else min(replan, every)
+        return Result(refresh_after_s=STATUS_CATCH_UP_S if pending else None, replan_after_s=replan)
 
     # -- the steps ------------------------------------------------------------------------
 
@@ -231,16 +249,24 @@ class Reconciler:
         along; Stop when the tenant may not read them (Forbidden), they cannot be brought,
         or the hub did not answer (retried)."""
         deps = app.spec.dependencies
+        namespace = app.metadata.get("namespace", "default")
         try:
             objects = await resolve(app, self.hub, tenancy)
+            if app.spec.resources.charts:
+                releases, plan.charts = await self.charts.releases(
+                    app.spec.resources.charts, app.metadata["name"], namespace, self.hub
+                )
+                plan.conditions.append(charts_condition(plan.charts))
+                objects += releases
             if deps is None or not deps.propagate:
                 return objects
-            namespace = app.metadata.get("namespace", "default")
             brought = await bring(
                 objects, namespace, self.hub, self.admission.interpreters, deps.roll_on_change
             )
         except Forbidden as exc:
             raise forbidden(exc, self.metrics) from exc
+        except ChartError as exc:
+            raise chart_stop(exc) from exc
         except DependencyError as exc:
             raise Stop([("Applied", False, "DependenciesRefused", str(exc))], exc) from exc
         except (ApiError, UnknownKind) as exc:
@@ -294,7 +320,11 @@ class Reconciler:
                 current_span_context(),
                 Release(
                     tuple(app.spec.member_owned),
-                    scale_fields(g.objects, self.admission.interpreters),
+                    scale_fields(
+                        g.objects,
+                        self.admission.interpreters,
+                        served_by(g.snapshot, chosen.targets),
+                    ),
                 ),
                 app.spec.drift_policy == "Heal",
                 plan.heal,

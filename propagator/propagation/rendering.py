@@ -6,21 +6,25 @@ until they may go."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry import trace
 
-from api.application import ApplicationPropagation
+from api.application import ApplicationPropagation, Override
+from api.charts import is_chart_release
 from fleet.snapshot import FleetSnapshot
+from kube.connection import KubeConnection
 from propagator.canary.copies import compose
 from propagator.canary.plan import CanaryPlan
 from propagator.canary.running import compose_clusters, stable_request
+from propagator.charts.releases import ChartReleases
 from propagator.failover.driver import FailoverDriver, FailoverPass
 from propagator.failover.moves import Move, with_kept_replicas
 from propagator.interpreter.registry import Interpreters
 from propagator.observability.metrics import Metrics
+from propagator.render.helm import HelmRun
 from propagator.render.manifests import ApplicationRef
 from propagator.render.memo import RenderMemo
 from propagator.render.worker import RenderTarget, render_bounded
@@ -48,13 +52,22 @@ class Renderer:
     """Renders the applications one reconciler plans, remembering their last renders."""
 
     def __init__(
-        self, timeout_s: float, max_bytes: int, metrics: Metrics, interpreters: Interpreters
+        self,
+        timeout_s: float,
+        max_bytes: int,
+        metrics: Metrics,
+        interpreters: Interpreters,
+        hub: KubeConnection,
+        charts: ChartReleases,
+        helm: HelmRun,
     ) -> None:
         self.memo = RenderMemo(
-            functools.partial(render_bounded, timeout_s=timeout_s, max_bytes=max_bytes)
+            functools.partial(render_bounded, timeout_s=timeout_s, max_bytes=max_bytes, helm=helm)
         )
         self.metrics = metrics
         self.interpreters = interpreters
+        self.hub = hub
+        self.charts = charts
 
     def forget(self, key: str) -> None:
         self.memo.forget(key)
@@ -107,16 +120,22 @@ class Renderer:
         shared = app.spec.placement.replicas.mode != "Duplicated"  # Divided, Aggregated
         ref = ApplicationRef(app.metadata["name"], app.metadata.get("namespace", "default"))
         target = rollout.target_revision
-        fields = scale_fields(target.objects, self.interpreters) if shared else ()
-        facts = _facts(snapshot, targets, shared, fields)
+        fields = (
+            scale_fields(target.objects, self.interpreters, served_by(snapshot, targets))
+            if shared
+            else ()
+        )
+        revisions = (target, *rollout.others)
+        charted = any(is_chart_release(o) for r in revisions for o in r.objects)
+        facts = _facts(snapshot, targets, shared, fields, charted)
         runs = {c: rollout.assignment.get(c, target.number) for c in facts}
         with self.metrics.timed("render"), tracer.start_as_current_span("render"):
             rendered: Rendered = {}
-            for revision in (target, *rollout.others):
+            for revision in revisions:
                 clusters = [facts[c] for c, n in runs.items() if n == revision.number]
                 if clusters:
-                    rendered |= await self.memo.render(
-                        key, revision.objects, revision.overrides, clusters, ref
+                    rendered |= await self._render(
+                        key, ref, revision.objects, revision.overrides, clusters
                     )
             if shared:
                 shares = {t.cluster: t.replicas or 0 for t in targets}
@@ -127,12 +146,12 @@ class Renderer:
             request = stable_request(canary, latest)
             stable: Rendered = {}
             if request is not None:
-                stable = await self.memo.render(
+                stable = await self._render(
                     key,
+                    ref,
                     request.workloads,
                     request.overrides,
                     [facts[c] for c in request.clusters],
-                    ref,
                 )
             composed = compose_clusters(canary, latest, stable)
             # A cluster the rollout has not reached runs its revision whole, as the
@@ -142,23 +161,67 @@ class Renderer:
                     composed[cluster] = compose(objects, {}, "latest", 0, canary.kinds)
             return composed
 
+    async def _render(
+        self,
+        key: str,
+        ref: ApplicationRef,
+        objects: Sequence[Mapping[str, Any]],
+        overrides: Sequence[Override],
+        clusters: Sequence[RenderTarget],
+    ) -> Rendered:
+        """One revision's objects for ``clusters``, its charts given their archives and
+        values files first; raises RenderError, ChartError or ApiError (the hub)."""
+        materialized = await self.charts.materialize(objects, ref.namespace, self.hub)
+        return await self.memo.render(key, materialized, overrides, clusters, ref)
+
 
 def _facts(
     snapshot: FleetSnapshot,
     targets: Sequence[Target],
     shared: bool,
     fields: tuple[tuple[str, str, str], ...],
+    charted: bool,
 ) -> dict[str, RenderTarget]:
     """What a template may read of each target cluster (its replicas when the application
-    divides them, and where they are written)."""
+    divides them, and where they are written; for charts, its Kubernetes version and what
+    it serves)."""
     facts = {}
     for t in targets:
         c = snapshot.clusters[t.cluster]
         replicas = t.replicas if shared else None
         facts[t.cluster] = RenderTarget(
-            c.name, dict(c.labels), c.layer, c.region, c.zone, c.provider, replicas, fields
+            c.name,
+            dict(c.labels),
+            c.layer,
+            c.region,
+            c.zone,
+            c.provider,
+            replicas,
+            fields,
+            c.kubernetes_version if charted else None,
+            api_versions(c.api_enablements) if charted else (),
         )
     return facts
+
+
+def served_by(snapshot: FleetSnapshot, targets: Iterable[Target]) -> set[tuple[str, str]]:
+    """(apiVersion, kind) any of ``targets`` serves (the kinds a chart may render)."""
+    out: set[tuple[str, str]] = set()
+    for t in targets:
+        cluster = snapshot.clusters.get(t.cluster)
+        if cluster is not None:
+            out |= cluster.api_enablements
+    return out
+
+
+def api_versions(enablements: Iterable[tuple[str, str]]) -> tuple[str, ...]:
+    """``group/version`` and ``group/version/Kind`` of what a cluster serves, as Helm's
+    ``--api-versions`` takes them (sorted: equal sets render once)."""
+    out = set()
+    for api_version, kind in enablements:
+        out.add(api_version)
+        out.add(f"{api_version}/{kind}")
+    return tuple(sorted(out))
 
 
 def _revisions(rendered: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, str]:

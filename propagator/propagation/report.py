@@ -14,6 +14,7 @@ from propagator.failover.decisions import unhealthy_since
 from propagator.failover.state import unhealthy_clocks
 from propagator.interpreter.aggregate import combine_objects
 from propagator.interpreter.health import HEALTHS, WorkloadHealth
+from propagator.propagation.charts import chart_status, charts_by_cluster
 from propagator.propagation.ownership import kept
 from propagator.propagation.plan import Plan
 from propagator.propagation.results import applied_summary, failed_on, failures
@@ -55,6 +56,8 @@ def plan_status(
         builder.status["keptOnDelete"] = sorted(marked)[:KEPT_LISTED]  # [] clears it
     if plan.rollout is not None:
         builder.status["rollout"] = rollout_status(plan.rollout)
+    if plan.charts or builder.status.get("charts"):
+        builder.status["charts"] = [chart_status(c) for c in plan.charts]  # [] clears it
     if plan.canary is not None:
         namespace = obj["metadata"].get("namespace", "default")
         builder.status["canary"] = canary_status(
@@ -110,6 +113,7 @@ def _target_lines(
     states: dict[str, SyncState] = {}
     lines = []
     clocks = unhealthy_clocks(builder.previous)
+    charts = charts_by_cluster(plan.rollout, [t.cluster for t in plan.targets])
     for t in plan.targets:
         state = table.state(key, t.cluster) or SyncState(plan.revisions[t.cluster])
         states[t.cluster] = state
@@ -142,6 +146,7 @@ def _target_lines(
                 plan.rollout.assignment.get(t.cluster) if plan.rollout else None,
                 plan.rollout.grouping.index_of(t.cluster) if plan.rollout else None,
                 plan.rollout is not None and t.cluster in plan.rollout.held,
+                charts.get(t.cluster, ()),
             )
         )
     return lines, states

@@ -1,6 +1,6 @@
 """What an application propagates: its inline manifests (``spec.resources.manifests``),
 then the hub objects its selectors pick in the application's namespace, with
-server-populated fields stripped."""
+server-populated fields stripped (its charts follow: :mod:`propagator.charts.releases`)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import copy
 from typing import Any
 
 from api.application import ApplicationPropagation
+from api.charts import CHART_RELEASE_KIND, is_chart_release
+from api.common import API_VERSION
 from api.selectors import to_query
 from kube.connection import KubeConnection
 from propagator.tenancy.policy import Forbidden, Refusal, TenantPolicy
@@ -22,6 +24,9 @@ async def resolve(
     namespace (else :class:`Forbidden`)."""
     namespace = app.metadata.get("namespace", "default")
     objects = [copy.deepcopy(m) for m in app.spec.resources.manifests]
+    for index, manifest in enumerate(objects):
+        if is_chart_release(manifest):
+            _not_a_chart(policy, f"spec.resources.manifests[{index}]")
     for index, selector in enumerate(app.spec.resources.selectors):
         info = await hub.resource(selector.api_version, selector.kind)
         if not info.namespaced and not policy.platform:
@@ -45,7 +50,18 @@ async def resolve(
             for item in found:  # list items carry no apiVersion/kind
                 item.setdefault("apiVersion", selector.api_version)
                 item.setdefault("kind", selector.kind)
+        if any(is_chart_release(o) for o in found):
+            _not_a_chart(policy, f"spec.resources.selectors[{index}]")
         objects += sorted(
             (strip_server_fields(o) for o in found), key=lambda o: o["metadata"]["name"]
         )
     return objects
+
+
+def _not_a_chart(policy: TenantPolicy, where: str) -> None:
+    """A chart release written by hand would render an archive nobody fetched or checked."""
+    rule = (
+        f"{API_VERSION} {CHART_RELEASE_KIND} stands for a chart the controller fetched; "
+        "name charts in spec.resources.charts"
+    )
+    raise Forbidden(policy, [Refusal(where, rule)])

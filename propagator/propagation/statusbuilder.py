@@ -41,6 +41,8 @@ class ClusterLine:
     """The application's revision the cluster is to run."""
     wave: int | None = None
     suspended: bool = False
+    charts: tuple[str, ...] = ()
+    """The charts its objects are rendered from (``release: chart version``)."""
 
     def as_status(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -73,6 +75,8 @@ class ClusterLine:
             out["wave"] = self.wave
         if self.suspended:
             out["suspended"] = True
+        if self.charts:
+            out["charts"] = list(self.charts)
         return out
 
 

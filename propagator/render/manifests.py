@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -27,6 +27,7 @@ import yaml
 from jinja2 import TemplateSyntaxError
 
 from api.application import Override
+from api.charts import TEMPLATE_ANNOTATION, is_chart_release
 from api.common import DNS_LABEL
 from api.selectors import selects
 from propagator.interpreter.pointer import write_pointer
@@ -219,10 +220,12 @@ def render_for_cluster(
     app: ApplicationRef,
     replicas: int | None = None,
     replica_fields: Iterable[tuple[str, str, str]] = (),
+    charts: Charts | None = None,
 ) -> list[dict[str, Any]]:
-    """Every manifest as it goes to ``cluster``, with ``replicas`` (when given) written
-    at the pointer ``replica_fields`` names for its apiVersion and kind; raises
-    RenderError at the first problem."""
+    """Every manifest as it goes to ``cluster`` (a chart release: the objects its chart
+    renders there, by ``charts``), with ``replicas`` (when given) written at the pointer
+    ``replica_fields`` names for its apiVersion and kind; raises RenderError at the first
+    problem."""
     fields = {(a, k): pointer for a, k, pointer in replica_fields}
     applying = matching_overrides(overrides, cluster)
     context = template_context(cluster, app, applying)
@@ -230,31 +233,94 @@ def render_for_cluster(
     rendered = []
     for index, manifest in enumerate(manifests):
         where = f"cluster {cluster.name}: {_describe(index, manifest)}"
-        try:
-            obj = _walk(manifest, context)
-        except Exception as exc:  # anything a template raises is the template's problem
-            found = _first_template_error(manifest, context)
-            source, error = found if found else ("", exc)
-            line = (
-                error.lineno
-                if isinstance(error, TemplateSyntaxError) and not source
-                else (_line_of(manifest, source))
-            )
-            raise RenderError(f"{where}, line {line}: {type(error).__name__}: {error}") from exc
-        for number, (override, ops) in enumerate(zip(applying, patches, strict=True)):
-            if not ops or not _targets(override, obj):
-                continue
-            try:
-                # A copy each time: an added value must not be shared between objects.
-                obj = jsonpatch.apply_patch(obj, copy.deepcopy(ops))
-            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
-                raise RenderError(f"{where}: override {number + 1} does not apply: {exc}") from exc
-        if problem := _identity_problem(obj):
-            raise RenderError(f"{where}: {problem}")
-        field = fields.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
-        if replicas is not None and field is not None and not write_pointer(obj, field, replicas):
-            raise RenderError(
-                f"{where}: {field} cannot hold the replicas (a parent is not an object)"
-            )
-        rendered.append(obj)
+        if is_chart_release(manifest):
+            objects = _chart_objects(manifest, context, cluster.name, where, charts)
+        else:
+            objects = [_rendered(manifest, context, where)]
+        for obj in objects:
+            if is_chart_release(manifest):
+                where = f"cluster {cluster.name}: {_chart_object(manifest, obj)}"
+            for number, (override, ops) in enumerate(zip(applying, patches, strict=True)):
+                if not ops or not _targets(override, obj):
+                    continue
+                try:
+                    # A copy each time: an added value must not be shared between objects.
+                    obj = jsonpatch.apply_patch(obj, copy.deepcopy(ops))
+                except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+                    raise RenderError(
+                        f"{where}: override {number + 1} does not apply: {exc}"
+                    ) from exc
+            if problem := _identity_problem(obj):
+                raise RenderError(f"{where}: {problem}")
+            field = fields.get((str(obj.get("apiVersion")), str(obj.get("kind"))))
+            if (
+                replicas is not None
+                and field is not None
+                and not write_pointer(obj, field, replicas)
+            ):
+                raise RenderError(
+                    f"{where}: {field} cannot hold the replicas (a parent is not an object)"
+                )
+            rendered.append(obj)
     return rendered
+
+
+def _rendered(manifest: Mapping[str, Any], context: Mapping[str, Any], where: str) -> Any:
+    """``manifest`` with its templates rendered; RenderError naming the line that fails."""
+    try:
+        return _walk(manifest, context)
+    except Exception as exc:  # anything a template raises is the template's problem
+        found = _first_template_error(manifest, context)
+        source, error = found if found else ("", exc)
+        line = (
+            error.lineno
+            if isinstance(error, TemplateSyntaxError) and not source
+            else (_line_of(manifest, source))
+        )
+        raise RenderError(f"{where}, line {line}: {type(error).__name__}: {error}") from exc
+
+
+class ChartRenderError(ValueError):
+    """A chart that could not be rendered for a cluster; says why (the template and line
+    when it can)."""
+
+
+@dataclass(frozen=True)
+class Charts:
+    """How charts are rendered for one cluster."""
+
+    expand: Callable[[Mapping[str, Any], str], list[dict[str, Any]]]
+    """A chart release (with its archive) and its values as rendered for the cluster ->
+    the chart's objects there; raises ChartRenderError."""
+
+
+def _chart_objects(
+    release: Mapping[str, Any],
+    context: Mapping[str, Any],
+    cluster: str,
+    where: str,
+    charts: Charts | None,
+) -> list[dict[str, Any]]:
+    """The objects ``release``'s chart renders for the cluster; RenderError saying why not."""
+    chart = release.get("chart") or {}
+    label = f"cluster {cluster}: chart {chart.get('name', '?')} {chart.get('version', '?')}"
+    if charts is None:
+        raise RenderError(f"{label}: charts are not rendered here")
+    source = release.get("values") or ""
+    if not isinstance(source, str):
+        raise RenderError(f"{label}: values must be YAML text, got {type(source).__name__}")
+    try:
+        values = _render_string(source, context) if is_template(source) else source
+    except Exception as exc:  # anything a template raises is the template's problem
+        raise RenderError(f"{label}: values: {type(exc).__name__}: {exc}") from exc
+    try:
+        return charts.expand(release, str(values))
+    except ChartRenderError as exc:
+        raise RenderError(f"{label}: {exc}") from exc
+
+
+def _chart_object(release: Mapping[str, Any], obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    template = (meta.get("annotations") or {}).get(TEMPLATE_ANNOTATION, "?")
+    chart = (release.get("chart") or {}).get("name", "?")
+    return f"chart {chart}, {template} ({obj.get('kind', '?')} {meta.get('name', '?')})"

@@ -25,6 +25,7 @@ import os
 import resource
 import signal
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,8 +34,11 @@ import anyio
 import anyio.to_process
 
 from api.application import Override
+from api.charts import is_chart_release
+from propagator.render.helm import ClusterApis, HelmRun, expand
 from propagator.render.manifests import (
     ApplicationRef,
+    Charts,
     RenderError,
     is_template,
     render_for_cluster,
@@ -63,6 +67,11 @@ class RenderTarget:
     replica_fields: tuple[tuple[str, str, str], ...] = ()
     """(apiVersion, kind, JSON pointer) where ``replicas`` is written in objects of each
     divisible kind (their interpreter rules' ``replicas.field``)."""
+    kubernetes_version: str | None = None
+    """The cluster's Kubernetes version (a chart's ``.Capabilities.KubeVersion``)."""
+    api_versions: tuple[str, ...] = ()
+    """What the cluster serves, ``group/version`` and ``group/version/Kind`` (a chart's
+    ``.Capabilities.APIVersions``); given only when the application has a chart."""
 
 
 _confined = False
@@ -83,7 +92,11 @@ def _confine(controller: int) -> None:
     with open("/proc/self/statm") as statm:
         pages = int(statm.read().split()[0])
     limit = pages * resource.getpagesize() + MEMORY_HEADROOM
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    # The soft limit only: the helm it starts sets its own (a hard limit, once lowered,
+    # could not be raised again without privileges). Nothing a template runs can call
+    # setrlimit.
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
 PR_SET_PDEATHSIG = 1
@@ -109,13 +122,24 @@ def render_targets(
     app: ApplicationRef,
     max_bytes: int,
     controller: int,
+    helm: HelmRun | None = None,
+    timeout_s: float = 60.0,
 ) -> dict[str, list[dict[str, Any]]]:
     """The objects for each target (runs in the worker, which ``controller``, a pid,
-    started); raises RenderError."""
+    started; charts by ``helm`` within ``timeout_s``); raises RenderError."""
     _confine(controller)
+    deadline = time.monotonic() + timeout_s
     try:
         rendered = {
-            t.name: render_for_cluster(manifests, overrides, t, app, t.replicas, t.replica_fields)
+            t.name: render_for_cluster(
+                manifests,
+                overrides,
+                t,
+                app,
+                t.replicas,
+                t.replica_fields,
+                None if helm is None else _charts(t, helm, deadline),
+            )
             for t in targets
         }
         size = len(json.dumps(rendered, separators=(",", ":")))
@@ -129,6 +153,11 @@ def render_targets(
             f"{max_bytes} are allowed"
         )
     return rendered
+
+
+def _charts(target: RenderTarget, helm: HelmRun, deadline: float) -> Charts:
+    apis = ClusterApis(target.kubernetes_version, target.api_versions)
+    return Charts(lambda release, values: expand(release, values, apis, helm, deadline))
 
 
 PLAIN_DEPTH = 64
@@ -164,7 +193,7 @@ def _copied_here(
 ) -> dict[str, list[dict[str, Any]]] | None:
     """The render done in this process when it is a copy within ``max_bytes`` (see the
     module's docstring), else None."""
-    if overrides or not _plain(manifests):
+    if overrides or any(is_chart_release(m) for m in manifests) or not _plain(manifests):
         return None
     size = len(json.dumps(list(manifests), separators=(",", ":")))
     most = sum(size + REPLICAS_BYTES * len(manifests) + len(t.name) + 8 for t in targets)
@@ -184,12 +213,14 @@ async def render_bounded(
     *,
     timeout_s: float,
     max_bytes: int,
+    helm: HelmRun | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Render in a worker process within ``timeout_s`` (or here, when it is a copy);
-    raises RenderError, never another exception for anything a template does."""
+    """Render in a worker process within ``timeout_s`` (or here, when it is a copy;
+    charts by ``helm``); raises RenderError, never another exception for anything a
+    template or a chart does."""
     if (here := _copied_here(manifests, overrides, targets, app, max_bytes)) is not None:
         return here
-    return await _in_worker(manifests, overrides, targets, app, timeout_s, max_bytes)
+    return await _in_worker(manifests, overrides, targets, app, timeout_s, max_bytes, helm)
 
 
 async def _in_worker(
@@ -199,6 +230,7 @@ async def _in_worker(
     app: ApplicationRef,
     timeout_s: float,
     max_bytes: int,
+    helm: HelmRun | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     try:
         with anyio.fail_after(timeout_s):
@@ -210,6 +242,8 @@ async def _in_worker(
                 app,
                 max_bytes,
                 os.getpid(),
+                helm,
+                timeout_s,
                 cancellable=True,
                 limiter=_WORKERS,
             )

@@ -19,6 +19,7 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
+from api.charts import is_chart_release
 from api.pods import pod_requests
 from api.quantity import arithmetic
 from propagator.interpreter.pointer import read_pointer
@@ -86,6 +87,8 @@ def demand_of(
     fixed: dict[str, Decimal] = {}
     per_node: dict[str, Decimal] = {}
     for obj in manifests:
+        if is_chart_release(obj):  # its objects are known once rendered, per cluster
+            continue
         key = (str(obj.get("apiVersion")), str(obj.get("kind")))
         kinds.add(key)
         replicas = _replicas(obj, rules)

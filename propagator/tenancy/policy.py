@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from api.charts import TEMPLATE_ANNOTATION
 from propagator.conditions import some_of
 from propagator.interpreter.registry import Interpreters
 from propagator.tenancy.exposure import Exposure, exposure_problem
@@ -183,6 +184,12 @@ def describe(obj: Mapping[str, Any]) -> str:
     return text if len(text) <= 200 else text[:200] + "…"
 
 
+def _named(obj: Mapping[str, Any]) -> str:
+    """``describe(obj)``, and the chart template it came from, if a chart rendered it."""
+    template = ((obj.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_ANNOTATION)
+    return describe(obj) + (f" (chart template {str(template)[:200]})" if template else "")
+
+
 def refusals(
     objects: Iterable[Mapping[str, Any]],
     policy: TenantPolicy,
@@ -198,7 +205,7 @@ def refusals(
     found = []
     for obj in objects:
         if rule := _broken_rule(obj, policy, platform, scope, default_namespace, interpreters):
-            found.append(Refusal(describe(obj), rule))
+            found.append(Refusal(_named(obj), rule))
     return found
 
 

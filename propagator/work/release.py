@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from api.charts import is_chart_release
 from api.memberowned import MemberOwnedField, protected
 from propagator.interpreter.pointer import tokens
 from propagator.interpreter.registry import Interpreters
@@ -101,14 +102,19 @@ class Release:
 
 
 def scale_fields(
-    objects: Iterable[Mapping[str, Any]], interpreters: Interpreters
+    objects: Iterable[Mapping[str, Any]],
+    interpreters: Interpreters,
+    served: Iterable[tuple[str, str]] = (),
 ) -> tuple[tuple[str, str, str], ...]:
     """(apiVersion, kind, JSON pointer) where each kind among ``objects`` keeps its
     replicas (its replicas rule's ``field``): a cluster's share is written there, and it is
-    what an autoscaler scales."""
+    what an autoscaler scales. With a chart among them (whose objects are known only once
+    rendered), every kind of ``served`` (apiVersion, kind) too."""
     found = set()
-    for obj in objects:
-        api_version, kind = str(obj.get("apiVersion")), str(obj.get("kind"))
+    kinds = {(str(o.get("apiVersion")), str(o.get("kind"))) for o in objects}
+    if any(is_chart_release(o) for o in objects):
+        kinds.update(served)
+    for api_version, kind in kinds:
         pointer = interpreters.replica_field(api_version, kind)
         if pointer is not None:
             found.add((api_version, kind, pointer))

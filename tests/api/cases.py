@@ -112,12 +112,56 @@ def _steps(*steps: dict[str, Any]) -> dict[str, Any]:
 
 
 BAD_OBJECTS = [
+    BadObject(
+        "ap-chart-credentials-in-url",
+        ap(
+            {
+                "resources": {
+                    "charts": [{"repository": "https://u:pw@charts.example.com", "name": "web"}]
+                }
+            }
+        ),
+        "spec.resources.charts[0].repository",
+        "should match",
+    ),
+    BadObject(
+        "ap-chart-digest",
+        ap(
+            {
+                "resources": {
+                    "charts": [
+                        {"repository": "oci://r.example.com/c", "name": "web", "digest": "md5:00"}
+                    ]
+                }
+            }
+        ),
+        "spec.resources.charts[0].digest",
+        "should match",
+    ),
+    BadObject(
+        "ap-chart-values-from-kind",
+        ap(
+            {
+                "resources": {
+                    "charts": [
+                        {
+                            "repository": "oci://r.example.com/c",
+                            "name": "web",
+                            "valuesFrom": [{"kind": "Pod", "name": "x"}],
+                        }
+                    ]
+                }
+            }
+        ),
+        "spec.resources.charts[0].valuesFrom[0].kind",
+        "Unsupported value",
+    ),
     BadObject("ap-no-resources", ap({}, drop=("resources",)), "spec.resources", "Required"),
     BadObject(
         "ap-empty-resources",
         ap({"resources": {"manifests": []}}),
         "spec.resources",
-        "list at least one manifest or selector",
+        "list at least one manifest, selector or chart",
     ),
     BadObject(
         "ap-unknown-replica-mode",
