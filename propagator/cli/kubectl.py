@@ -44,8 +44,9 @@ from propagator.cli.annotate import KIND, fresh_value, request
 from propagator.cli.canary import read_status, request_action
 from propagator.cli.fleet import JoinRequest, add_join_flags, join_member, unjoin_member
 from propagator.cli.parser import KubectlParser
+from propagator.cli.render import RENDER_FAILURES, add_render_flag, as_yaml, render_one
 from propagator.cli.rollout import NotKept, request_rollout, rollout_status
-from propagator.cli.schedule import decide, decision_text, live_objects
+from propagator.cli.schedule import decide, decision_text, interpreters_of, live_objects
 from propagator.cli.showstatus import read_status as application_status
 from propagator.propagation.placement import FleetNotFound
 from propagator.scheduler import PluginError, build_profile
@@ -151,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     explain.add_argument("name", metavar="NAME", help="the ApplicationPropagation")
     explain.add_argument("--json", action="store_true", help="the decision as JSON")
+    add_render_flag(explain)
     explain.set_defaults(run=_explain)
     join = commands.add_parser(
         "join",
@@ -329,7 +331,15 @@ def _explain(args: argparse.Namespace) -> int:
         except (ValidationError, FleetNotFound) as exc:
             raise _Refused(str(exc)) from exc
         schedulable = decision.schedulable
-        return decision_text(decision, app, args.json)
+        if args.render is None:
+            return decision_text(decision, app, args.json)
+        rules = interpreters_of(objects)
+        try:
+            rendered = await render_one(app, objects, decision, args.render, settings, hub, rules)
+        except RENDER_FAILURES as exc:
+            raise _Refused(f"--render {args.render}: {exc}") from exc
+        schedulable = True  # the answer is the objects
+        return as_yaml(rendered).rstrip("\n")
 
     code = _on_hub(args, "explain", act)
     return 1 if code == 0 and not schedulable else code

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import yaml
@@ -21,6 +22,7 @@ from kube.discovery import UnknownKind
 from kube.errors import ApiError
 from kube.kubeconfig import KubeconfigError
 from propagator.cli.hub import connect_hub
+from propagator.cli.render import RENDER_FAILURES, add_render_flag, as_yaml, render_one
 from propagator.fleetmanager import memberstatus as fleetstatus
 from propagator.interpreter.registry import Interpreters
 from propagator.propagation.placement import FleetNotFound, current_placement, place
@@ -36,6 +38,7 @@ from propagator.scheduler import (
 from propagator.settings import Settings, SettingsError, add_setting_flags, load_settings
 
 _SETTINGS = ["hub_kubeconfig", "hub_context", "scheduler_plugins"]
+T = TypeVar("T")
 # A snapshot built here from what was just read is fresh (age 0); the staleness bounds
 # matter where one snapshot serves many decisions over time.
 
@@ -65,6 +68,7 @@ def register(commands: Any) -> None:
         "changes from the application's status.placement (where it runs now)",
     )
     parser.add_argument("--json", action="store_true", help="the decision as JSON")
+    add_render_flag(parser)
     add_setting_flags(parser, _SETTINGS)
     parser.set_defaults(run=_run)
 
@@ -134,12 +138,15 @@ async def live_objects(hub: KubeConnection) -> list[dict[str, Any]]:
     return objects + [{**o, "kind": "Namespace"} for o in listing["items"]]
 
 
-def _live_objects(args: argparse.Namespace) -> list[dict[str, Any]]:
+def _live(
+    args: argparse.Namespace, then: Callable[[KubeConnection, list[dict[str, Any]]], Awaitable[T]]
+) -> T:
+    """``then(hub, objects)`` with what a decision reads from the live hub."""
     hub = connect_hub(load_settings(args))
 
-    async def read() -> list[dict[str, Any]]:
+    async def read() -> T:
         try:
-            return await live_objects(hub)
+            return await then(hub, await live_objects(hub))
         finally:
             await hub.close()
 
@@ -210,7 +217,7 @@ def decide(
         scheduler,
         snapshot,
         app,
-        demand_of(app.spec.resources.manifests, kinds, interpreters=_interpreters(objects)),
+        demand_of(app.spec.resources.manifests, kinds, interpreters=interpreters_of(objects)),
         [o for o in objects if o.get("kind") == "TenantQuota"],
         namespace_labels,
         age_s=0.0,
@@ -218,7 +225,7 @@ def decide(
     )
 
 
-def _interpreters(objects: list[dict[str, Any]]) -> Interpreters:
+def interpreters_of(objects: list[dict[str, Any]]) -> Interpreters:
     """The rules in force with the ResourceInterpreters among ``objects`` (those that do
     not compile are left out, as the controller leaves them)."""
     rules = Interpreters()
@@ -239,8 +246,26 @@ def _run(args: argparse.Namespace) -> int:
         settings = load_settings(args)
         profile = build_profile(settings.scheduler_plugins)
         app = _application(args.filename)
-        objects = objects_in(args.fleet_file) if args.fleet_file else _live_objects(args)
-        decision = decide(app, objects, profile, settings, args.explain or args.json)
+
+        async def decided(
+            hub: KubeConnection | None, objects: list[dict[str, Any]]
+        ) -> tuple[Decision, list[dict[str, Any]] | None]:
+            decision = decide(app, objects, profile, settings, args.explain or args.json)
+            if args.render is None:
+                return decision, None
+            rules = interpreters_of(objects)
+            return decision, await render_one(
+                app, objects, decision, args.render, settings, hub, rules
+            )
+
+        if args.fleet_file:
+            fleet = objects_in(args.fleet_file)
+            decision, rendered = anyio.run(decided, None, fleet)
+        else:
+            decision, rendered = _live(args, decided)
+    except RENDER_FAILURES as exc:
+        print(f"propagator schedule: --render {args.render}: {exc}", file=sys.stderr)
+        return 1
     except (
         InputError,
         SettingsError,
@@ -252,7 +277,9 @@ def _run(args: argparse.Namespace) -> int:
     ) as exc:
         print(f"propagator schedule: {exc}", file=sys.stderr)
         return 2
-    if args.json or args.explain:
+    if rendered is not None:
+        print(as_yaml(rendered), end="")
+    elif args.json or args.explain:
         print(decision_text(decision, app, args.json))
     else:
         for p in decision.placed:

@@ -18,7 +18,7 @@ def test_a_version_that_is_no_version_or_range_is_refused_naming_it() -> None:
 
 def test_a_chart_is_named_as_helm_names_it_and_released_as_the_application() -> None:
     oci = ChartSource(repository="oci://r.example.com/charts/", name="web")
-    repo = ChartSource(repository="https://charts.example.com", name="web", releaseName="site")
+    repo = ChartSource(repository="https://charts.example.com", name="web", release_name="site")
     assert oci.reference() == "oci://r.example.com/charts/web"
     assert repo.reference() == "https://charts.example.com web"
     assert oci.release("shop") == "shop"

@@ -146,10 +146,13 @@ def running(fleet: Fleet, log_dir: Path, env: dict[str, str] | None = None) -> I
             controller.stop()
 
 
-def kubectl_propagator(fleet: Fleet, *args: str) -> subprocess.CompletedProcess[str]:
+def kubectl_propagator(
+    fleet: Fleet, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """``kubectl propagator ...`` as a user runs it: kubectl finds the plugin on the PATH."""
     plugin_dir = str(Path(sys.executable).parent)  # where kubectl-propagator is installed
-    env = {**os.environ, "PATH": f"{plugin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    path = f"{plugin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, **(env or {}), "PATH": path}
     env["KUBECONFIG"] = str(fleet.kubeconfig(HUB))
     return subprocess.run(
         [str(fleet.binaries / "kubectl"), "propagator", *args],

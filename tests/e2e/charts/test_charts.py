@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 import urllib3
+import yaml
 from kubernetes import client as k8s
 
 from fleet.local import HUB
 from tests.e2e.charts.registry import Helm, Registry, bomb, registry, web_chart
 from tests.e2e.conftest import Fleet
-from tests.e2e.controller import Controller, running
+from tests.e2e.controller import Controller, kubectl_propagator, propagator, running
 from tests.e2e.propagation.test_propagation import (
     ENV,
     MEMBERS,
@@ -93,7 +94,6 @@ def controller(
     helm: Helm,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Controller]:
-    public, private = registries
     ext = k8s.ApiextensionsV1Api(fleet.api(WIDGETS_CLUSTER))
     ext.create_custom_resource_definition(WIDGET_CRD)  # before the members' discovery is read
     members = k8s.CustomObjectsApi(fleet.api(HUB))
@@ -101,14 +101,7 @@ def controller(
     members.patch_cluster_custom_object(
         "propagator.io", "v1alpha1", "memberclusters", CANARY_CLUSTER, label
     )
-    env = {
-        **ENV,
-        "PROPAGATOR_CHART_SOURCES": f"{public.allowed},{private.allowed}",
-        "PROPAGATOR_CHART_CA_FILE": str(private.ca),
-        "PROPAGATOR_HELM_BINARY": str(helm.binary),
-        "PROPAGATOR_CHART_RESOLVE_INTERVAL_S": "1",
-        "PROPAGATOR_CHART_FETCH_TIMEOUT_S": "3",
-    }
+    env = {**ENV, **controller_env(registries, helm)}
     try:
         with running(fleet, tmp_path_factory.mktemp("charts"), env) as controller:
             yield controller
@@ -126,6 +119,18 @@ def controller(
         members.patch_cluster_custom_object(
             "propagator.io", "v1alpha1", "memberclusters", CANARY_CLUSTER, unlabel
         )
+
+
+def controller_env(registries: tuple[Registry, Registry], helm: Helm) -> dict[str, str]:
+    """The settings that let the controller (and the CLI) use the test's registries."""
+    public, private = registries
+    return {
+        "PROPAGATOR_CHART_SOURCES": f"{public.allowed},{private.allowed}",
+        "PROPAGATOR_CHART_CA_FILE": str(private.ca),
+        "PROPAGATOR_HELM_BINARY": str(helm.binary),
+        "PROPAGATOR_CHART_RESOLVE_INTERVAL_S": "1",
+        "PROPAGATOR_CHART_FETCH_TIMEOUT_S": "3",
+    }
 
 
 def _chart_app(namespace: str, registry: Registry, chart: str, **source: Any) -> dict[str, Any]:
@@ -191,6 +196,51 @@ def test_a_chart_is_rendered_for_each_cluster_with_its_values_and_capabilities(
             == []
         )
         assert cluster_entry(app, cluster)["charts"] == ["web: site 1.0.0"]
+
+    # what one cluster gets, shown before anything is applied: the live application
+    # (kubectl), and an application file (propagator schedule), rendered as the controller does
+    said = kubectl_propagator(
+        fleet,
+        "explain",
+        "web",
+        "-n",
+        ns,
+        "--render",
+        WIDGETS_CLUSTER,
+        env=controller_env(registries, helm),
+    )
+    assert said.returncode == 0, said.stderr
+    shown = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(said.stdout)}
+    assert shown["ConfigMap", "web-info"]["data"]["cluster"] == WIDGETS_CLUSTER
+    assert shown["ConfigMap", "web-info"]["data"]["widgets"] == "true"
+    assert shown["Deployment", "web"]["spec"]["replicas"] == 2
+    file = tmp_path / "app.yaml"
+    file.write_text(yaml.safe_dump(_chart_app(ns, public, "site", values=values)))
+    said = propagator(
+        "schedule",
+        "-f",
+        str(file),
+        "--render",
+        MEMBERS[0],
+        "--hub-kubeconfig",
+        str(fleet.kubeconfig(HUB)),
+        env=controller_env(registries, helm),
+    )
+    assert said.returncode == 0, said.stderr
+    shown = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(said.stdout)}
+    assert shown["ConfigMap", "web-info"]["data"]["widgets"] == "false"
+    said = propagator(
+        "schedule",
+        "-f",
+        str(file),
+        "--render",
+        "nowhere",
+        "--hub-kubeconfig",
+        str(fleet.kubeconfig(HUB)),
+        env=controller_env(registries, helm),
+    )
+    assert said.returncode == 1
+    assert "--render nowhere: no MemberCluster of that name" in said.stderr
 
     [chart] = app["status"]["charts"]
     assert chart["version"] == "1.0.0"

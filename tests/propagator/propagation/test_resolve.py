@@ -37,4 +37,4 @@ def test_a_chart_release_written_by_hand_is_forbidden_for_everyone(platform: boo
     namespace = "propagator-system" if platform else "shop"
     policy = policy_for(namespace, None, PLATFORM)
     with pytest.raises(Forbidden, match=r"spec.resources.manifests\[0\]: .* name charts in"):
-        anyio.run(resolve, app(manifests=[FORGED]), FakeMember(), policy)
+        anyio.run(resolve, app(manifests=[FORGED]), FakeMember(), policy)  # type: ignore[arg-type]
