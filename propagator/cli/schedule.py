@@ -37,7 +37,14 @@ from propagator.scheduler import (
 )
 from propagator.settings import Settings, SettingsError, add_setting_flags, load_settings
 
-_SETTINGS = ["hub_kubeconfig", "hub_context", "scheduler_plugins"]
+_SETTINGS = [
+    "hub_kubeconfig",
+    "hub_context",
+    "scheduler_plugins",
+    "chart_sources",
+    "chart_ca_file",
+    "helm_binary",
+]
 T = TypeVar("T")
 # A snapshot built here from what was just read is fresh (age 0); the staleness bounds
 # matter where one snapshot serves many decisions over time.
