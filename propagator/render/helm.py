@@ -16,6 +16,7 @@ refusal can name it.
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import ctypes
 import functools
@@ -28,7 +29,8 @@ import sys
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,15 +74,11 @@ MAX_API_VERSIONS = 4000
 """``--api-versions`` given to Helm at most (a member's discovery is its own to say)."""
 
 
-def expand(
-    release: Mapping[str, Any],
-    values: str,
-    cluster: ClusterApis,
-    helm: HelmRun,
-    deadline: float,
-) -> list[dict[str, Any]]:
-    """The objects ``release`` (a materialized chart release whose ``values`` is already
-    rendered for the cluster) renders to on ``cluster``; raises ChartRenderError."""
+def inputs_of(
+    release: Mapping[str, Any], values: str, cluster: ClusterApis, helm: HelmRun
+) -> Inputs:
+    """What one helm run of ``release`` (materialized, its ``values`` rendered for the
+    cluster) reads on ``cluster``; raises ChartRenderError."""
     chart = release.get("chart") or {}
     archive = release.get("archive")
     if not isinstance(archive, str) or not archive:
@@ -90,7 +88,7 @@ def expand(
     kube = version.split("+")[0].split("-")[0] if version else None
     if kube is not None and not _KUBE_VERSION.fullmatch(kube):
         kube = None  # a version Helm cannot read: its default
-    inputs = _Inputs(
+    return Inputs(
         archive,
         str(release["metadata"]["name"]),
         str(release.get("namespace") or "default"),
@@ -100,24 +98,67 @@ def expand(
         cluster.api_versions,
         helm,
     )
+
+
+def expand(
+    release: Mapping[str, Any],
+    values: str,
+    cluster: ClusterApis,
+    helm: HelmRun,
+    deadline: float,
+) -> list[dict[str, Any]]:
+    """The objects ``release`` (a materialized chart release whose ``values`` is already
+    rendered for the cluster) renders to on ``cluster``; raises ChartRenderError."""
+    inputs = inputs_of(release, values, cluster, helm)
     # Kept by inputs: clusters of one Kubernetes version and API set with the same values
     # render once (the caller copies before it patches).
     found = _KEPT.get(inputs)
     if found is None:
-        found = _KEPT[inputs] = _rendered(inputs, max(deadline - time.monotonic(), 0.1))
-        while len(_KEPT) > KEPT_RENDERS:
-            _KEPT.popitem(last=False)
+        found = _keep(inputs, _rendered(inputs, _left(deadline)))
     else:
         _KEPT.move_to_end(inputs)
-    return copy.deepcopy(list(found))
+    return copy.deepcopy(list(found[0]))
 
 
-KEPT_RENDERS = 32
-"""Helm renders a worker keeps (by their inputs)."""
+def render_ahead(wanted: Iterable[Inputs], deadline: float, parallel: int) -> None:
+    """Run the helm renders of ``wanted`` not kept yet, ``parallel`` at a time, and keep
+    them (a render that fails is left to :func:`expand` to run again and raise): a
+    hundred clusters, each with values of its own, are a hundred helm runs."""
+    missing = list(dict.fromkeys(i for i in wanted if i not in _KEPT))
+    if len(missing) < 2:
+        return
+    with ThreadPoolExecutor(max_workers=min(parallel, len(missing))) as pool:
+        running = {pool.submit(_rendered, i, _left(deadline)): i for i in missing}
+        for done in as_completed(running):
+            with contextlib.suppress(ChartRenderError):
+                _keep(running[done], done.result())
+
+
+def _left(deadline: float) -> float:
+    return max(deadline - time.monotonic(), 0.1)
+
+
+def _keep(inputs: Inputs, rendered: _Rendered) -> _Rendered:
+    global _kept_bytes
+    if inputs not in _KEPT:
+        _KEPT[inputs] = rendered
+        _kept_bytes += rendered[1]
+    while _kept_bytes > KEPT_BYTES and len(_KEPT) > 1:
+        _, (_, size) = _KEPT.popitem(last=False)
+        _kept_bytes -= size
+    return rendered
+
+
+KEPT_BYTES = 64 << 20
+"""Bytes of helm output a worker keeps rendered (by their inputs)."""
+PARALLEL = max(1, min(4, os.cpu_count() or 1))
+"""Helm runs at once in a render worker."""
 
 
 @dataclass(frozen=True)
-class _Inputs:
+class Inputs:
+    """What one helm run reads (its cache key)."""
+
     archive: str
     name: str
     namespace: str
@@ -128,10 +169,13 @@ class _Inputs:
     helm: HelmRun
 
 
-_KEPT: OrderedDict[_Inputs, tuple[dict[str, Any], ...]] = OrderedDict()
+_Rendered = tuple[tuple[dict[str, Any], ...], int]
+"""A helm run's objects, and the bytes of its output."""
+_KEPT: OrderedDict[Inputs, _Rendered] = OrderedDict()
+_kept_bytes = 0
 
 
-def _rendered(inputs: _Inputs, timeout_s: float) -> tuple[dict[str, Any], ...]:
+def _rendered(inputs: Inputs, timeout_s: float) -> _Rendered:
     name, namespace, crds, values = inputs.name, inputs.namespace, inputs.crds, inputs.values
     kube, apis, helm, archive = inputs.kube, inputs.apis, inputs.helm, inputs.archive
     with tempfile.TemporaryDirectory(prefix="propagator-helm-") as work:
@@ -174,7 +218,7 @@ def _rendered(inputs: _Inputs, timeout_s: float) -> tuple[dict[str, Any], ...]:
             raise ChartRenderError(_helm_error(said, work))
         with open(output, encoding="utf-8", errors="replace") as out:
             text = out.read()
-    return tuple(parse_output(text))
+    return tuple(parse_output(text)), len(text)
 
 
 def _limits(memory: int, cpu_s: int, file_bytes: int) -> None:

@@ -35,7 +35,15 @@ import anyio.to_process
 
 from api.application import Override
 from api.charts import is_chart_release
-from propagator.render.helm import ClusterApis, HelmRun, expand
+from propagator.render.helm import (
+    PARALLEL,
+    ClusterApis,
+    HelmRun,
+    Inputs,
+    expand,
+    inputs_of,
+    render_ahead,
+)
 from propagator.render.manifests import (
     ApplicationRef,
     Charts,
@@ -129,6 +137,8 @@ def render_targets(
     started; charts by ``helm`` within ``timeout_s``); raises RenderError."""
     _confine(controller)
     deadline = time.monotonic() + timeout_s
+    if helm is not None and any(is_chart_release(m) for m in manifests):
+        _charts_ahead(manifests, overrides, targets, app, helm, deadline)
     try:
         rendered = {
             t.name: render_for_cluster(
@@ -153,6 +163,32 @@ def render_targets(
             f"{max_bytes} are allowed"
         )
     return rendered
+
+
+def _charts_ahead(
+    manifests: Sequence[Mapping[str, Any]],
+    overrides: Sequence[Override],
+    targets: Sequence[RenderTarget],
+    app: ApplicationRef,
+    helm: HelmRun,
+    deadline: float,
+) -> None:
+    """Run the helm renders every target needs, several at once, before rendering each
+    target: a first pass through the same rendering notes what each chart is rendered with
+    there (a failure is raised again, with its message, by the pass that follows)."""
+    wanted: list[Inputs] = []
+    for t in targets:
+        apis = ClusterApis(t.kubernetes_version, t.api_versions)
+
+        def note(release: Mapping[str, Any], values: str, apis: ClusterApis = apis) -> list[Any]:
+            wanted.append(inputs_of(release, values, apis, helm))
+            return []
+
+        with contextlib.suppress(RenderError):
+            render_for_cluster(
+                manifests, overrides, t, app, t.replicas, t.replica_fields, Charts(note)
+            )
+    render_ahead(wanted, deadline, PARALLEL)
 
 
 def _charts(target: RenderTarget, helm: HelmRun, deadline: float) -> Charts:

@@ -119,3 +119,15 @@ def test_a_rendered_object_with_yaml_aliases_is_refused(tmp_path: Path) -> None:
     chart = template(tmp_path, "laughs", "metadata: {name: x}\na: &a [1, 2]\nb: [*a, *a]\n")
     with pytest.raises(RenderError, match=r"laughs/templates/x.yaml: .*aliases"):
         render([release(chart)], [RenderTarget("east")])
+
+
+def test_clusters_with_values_of_their_own_each_get_their_own_render(tmp_path: Path) -> None:
+    # several helm runs at once (render_ahead), each kept for its own cluster
+    chart = web_chart(tmp_path, "many", "1.0.0", "nginx:1.27")
+    names = [f"c{i}" for i in range(7)]
+    rendered = render(
+        [release(chart, "cluster: '{{ cluster.name }}'\n")], [RenderTarget(n) for n in names]
+    )
+    for name in names:
+        info = next(o for o in rendered[name] if o["kind"] == "ConfigMap")
+        assert info["data"]["cluster"] == name
