@@ -72,7 +72,7 @@ test: lint typecheck unit docs e2e
 # 100, 300 and 1,000 far members takes the longest; --clusters 100,300 for a shorter run;
 # then again at 1,000 with each far member used only in its own namespace). Each run is
 # recorded in bench/results/ and docs/benchmarks.md written from them (bench.pages).
-bench: install testbin
+bench: install testbin helm registry
 	$(PY) -m bench.calls --record
 	$(PY) -m bench.snapshot --record
 	$(PY) -m bench.scheduler --record
@@ -84,6 +84,7 @@ bench: install testbin
 	$(PY) -m bench.failover --record
 	$(PY) -m bench.canary --record
 	$(PY) -m bench.waves --record
+	$(PY) -m bench.charts --fleet --record
 	$(PY) -m bench.tenancy --record
 	$(PY) -m bench.pages
 

@@ -28,6 +28,7 @@ BENCHES = (
     "bench.failover",
     "bench.canary",
     "bench.waves",
+    "bench.charts",
     "bench.tenancy",
 )
 """In the order ``make bench`` runs them."""
