@@ -352,12 +352,10 @@ class ChartFetcher:
         realm = params["realm"]
         if not _same_host(realm, origin):
             self.allowed.check(realm, "the registry's token service")
-        key = (
-            realm,
-            params.get("service", ""),
-            params.get("scope", ""),
-            creds.username if creds else "",
-        )
+        # A token is kept for the credentials that got it (a digest of them: the same user
+        # name with another password must not get it).
+        holder = hashlib.sha256(creds.basic().encode()).hexdigest() if creds else ""
+        key = (realm, params.get("service", ""), params.get("scope", ""), holder)
         kept = self._tokens.get(key)
         if kept is not None and kept.until > time.monotonic():
             return f"Bearer {kept.value}"

@@ -14,7 +14,7 @@ from propagator.failover.decisions import unhealthy_since
 from propagator.failover.state import unhealthy_clocks
 from propagator.interpreter.aggregate import combine_objects
 from propagator.interpreter.health import HEALTHS, WorkloadHealth
-from propagator.propagation.charts import chart_status, charts_by_cluster
+from propagator.propagation.charts import CHARTS_CONDITION, chart_status, charts_by_cluster
 from propagator.propagation.ownership import kept
 from propagator.propagation.plan import Plan
 from propagator.propagation.results import applied_summary, failed_on, failures
@@ -43,6 +43,8 @@ def plan_status(
         builder.condition(*condition)
     if not brings(obj):
         builder.drop("Dependencies")
+    if not ((obj.get("spec") or {}).get("resources") or {}).get("charts"):
+        builder.drop(CHARTS_CONDITION)
     failover = plan.failover
     if failover.rebalanced is not None:
         builder.status["rebalanced"] = failover.rebalanced

@@ -221,6 +221,11 @@ def _rendered(inputs: Inputs, timeout_s: float) -> _Rendered:
     return tuple(parse_output(text)), len(text)
 
 
+# Looked up here, not in the child: between fork and exec (with other threads starting
+# helm too) the child must not load a library.
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
+
+
 def _limits(memory: int, cpu_s: int, file_bytes: int) -> None:
     """In the child before it runs helm: its bounds, and death with the worker."""
     resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
@@ -231,8 +236,8 @@ def _limits(memory: int, cpu_s: int, file_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _run(

@@ -204,6 +204,10 @@ def test_a_token_service_is_answered_and_credentials_stay_on_their_host(server: 
 
         assert run(go) == layer
         assert ("/token?service=reg&scope=repo%3Aweb%3Apull", basic) in server.seen
+        # the token is kept for those credentials only: the same user with another
+        # password asks the token service again, and is refused
+        with pytest.raises(FetchError, match=r"token service .* answered 401"):
+            run(lambda: f.locate(oci(server, version="1.2.0"), Credentials("robot", "guess")))
         assert elsewhere.seen == [("/blob", None)]  # no credential followed the redirect
         # without credentials the registry's refusal is said as such
         with pytest.raises(FetchError, match="answered 401 \\(credentials refused or missing\\)"):
