@@ -141,6 +141,17 @@ def _chart_app(namespace: str, registry: Registry, chart: str, **source: Any) ->
     return app
 
 
+def _stopped(fleet: Fleet, namespace: str, reason: str) -> dict[str, Any]:
+    """The application ``web`` once its Applied condition has ``reason``."""
+    return wait_ap(
+        fleet,
+        namespace,
+        "web",
+        reason,
+        lambda a: condition(a, "Applied").get("reason") == reason,
+    )
+
+
 def _info(fleet: Fleet, cluster: str, namespace: str, name: str = "web-info") -> dict[str, str]:
     found = member_object(fleet, cluster, "ConfigMap", namespace, name)
     return dict(found.data or {}) if found is not None else {}
@@ -347,13 +358,7 @@ def test_a_private_registry_is_reached_over_tls_with_the_applications_credential
 
     # no credentials: refused, saying what is missing
     create(fleet, _chart_app(ns, private, "vault"))
-    app = wait_ap(
-        fleet,
-        ns,
-        "web",
-        "refused",
-        lambda a: condition(a, "Applied").get("reason") == "ChartRefused",
-    )
+    app = _stopped(fleet, ns, "ChartRefused")
     assert "needs credentials" in condition(app, "Applied")["message"]
 
     # wrong ones: refused by the registry
@@ -421,13 +426,7 @@ def test_a_registry_that_stops_answering_changes_nothing_and_is_retried(
         assert condition(app, "Applied")["status"] == "True"
         # a new version cannot be fetched: refused for now, retried, nothing written
         update_spec(fleet, ns, "web", lambda s: s["resources"]["charts"][0].update(version="1.1.0"))
-        app = wait_ap(
-            fleet,
-            ns,
-            "web",
-            "unavailable",
-            lambda a: condition(a, "Applied").get("reason") == "ChartUnavailable",
-        )
+        app = _stopped(fleet, ns, "ChartUnavailable")
         message = condition(app, "Applied")["message"]
         assert "took longer than 3s" in message
         assert message.endswith("nothing was applied")
@@ -465,13 +464,7 @@ def test_a_template_error_is_refused_naming_the_template_and_line(
     )
     ns = "charts-broken"
     create(fleet, _chart_app(ns, public, "broken"))
-    app = wait_ap(
-        fleet,
-        ns,
-        "web",
-        "render failed",
-        lambda a: condition(a, "Applied").get("reason") == "RenderFailed",
-    )
+    app = _stopped(fleet, ns, "RenderFailed")
     message = condition(app, "Applied")["message"]
     assert "chart broken 1.0.0" in message
     assert "broken/templates/broken.yaml:7" in message
@@ -508,13 +501,7 @@ def test_a_tenants_chart_that_renders_cluster_rbac_is_forbidden(
     custom.create_cluster_custom_object("propagator.io", "v1alpha1", "tenantquotas", quota)
     try:
         create(fleet, _chart_app(ns, public, "grab"))
-        app = wait_ap(
-            fleet,
-            ns,
-            "web",
-            "forbidden",
-            lambda a: condition(a, "Applied").get("reason") == "Forbidden",
-        )
+        app = _stopped(fleet, ns, "Forbidden")
         message = condition(app, "Applied")["message"]
         assert "ClusterRoleBinding web-admin (chart template grab/templates/admin.yaml)" in message
         assert message.endswith("nothing was applied")
@@ -552,13 +539,7 @@ def test_hostile_charts_and_references_are_refused_and_others_go_on(
     app = _chart_app(ns, public, "calm")
     app["spec"]["resources"]["charts"][0]["repository"] = "oci://169.254.169.254/latest"
     create(fleet, app)
-    refused = wait_ap(
-        fleet,
-        ns,
-        "web",
-        "not allowed",
-        lambda a: condition(a, "Applied").get("reason") == "ChartNotAllowed",
-    )
+    refused = _stopped(fleet, ns, "ChartNotAllowed")
     message = condition(refused, "Applied")["message"]
     assert "oci://169.254.169.254/latest/calm is not among the chart sources" in message
     assert f"PROPAGATOR_CHART_SOURCES: {public.allowed}" in message
@@ -571,26 +552,14 @@ def test_hostile_charts_and_references_are_refused_and_others_go_on(
         "web",
         lambda s: s["resources"]["charts"][0].update(repository=public.charts, name="bomb"),
     )
-    refused = wait_ap(
-        fleet,
-        ns,
-        "web",
-        "bomb refused",
-        lambda a: condition(a, "Applied").get("reason") == "ChartRefused",
-    )
+    refused = _stopped(fleet, ns, "ChartRefused")
     assert "unpacks to more than 33554432 bytes" in condition(refused, "Applied")["message"]
 
     # a chart whose template loops: stopped at the render deadline
     loop = "{{- range until 100000 }}{{- range until 100000 }}{{- end }}{{- end }}\n"
     helm.push(web_chart(tmp_path, "loop", "1.0.0", "nginx:1.27", **{"loop.yaml": loop}), public)
     update_spec(fleet, ns, "web", lambda s: s["resources"]["charts"][0].update(name="loop"))
-    refused = wait_ap(
-        fleet,
-        ns,
-        "web",
-        "loop stopped",
-        lambda a: condition(a, "Applied").get("reason") == "RenderFailed",
-    )
+    refused = _stopped(fleet, ns, "RenderFailed")
     assert "took longer than" in condition(refused, "Applied")["message"]
 
     # values of 50 MiB: the hub itself refuses the application (it closes the request);
