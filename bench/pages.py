@@ -45,6 +45,8 @@ hub and the members, runs move by up to ±40 %. A `--quick` run is marked as suc
 
 
 def _cell(value: Any) -> str:
+    if value is None:
+        return "—"
     if isinstance(value, float):
         return f"{value:.3f}"
     return str(value).replace("|", "\\|")
