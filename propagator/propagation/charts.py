@@ -26,15 +26,7 @@ def charts_condition(resolutions: Sequence[ChartResolution]) -> Condition:
     """ChartsResolved: each chart's version and digest (LastResolved: a registry did not
     answer, the last resolution is used)."""
     stale = [r.stale for r in resolutions if r.stale]
-    shown = ", ".join(
-        f"{r.release}: {r.source.name} {r.resolved.version} ({r.resolved.digest[:19]}…)"
-        + (
-            f"; its hooks are not run, left out: {', '.join(r.resolved.hooks)}"
-            if r.resolved.hooks
-            else ""
-        )
-        for r in resolutions
-    )
+    shown = ", ".join(_shown(r) for r in resolutions)
     if stale:
         return (CHARTS_CONDITION, True, "LastResolved", "; ".join(stale)[:1000])
     return (CHARTS_CONDITION, True, "Resolved", shown[:1000])

@@ -323,7 +323,7 @@ class Reconciler:
                     scale_fields(
                         g.objects,
                         self.admission.interpreters,
-                        served_by(g.snapshot, chosen.targets),
+                        served_by(g.snapshot, chosen.targets, g.objects),
                     ),
                 ),
                 app.spec.drift_policy == "Heal",

@@ -121,7 +121,9 @@ class Renderer:
         ref = ApplicationRef(app.metadata["name"], app.metadata.get("namespace", "default"))
         target = rollout.target_revision
         fields = (
-            scale_fields(target.objects, self.interpreters, served_by(snapshot, targets))
+            scale_fields(
+                target.objects, self.interpreters, served_by(snapshot, targets, target.objects)
+            )
             if shared
             else ()
         )
@@ -204,9 +206,14 @@ def _facts(
     return facts
 
 
-def served_by(snapshot: FleetSnapshot, targets: Iterable[Target]) -> set[tuple[str, str]]:
-    """(apiVersion, kind) any of ``targets`` serves (the kinds a chart may render)."""
+def served_by(
+    snapshot: FleetSnapshot, targets: Iterable[Target], objects: Iterable[Mapping[str, Any]]
+) -> set[tuple[str, str]]:
+    """(apiVersion, kind) any of ``targets`` serves: the kinds a chart among ``objects`` may
+    render (none without a chart)."""
     out: set[tuple[str, str]] = set()
+    if not any(is_chart_release(o) for o in objects):
+        return out
     for t in targets:
         cluster = snapshot.clusters.get(t.cluster)
         if cluster is not None:

@@ -43,7 +43,8 @@ def plan_status(
         builder.condition(*condition)
     if not brings(obj):
         builder.drop("Dependencies")
-    if not ((obj.get("spec") or {}).get("resources") or {}).get("charts"):
+    charted = bool(((obj.get("spec") or {}).get("resources") or {}).get("charts"))
+    if not charted:
         builder.drop(CHARTS_CONDITION)
     failover = plan.failover
     if failover.rebalanced is not None:
@@ -58,8 +59,9 @@ def plan_status(
         builder.status["keptOnDelete"] = sorted(marked)[:KEPT_LISTED]  # [] clears it
     if plan.rollout is not None:
         builder.status["rollout"] = rollout_status(plan.rollout)
-    if plan.charts or builder.status.get("charts"):
-        builder.status["charts"] = [chart_status(c) for c in plan.charts]  # [] clears it
+    if plan.charts or (not charted and builder.status.get("charts")):
+        # [] clears it; kept as it was while a chart cannot be resolved
+        builder.status["charts"] = [chart_status(c) for c in plan.charts]
     if plan.canary is not None:
         namespace = obj["metadata"].get("namespace", "default")
         builder.status["canary"] = canary_status(
