@@ -10,7 +10,7 @@ import pytest
 
 from api.application import Override
 from fleet.snapshot import ClusterInfo
-from propagator.render.manifests import ApplicationRef, RenderError, render_for_cluster
+from propagator.render.manifests import ApplicationRef, Charts, RenderError, render_for_cluster
 
 APP = ApplicationRef("web", "shop")
 EDGE = ClusterInfo(
@@ -237,3 +237,66 @@ def test_an_object_without_identity_is_refused_with_its_field() -> None:
     kindless = {"apiVersion": "v1", "metadata": {"name": "x"}}
     with pytest.raises(RenderError, match="kind is required"):
         render_for_cluster([kindless], [], EDGE, APP)
+
+
+CHART_RELEASE = {
+    "apiVersion": "propagator.io/v1alpha1",
+    "kind": "ChartRelease",
+    "metadata": {"name": "web"},
+    "chart": {"name": "shop", "version": "1.4.2"},
+    "values": "region: '{{ cluster.region }}'\n",
+    "archive": "c2hvcA==",
+}
+
+
+def chart_objects(release: Any, values: str) -> list[dict[str, Any]]:
+    """What a chart renders (helm's part, faked): its Deployment, and the values seen."""
+    made = deployment()
+    made["metadata"]["annotations"] = {"propagator.io/chart-template": "shop/templates/d.yaml"}
+    seen = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "seen"}}
+    return [made, {**seen, "data": {"values": values}}]
+
+
+def test_a_chart_release_becomes_its_objects_patched_and_sized_like_manifests() -> None:
+    patch = Override.model_validate(
+        {
+            "clusterNames": ["edge-1"],
+            "target": {"kind": "Deployment", "name": "web"},
+            "patches": [
+                {
+                    "op": "replace",
+                    "path": "/spec/template/spec/containers/0/image",
+                    "value": "nginx:edge",
+                }
+            ],
+        }
+    )
+    objects = render_for_cluster(
+        [CHART_RELEASE],
+        [patch],
+        EDGE,
+        APP,
+        replicas=2,
+        replica_fields=(("apps/v1", "Deployment", "/spec/replicas"),),
+        charts=Charts(chart_objects),
+    )
+    made, seen = objects
+    assert seen["data"]["values"] == "region: 'eu-west'"  # its values rendered per cluster
+    assert made["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:edge"
+    assert made["spec"]["replicas"] == 2
+
+
+def test_a_chart_object_that_cannot_be_applied_is_named_with_its_template() -> None:
+    def nameless(release: Any, values: str) -> list[dict[str, Any]]:
+        made = chart_objects(release, values)[0]
+        del made["metadata"]["name"]
+        return [made]
+
+    where = r"cluster edge-1: chart shop, shop/templates/d.yaml \(Deployment \?\)"
+    with pytest.raises(RenderError, match=where + ": metadata.name is required"):
+        render_for_cluster([CHART_RELEASE], [], EDGE, APP, charts=Charts(nameless))
+    with pytest.raises(RenderError, match=r"chart shop 1\.4\.2: charts are not rendered here"):
+        render_for_cluster([CHART_RELEASE], [], EDGE, APP)
+    broken = {**CHART_RELEASE, "values": "a: {{ cluster.nope.x }}"}
+    with pytest.raises(RenderError, match=r"chart shop 1\.4\.2: values: UndefinedError"):
+        render_for_cluster([broken], [], EDGE, APP, charts=Charts(chart_objects))
