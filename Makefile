@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STATE_DIR ?= $(HOME)/.local/state/propagator/local
 
-.PHONY: install crds reference docs testbin prometheus helm jaeger registry lint typecheck unit e2e test bench local-up local-down demo demo-down clean
+.PHONY: install crds reference docs testbin prometheus helm jaeger registry chartrender lint typecheck unit e2e test bench local-up local-down demo demo-down clean
 
 install: $(VENV)/.installed
 
@@ -31,6 +31,10 @@ helm:
 # The chart tests' OCI registry from hack/registry/ (go-containerregistry's, pinned).
 registry:
 	bash hack/registry.sh
+
+# The chart renderer the controller runs (hack/chartrender/: Helm's packages, pinned).
+chartrender:
+	bash hack/chartrender.sh
 
 # Jaeger from hack/jaeger/go.mod (the OTLP tracing test).
 jaeger:
@@ -62,7 +66,7 @@ typecheck: install
 unit: install testbin
 	$(PY) -m pytest tests --ignore=tests/e2e
 
-e2e: install testbin prometheus helm jaeger registry
+e2e: install testbin prometheus helm jaeger registry chartrender
 	$(PY) -m pytest tests/e2e
 
 test: lint typecheck unit docs e2e
@@ -72,7 +76,7 @@ test: lint typecheck unit docs e2e
 # 100, 300 and 1,000 far members takes the longest; --clusters 100,300 for a shorter run;
 # then again at 1,000 with each far member used only in its own namespace). Each run is
 # recorded in bench/results/ and docs/benchmarks.md written from them (bench.pages).
-bench: install testbin helm registry
+bench: install testbin helm registry chartrender
 	$(PY) -m bench.calls --record
 	$(PY) -m bench.snapshot --record
 	$(PY) -m bench.scheduler --record

@@ -1,11 +1,13 @@
 """Helm charts as a source: a chart of 30 objects (10 Deployments, 10 Services, 10
 ConfigMaps) in a real OCI registry (hack/registry.sh) rendered for 100 clusters by the
-pinned helm in the render worker, as the controller renders it:
+chart renderer (Helm's packages: hack/chartrender) in the render worker, as the controller
+renders it:
 
 - pull: resolving the version range and fetching the archive (a fresh store), once;
-- per cluster, uncached: one cluster's render (its own values: one helm run) at a time,
+- per cluster, uncached: one cluster's render (its own values: one renderer run) at a time,
   p50/p99 over the 100 clusters;
-- 100 clusters in one render (as a plan renders them: the helm runs several at once),
+- 100 clusters in one render (as a plan renders them: a few renderer runs at once, each
+  rendering many clusters),
   each with values of its own, then again with the same inputs (kept in the worker);
 - the baseline in the same run: the same 30 objects as inline manifests, templated per
   cluster (Jinja2 in the same worker), 100 clusters in one render;
@@ -18,7 +20,6 @@ pinned helm in the render worker, as the controller renders it:
 from __future__ import annotations
 
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,10 +34,11 @@ from propagator.charts.allowed import Allowed, parse_sources
 from propagator.charts.fetch import ChartFetcher
 from propagator.charts.releases import ChartReleases
 from propagator.charts.store import ChartStore
-from propagator.render.helm import HelmRun
+from propagator.render.helm import ChartRenderer
 from propagator.render.manifests import ApplicationRef
 from propagator.render.worker import RenderTarget, render_bounded, warm_up
 from tests.e2e.charts.registry import Helm, Registry, registry, web_chart
+from tests.e2e.tools import built
 
 CLUSTERS = 100
 TRIPLES = 9
@@ -84,9 +86,13 @@ def _targets(round_: int) -> list[RenderTarget]:
     ]
 
 
-async def _timed_render(objects: list[Any], targets: list[RenderTarget], helm: HelmRun) -> float:
+async def _timed_render(
+    objects: list[Any], targets: list[RenderTarget], renderer: ChartRenderer
+) -> float:
     start = time.perf_counter()
-    await render_bounded(objects, [], targets, REF, timeout_s=60, max_bytes=64 << 20, helm=helm)
+    await render_bounded(
+        objects, [], targets, REF, timeout_s=60, max_bytes=64 << 20, renderer=renderer
+    )
     return time.perf_counter() - start
 
 
@@ -105,12 +111,12 @@ async def _pull(public: Registry) -> tuple[list[Any], float]:
     return list(materialized), took
 
 
-async def _inline(objects: list[Any], helm: HelmRun) -> list[dict[str, Any]]:
+async def _inline(objects: list[Any], renderer: ChartRenderer) -> list[dict[str, Any]]:
     """The chart's objects as inline manifests templated per cluster as the chart is (its
     render for one cluster, the cluster's name made a template again)."""
     target = RenderTarget("member-x")
     rendered = await render_bounded(
-        objects, [], [target], REF, timeout_s=60, max_bytes=64 << 20, helm=helm
+        objects, [], [target], REF, timeout_s=60, max_bytes=64 << 20, renderer=renderer
     )
     out = []
     for obj in rendered["member-x"]:
@@ -130,17 +136,17 @@ def _templated(value: Any) -> Any:
 
 
 async def render_figures(
-    public: Registry, helm: HelmRun, quick: bool
+    public: Registry, renderer: ChartRenderer, quick: bool
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The render rows, and the chart's objects as inline manifests."""
     await warm_up()
     objects, pull_s = await _pull(public)
     count = CLUSTERS // 4 if quick else CLUSTERS
-    per_cluster = [await _timed_render(objects, [t], helm) for t in _targets(1)[:count]]
-    together = await _timed_render(objects, _targets(2), helm)
-    kept = await _timed_render(objects, _targets(2), helm)
-    inline = await _inline(objects, helm)
-    baseline = await _timed_render(inline, _targets(4), helm)
+    per_cluster = [await _timed_render(objects, [t], renderer) for t in _targets(1)[:count]]
+    together = await _timed_render(objects, _targets(2), renderer)
+    kept = await _timed_render(objects, _targets(2), renderer)
+    inline = await _inline(objects, renderer)
+    baseline = await _timed_render(inline, _targets(4), renderer)
     objects_per_cluster = len(inline)
     ms = sorted(s * 1000 for s in per_cluster)
     rows = [
@@ -188,7 +194,7 @@ async def render_figures(
     return rows, inline
 
 
-def applied_figures(public: Registry, helm: Helm, count: int, inline: list[Any]) -> list[Any]:
+def applied_figures(public: Registry, renderer: str, count: int, inline: list[Any]) -> list[Any]:
     """Create → Applied on a local hub and three members: the chart against inline."""
     from bench.propagation import Controller, _setup, _wait
     from fleet import local
@@ -206,7 +212,7 @@ def applied_figures(public: Registry, helm: Helm, count: int, inline: list[Any])
         hub = local_cluster.api_client(state.hub)
         controller = Controller(state.hub.kubeconfig, Path(tmp) / "controller.log")
         controller.env.update(
-            {"PROPAGATOR_CHART_SOURCES": public.allowed, "PROPAGATOR_HELM_BINARY": str(helm.binary)}
+            {"PROPAGATOR_CHART_SOURCES": public.allowed, "PROPAGATOR_CHART_RENDERER": renderer}
         )
         try:
             _setup(state, hub)
@@ -281,11 +287,11 @@ def main() -> None:
         helm = Helm(Path(tmp))
         chart = web_chart(Path(tmp), "bench", "1.0.0", "nginx:1.27", **{"more.yaml": MORE})
         helm.push(chart, public)
-        run = HelmRun(str(helm.binary), 4 << 20)
+        program = str(built("chartrender.sh") / "chartrender")
+        run = ChartRenderer(program, 4 << 20)
         rows, inline = anyio.run(render_figures, public, run, args.quick)
         if args.fleet:
-            rows += applied_figures(public, helm, 2 if args.quick else 10, inline)
-    print(f"chart rendered per cluster by helm {helm.binary}", file=sys.stderr)
+            rows += applied_figures(public, program, 2 if args.quick else 10, inline)
     emit(
         rows,
         [

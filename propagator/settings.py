@@ -144,8 +144,9 @@ class Settings(BaseSettings):
     """Seconds a chart's version (range) and tag stay resolved before the registry is asked
     again: an application with charts is planned again this often, and follows a moved tag
     or a new version in its range then."""
-    helm_binary: str = Field("helm", min_length=1, max_length=4096)
-    """The helm program that renders charts (a path, or a name on PATH)."""
+    chart_renderer: str = Field("chartrender", min_length=1, max_length=4096)
+    """The program that renders charts as ``helm template`` does (``chartrender``, built
+    from hack/chartrender with Helm's packages; a path, or a name on PATH)."""
     rule_time_limit_s: float = Field(0.05, ge=0.001, le=1)
     """Processor seconds one object's interpreter rules (health, status) may take; a kind
     whose rules take longer reads Unknown and is not evaluated for ``rule_pause_s``."""

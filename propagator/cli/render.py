@@ -22,7 +22,7 @@ from propagator.charts.store import ChartStore
 from propagator.interpreter.registry import Interpreters
 from propagator.propagation.rendering import api_versions
 from propagator.propagation.resolve import resolve
-from propagator.render.helm import HelmRun
+from propagator.render.helm import ChartRenderer
 from propagator.render.manifests import ApplicationRef, RenderError
 from propagator.render.worker import RenderTarget, render_bounded
 from propagator.scheduler import Decision
@@ -125,7 +125,7 @@ async def render_one(
         ApplicationRef(name, namespace),
         timeout_s=settings.render_timeout_s,
         max_bytes=settings.render_max_bytes,
-        helm=HelmRun(settings.helm_binary, settings.render_max_bytes),
+        renderer=ChartRenderer(settings.chart_renderer, settings.render_max_bytes),
     )
     return rendered[cluster]
 

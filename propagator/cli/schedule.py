@@ -43,7 +43,7 @@ _SETTINGS = [
     "scheduler_plugins",
     "chart_sources",
     "chart_ca_file",
-    "helm_binary",
+    "chart_renderer",
 ]
 T = TypeVar("T")
 # A snapshot built here from what was just read is fresh (age 0); the staleness bounds

@@ -61,7 +61,7 @@ from propagator.propagation.report import plan_status
 from propagator.propagation.resolve import resolve
 from propagator.propagation.statusnotes import note_over_room
 from propagator.propagation.workrecord import WorkRecorder, Written, reported, works_for
-from propagator.render.helm import HelmRun
+from propagator.render.helm import ChartRenderer
 from propagator.rollout.driver import RolloutDriver, RolloutPlan
 from propagator.rollout.status import rollout_condition
 from propagator.scheduler import Scheduler
@@ -122,7 +122,7 @@ class Reconciler:
             admission.interpreters,
             hub,
             self.charts,
-            HelmRun(settings.helm_binary, settings.render_max_bytes),
+            ChartRenderer(settings.chart_renderer, settings.render_max_bytes),
         )
         self.failover = FailoverDriver(hub, table, view, metrics)
         self.canary = CanaryDriver(

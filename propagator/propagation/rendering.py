@@ -24,7 +24,7 @@ from propagator.failover.driver import FailoverDriver, FailoverPass
 from propagator.failover.moves import Move, with_kept_replicas
 from propagator.interpreter.registry import Interpreters
 from propagator.observability.metrics import Metrics
-from propagator.render.helm import HelmRun
+from propagator.render.helm import ChartRenderer
 from propagator.render.manifests import ApplicationRef
 from propagator.render.memo import RenderMemo
 from propagator.render.worker import RenderTarget, render_bounded
@@ -59,10 +59,12 @@ class Renderer:
         interpreters: Interpreters,
         hub: KubeConnection,
         charts: ChartReleases,
-        helm: HelmRun,
+        renderer: ChartRenderer,
     ) -> None:
         self.memo = RenderMemo(
-            functools.partial(render_bounded, timeout_s=timeout_s, max_bytes=max_bytes, helm=helm)
+            functools.partial(
+                render_bounded, timeout_s=timeout_s, max_bytes=max_bytes, renderer=renderer
+            )
         )
         self.metrics = metrics
         self.interpreters = interpreters

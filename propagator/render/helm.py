@@ -1,16 +1,19 @@
-"""A chart's objects for one cluster, by ``helm template`` (runs in the render worker).
+"""A chart's objects for one cluster, as ``helm template`` renders them (runs in the
+render worker).
 
 An application's chart appears among its objects as one ``ChartRelease`` object (a
 *chart release*) that names the chart, its verified archive (added on the hub just before
-rendering, never kept in a revision) and its values. The worker expands it per cluster by
-running the pinned ``helm template`` with that cluster's Kubernetes version and served API
-versions (``.Capabilities``), so a chart renders as it would if installed there.
+rendering, never kept in a revision) and its values. The worker expands it per cluster
+with that cluster's Kubernetes version and served API versions (``.Capabilities``), so a
+chart renders as it would if installed there. The renderer is ``chartrender``
+(hack/chartrender: Helm's own packages, pinned, doing what ``helm template`` does), one
+process for many clusters: a process start per cluster was nearly all of a render's time.
 
-Helm runs as a tenant's program does: in an empty directory with an empty environment (no
+It runs as a tenant's program does: in an empty directory with an empty environment (no
 kubeconfig, no plugins, no registry credentials, no network use: the chart is a local
-archive), with its address space, processor time, file sizes and wall time bounded, and
-killed with the worker. Each object is annotated with the template it came from, so a
-refusal can name it.
+archive), with its memory, processor time, output and wall time bounded, and killed with
+the worker. Each object is annotated with the template it came from, so a refusal can name
+it.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import contextlib
 import copy
 import ctypes
 import functools
+import json
 import os
 import re
 import resource
@@ -29,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
@@ -41,20 +45,21 @@ from propagator.render.manifests import ChartRenderError
 
 HOOK_ANNOTATION = "helm.sh/hook"
 MEMORY_BYTES = 512 << 20
-"""Memory (data: heap and stacks) ``helm template`` may use. The address space is not
+"""Memory (data: heap and stacks) one run of the renderer may use. The address space is not
 bounded: Go reserves far more of it than it ever uses."""
 ERROR_CHARS = 600
 """Characters of Helm's error message kept in a RenderFailed message."""
 
 
 @dataclass(frozen=True)
-class HelmRun:
-    """How the worker runs Helm."""
+class ChartRenderer:
+    """How the worker renders charts."""
 
     binary: str
-    """The helm program (a path, or a name looked up on PATH)."""
+    """The chart renderer (``chartrender``, Helm's packages: hack/chartrender), a path or
+    a name on PATH."""
     max_bytes: int
-    """What Helm may print (its output file is capped there by the kernel)."""
+    """What one render may print."""
 
 
 @dataclass(frozen=True)
@@ -75,9 +80,9 @@ MAX_API_VERSIONS = 4000
 
 
 def inputs_of(
-    release: Mapping[str, Any], values: str, cluster: ClusterApis, helm: HelmRun
+    release: Mapping[str, Any], values: str, cluster: ClusterApis, renderer: ChartRenderer
 ) -> Inputs:
-    """What one helm run of ``release`` (materialized, its ``values`` rendered for the
+    """What one render of ``release`` (materialized, its ``values`` rendered for the
     cluster) reads on ``cluster``; raises ChartRenderError."""
     chart = release.get("chart") or {}
     archive = release.get("archive")
@@ -96,7 +101,7 @@ def inputs_of(
         (*files, values),
         kube,
         cluster.api_versions,
-        helm,
+        renderer,
     )
 
 
@@ -104,34 +109,49 @@ def expand(
     release: Mapping[str, Any],
     values: str,
     cluster: ClusterApis,
-    helm: HelmRun,
+    renderer: ChartRenderer,
     deadline: float,
 ) -> list[dict[str, Any]]:
     """The objects ``release`` (a materialized chart release whose ``values`` is already
     rendered for the cluster) renders to on ``cluster``; raises ChartRenderError."""
-    inputs = inputs_of(release, values, cluster, helm)
+    inputs = inputs_of(release, values, cluster, renderer)
     # Kept by inputs: clusters of one Kubernetes version and API set with the same values
     # render once (the caller copies before it patches).
     found = _KEPT.get(inputs)
     if found is None:
-        found = _keep(inputs, _rendered(inputs, _left(deadline)))
+        [result] = _render_batch([inputs], _left(deadline))
+        if isinstance(result, ChartRenderError):
+            raise result
+        found = _keep(inputs, result)
     else:
         _KEPT.move_to_end(inputs)
     return copy.deepcopy(list(found[0]))
 
 
 def render_ahead(wanted: Iterable[Inputs], deadline: float, parallel: int) -> None:
-    """Run the helm renders of ``wanted`` not kept yet, ``parallel`` at a time, and keep
-    them (a render that fails is left to :func:`expand` to run again and raise): a
-    hundred clusters, each with values of its own, are a hundred helm runs."""
+    """Render the inputs of ``wanted`` not kept yet and keep them, each chart's in up to
+    ``parallel`` runs of the chart renderer at once (one run renders many clusters: a
+    process start per cluster was nearly all of a render's time); a render that fails is
+    left to :func:`expand` to run again and raise."""
     missing = list(dict.fromkeys(i for i in wanted if i not in _KEPT))
     if len(missing) < 2:
         return
-    with ThreadPoolExecutor(max_workers=min(parallel, len(missing))) as pool:
-        running = {pool.submit(_rendered, i, _left(deadline)): i for i in missing}
+    charts: dict[tuple[str, ChartRenderer], list[Inputs]] = {}
+    for inputs in missing:
+        charts.setdefault((inputs.archive, inputs.renderer), []).append(inputs)
+    batches = [
+        group[start::count]
+        for group in charts.values()
+        for count in [min(parallel, len(group))]
+        for start in range(count)
+    ]
+    with ThreadPoolExecutor(max_workers=min(parallel, len(batches))) as pool:
+        running = {pool.submit(_render_batch, b, _left(deadline)): b for b in batches}
         for done in as_completed(running):
             with contextlib.suppress(ChartRenderError):
-                _keep(running[done], done.result())
+                for inputs, result in zip(running[done], done.result(), strict=True):
+                    if not isinstance(result, ChartRenderError):
+                        _keep(inputs, result)
 
 
 def _left(deadline: float) -> float:
@@ -150,14 +170,14 @@ def _keep(inputs: Inputs, rendered: _Rendered) -> _Rendered:
 
 
 KEPT_BYTES = 64 << 20
-"""Bytes of helm output a worker keeps rendered (by their inputs)."""
+"""Bytes of rendered charts a worker keeps (by their inputs)."""
 PARALLEL = max(1, min(4, os.cpu_count() or 1))
-"""Helm runs at once in a render worker."""
+"""Renderer runs at once in a render worker."""
 
 
 @dataclass(frozen=True)
 class Inputs:
-    """What one helm run reads (its cache key)."""
+    """What one render reads (its cache key)."""
 
     archive: str
     name: str
@@ -166,68 +186,96 @@ class Inputs:
     values: tuple[str, ...]
     kube: str | None
     apis: tuple[str, ...]
-    helm: HelmRun
+    renderer: ChartRenderer
 
 
 _Rendered = tuple[tuple[dict[str, Any], ...], int]
-"""A helm run's objects, and the bytes of its output."""
+"""A render's objects, and the bytes of its output."""
 _KEPT: OrderedDict[Inputs, _Rendered] = OrderedDict()
 _kept_bytes = 0
 
 
-def _rendered(inputs: Inputs, timeout_s: float) -> _Rendered:
-    name, namespace, crds, values = inputs.name, inputs.namespace, inputs.crds, inputs.values
-    kube, apis, helm, archive = inputs.kube, inputs.apis, inputs.helm, inputs.archive
-    with tempfile.TemporaryDirectory(prefix="propagator-helm-") as work:
+def _render_batch(batch: Sequence[Inputs], timeout_s: float) -> list[_Rendered | ChartRenderError]:
+    """Each of ``batch`` (one chart: the same archive and renderer) rendered by one run of
+    the chart renderer: its objects and output bytes, or why not."""
+    renderer, archive = batch[0].renderer, batch[0].archive
+    with tempfile.TemporaryDirectory(prefix="propagator-chart-") as work:
         chart = os.path.join(work, "chart.tgz")
         with open(chart, "wb") as out:
             out.write(base64.b64decode(archive))
-        # Every value joined to its flag: a value read from a member can never be a flag.
-        command = [helm.binary, "template", name, chart, f"--namespace={namespace}"]
-        if crds:
-            command.append("--include-crds")
-        if kube:
-            command.append(f"--kube-version={kube}")
-        command += [f"--api-versions={api}" for api in apis if _API_VERSION.fullmatch(api)][
-            :MAX_API_VERSIONS
-        ]
-        for index, text in enumerate(values):
-            path = os.path.join(work, f"values-{index}.yaml")
-            with open(path, "w") as out:
-                out.write(text)
-            command.append(f"--values={path}")
-        output = os.path.join(work, "out.yaml")
+        renders = []
+        for number, inputs in enumerate(batch):
+            files = []
+            for index, text in enumerate(inputs.values):
+                path = os.path.join(work, f"values-{number}-{index}.yaml")
+                with open(path, "w") as out:
+                    out.write(text)
+                files.append(path)
+            apis = [api for api in inputs.apis if _API_VERSION.fullmatch(api)]
+            renders.append(
+                {
+                    "name": inputs.name,
+                    "namespace": inputs.namespace,
+                    "includeCRDs": inputs.crds,
+                    "kubeVersion": inputs.kube or "",
+                    "apiVersions": apis[:MAX_API_VERSIONS],
+                    "valueFiles": files,
+                }
+            )
+        request = os.path.join(work, "request.json")
+        with open(request, "w") as out:
+            json.dump({"chart": chart, "maxBytes": renderer.max_bytes, "renders": renders}, out)
+        output = os.path.join(work, "out.jsonl")
         errors = os.path.join(work, "err.txt")
-        code = _run(command, work, output, errors, helm.max_bytes, timeout_s)
+        # Each render is bounded by the renderer itself; the file, as JSON (escapes), too.
+        limit = 2 * renderer.max_bytes * len(batch) + (1 << 20)
+        code = _run(renderer.binary, work, request, output, errors, limit, timeout_s)
         with open(errors, "rb") as err:
             said = err.read(16 * 1024).decode(errors="replace")
-        # Go ignores SIGXFSZ: a write past the bound fails, and helm may still exit 0.
-        if code == -signal.SIGXFSZ or os.path.getsize(output) >= helm.max_bytes:
+        # Go ignores SIGXFSZ: a write past the bound fails, and it may still exit 0.
+        if code == -signal.SIGXFSZ or os.path.getsize(output) >= limit:
             raise ChartRenderError(
-                f"helm template printed more than {helm.max_bytes} bytes "
-                "(PROPAGATOR_RENDER_MAX_BYTES); it was stopped"
+                f"rendering the chart printed more than {limit} bytes; it was stopped"
             )
         if code in (-signal.SIGXCPU, -signal.SIGKILL) and not said.strip():
-            raise ChartRenderError("helm template used up its processor time; it was stopped")
+            raise ChartRenderError("rendering the chart used up its processor time; it was stopped")
         if code != 0 and ("out of memory" in said or "cannot allocate memory" in said):
             raise ChartRenderError(
-                f"helm template needed more than the {MEMORY_BYTES >> 20} MiB it may use; "
-                "it was stopped"
+                f"rendering the chart needed more than the {MEMORY_BYTES >> 20} MiB it may "
+                "use; it was stopped"
             )
         if code != 0:
             raise ChartRenderError(_helm_error(said, work))
         with open(output, encoding="utf-8", errors="replace") as out:
-            text = out.read()
-    return tuple(parse_output(text)), len(text)
+            answers = out.read().splitlines()
+        results: list[_Rendered | ChartRenderError] = []
+        for line in answers[: len(batch)]:
+            results.append(_answer(line, work))
+    while len(results) < len(batch):
+        results.append(ChartRenderError("the chart renderer stopped before this render"))
+    return results
+
+
+def _answer(line: str, work: str) -> _Rendered | ChartRenderError:
+    try:
+        answer = json.loads(line)
+        if answer.get("error"):
+            return ChartRenderError(_helm_error(str(answer["error"]), work))
+        manifest = str(answer.get("manifest") or "")
+        return tuple(parse_output(manifest)), len(manifest)
+    except ChartRenderError as exc:
+        return exc
+    except (ValueError, AttributeError) as exc:
+        return ChartRenderError(f"the chart renderer answered what does not parse: {exc}")
 
 
 # Looked up here, not in the child: between fork and exec (with other threads starting
-# helm too) the child must not load a library.
+# the renderer too) the child must not load a library.
 _PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 
 
 def _limits(memory: int, cpu_s: int, file_bytes: int) -> None:
-    """In the child before it runs helm: its bounds, and death with the worker."""
+    """In the child before it runs the renderer: its bounds, and death with the worker."""
     resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
     # The worker's soft address-space limit does not fit Go, which reserves far more
     # address space than it uses: back to the hard limit (its data is bounded above).
@@ -241,40 +289,44 @@ def _limits(memory: int, cpu_s: int, file_bytes: int) -> None:
 
 
 def _run(
-    command: list[str], work: str, output: str, errors: str, max_bytes: int, timeout_s: float
+    binary: str,
+    work: str,
+    request: str,
+    output: str,
+    errors: str,
+    max_bytes: int,
+    timeout_s: float,
 ) -> int:
     env = {
         "HOME": work,
         "PATH": "/usr/bin:/bin",
-        "HELM_CACHE_HOME": os.path.join(work, "cache"),
-        "HELM_CONFIG_HOME": os.path.join(work, "config"),
-        "HELM_DATA_HOME": os.path.join(work, "data"),
-        "HELM_PLUGINS": os.path.join(work, "plugins"),
         "KUBECONFIG": os.path.join(work, "no-kubeconfig"),
         "GOMEMLIMIT": str(MEMORY_BYTES * 3 // 4),
         "GOMAXPROCS": "1",
     }
-    with open(output, "wb") as out, open(errors, "wb") as err:
+    with open(request, "rb") as ask, open(output, "wb") as out, open(errors, "wb") as err:
         try:
             process = subprocess.Popen(
-                command,
+                [binary],
                 cwd=work,
                 env=env,
-                stdin=subprocess.DEVNULL,
+                stdin=ask,
                 stdout=out,
                 stderr=err,
                 preexec_fn=functools.partial(_limits, MEMORY_BYTES, int(timeout_s) + 1, max_bytes),
                 start_new_session=True,
             )
         except OSError as exc:
-            raise ChartRenderError(f"helm could not be started ({command[0]}): {exc}") from exc
+            raise ChartRenderError(
+                f"the chart renderer could not be started ({binary}): {exc}"
+            ) from exc
         try:
             return process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
             raise ChartRenderError(
-                f"helm template took longer than {timeout_s:g}s "
+                f"rendering the chart took longer than {timeout_s:g}s "
                 "(PROPAGATOR_RENDER_TIMEOUT_S); it was stopped"
             ) from None
 

@@ -37,8 +37,8 @@ from api.application import Override
 from api.charts import is_chart_release
 from propagator.render.helm import (
     PARALLEL,
+    ChartRenderer,
     ClusterApis,
-    HelmRun,
     Inputs,
     expand,
     inputs_of,
@@ -100,7 +100,7 @@ def _confine(controller: int) -> None:
     with open("/proc/self/statm") as statm:
         pages = int(statm.read().split()[0])
     limit = pages * resource.getpagesize() + MEMORY_HEADROOM
-    # The soft limit only: the helm it starts sets its own (a hard limit, once lowered,
+    # The soft limit only: the chart renderer it starts sets its own (a hard limit, once lowered,
     # could not be raised again without privileges). Nothing a template runs can call
     # setrlimit.
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
@@ -130,15 +130,15 @@ def render_targets(
     app: ApplicationRef,
     max_bytes: int,
     controller: int,
-    helm: HelmRun | None = None,
+    renderer: ChartRenderer | None = None,
     timeout_s: float = 60.0,
 ) -> dict[str, list[dict[str, Any]]]:
     """The objects for each target (runs in the worker, which ``controller``, a pid,
-    started; charts by ``helm`` within ``timeout_s``); raises RenderError."""
+    started; charts by ``renderer`` within ``timeout_s``); raises RenderError."""
     _confine(controller)
     deadline = time.monotonic() + timeout_s
-    if helm is not None and any(is_chart_release(m) for m in manifests):
-        _charts_ahead(manifests, overrides, targets, app, helm, deadline)
+    if renderer is not None and any(is_chart_release(m) for m in manifests):
+        _charts_ahead(manifests, overrides, targets, app, renderer, deadline)
     try:
         rendered = {
             t.name: render_for_cluster(
@@ -148,7 +148,7 @@ def render_targets(
                 app,
                 t.replicas,
                 t.replica_fields,
-                None if helm is None else _charts(t, helm, deadline),
+                None if renderer is None else _charts(t, renderer, deadline),
             )
             for t in targets
         }
@@ -170,10 +170,10 @@ def _charts_ahead(
     overrides: Sequence[Override],
     targets: Sequence[RenderTarget],
     app: ApplicationRef,
-    helm: HelmRun,
+    renderer: ChartRenderer,
     deadline: float,
 ) -> None:
-    """Run the helm renders every target needs, several at once, before rendering each
+    """Run the chart renders every target needs, several at once, before rendering each
     target: a first pass through the same rendering notes what each chart is rendered with
     there (a failure is raised again, with its message, by the pass that follows)."""
     wanted: list[Inputs] = []
@@ -181,7 +181,7 @@ def _charts_ahead(
         apis = ClusterApis(t.kubernetes_version, t.api_versions)
 
         def note(release: Mapping[str, Any], values: str, apis: ClusterApis = apis) -> list[Any]:
-            wanted.append(inputs_of(release, values, apis, helm))
+            wanted.append(inputs_of(release, values, apis, renderer))
             return []
 
         with contextlib.suppress(RenderError):
@@ -191,9 +191,9 @@ def _charts_ahead(
     render_ahead(wanted, deadline, PARALLEL)
 
 
-def _charts(target: RenderTarget, helm: HelmRun, deadline: float) -> Charts:
+def _charts(target: RenderTarget, renderer: ChartRenderer, deadline: float) -> Charts:
     apis = ClusterApis(target.kubernetes_version, target.api_versions)
-    return Charts(lambda release, values: expand(release, values, apis, helm, deadline))
+    return Charts(lambda release, values: expand(release, values, apis, renderer, deadline))
 
 
 PLAIN_DEPTH = 64
@@ -249,14 +249,14 @@ async def render_bounded(
     *,
     timeout_s: float,
     max_bytes: int,
-    helm: HelmRun | None = None,
+    renderer: ChartRenderer | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Render in a worker process within ``timeout_s`` (or here, when it is a copy;
-    charts by ``helm``); raises RenderError, never another exception for anything a
+    charts by ``renderer``); raises RenderError, never another exception for anything a
     template or a chart does."""
     if (here := _copied_here(manifests, overrides, targets, app, max_bytes)) is not None:
         return here
-    return await _in_worker(manifests, overrides, targets, app, timeout_s, max_bytes, helm)
+    return await _in_worker(manifests, overrides, targets, app, timeout_s, max_bytes, renderer)
 
 
 async def _in_worker(
@@ -266,7 +266,7 @@ async def _in_worker(
     app: ApplicationRef,
     timeout_s: float,
     max_bytes: int,
-    helm: HelmRun | None = None,
+    renderer: ChartRenderer | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     try:
         with anyio.fail_after(timeout_s):
@@ -278,7 +278,7 @@ async def _in_worker(
                 app,
                 max_bytes,
                 os.getpid(),
-                helm,
+                renderer,
                 timeout_s,
                 cancellable=True,
                 limiter=_WORKERS,

@@ -34,6 +34,7 @@ from tests.e2e.propagation.test_propagation import (
     update_spec,
     wait_ap,
 )
+from tests.e2e.tools import built
 from tests.e2e.waiting import eventually
 
 PASSWORD = "s3cret-registry-password"
@@ -127,7 +128,7 @@ def controller_env(registries: tuple[Registry, Registry], helm: Helm) -> dict[st
     return {
         "PROPAGATOR_CHART_SOURCES": f"{public.allowed},{private.allowed}",
         "PROPAGATOR_CHART_CA_FILE": str(private.ca),
-        "PROPAGATOR_HELM_BINARY": str(helm.binary),
+        "PROPAGATOR_CHART_RENDERER": str(built("chartrender.sh") / "chartrender"),
         "PROPAGATOR_CHART_RESOLVE_INTERVAL_S": "1",
         "PROPAGATOR_CHART_FETCH_TIMEOUT_S": "3",
     }

@@ -1,6 +1,6 @@
-"""A chart rendered by the real helm in the bounded render worker (no cluster needed):
-per cluster, and every bound a hostile chart could break ends in a RenderError that says
-which."""
+"""A chart rendered by the chart renderer (Helm's packages) in the bounded render worker
+(no cluster needed): per cluster, and every bound a hostile chart could break ends in a
+RenderError that says which."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from propagator.render.helm import HelmRun
+from propagator.render.helm import ChartRenderer
 from propagator.render.manifests import ApplicationRef, RenderError
 from propagator.render.worker import RenderTarget, render_bounded
 from tests.e2e.charts.registry import web_chart
@@ -40,9 +40,11 @@ def release(chart: Path, values: str = "") -> dict[str, Any]:
 
 
 def render(objects: list[dict[str, Any]], targets: list[RenderTarget], **bounds: Any) -> Any:
-    helm = HelmRun(str(built("helm.sh") / "helm"), bounds.pop("helm_bytes", 1 << 20))
+    renderer = ChartRenderer(str(built("chartrender.sh") / "chartrender"), 1 << 20)
     options = {"timeout_s": 30.0, "max_bytes": 4 << 20, **bounds}
-    return anyio.run(lambda: render_bounded(objects, [], targets, APP, helm=helm, **options))
+    return anyio.run(
+        lambda: render_bounded(objects, [], targets, APP, renderer=renderer, **options)
+    )
 
 
 def test_each_cluster_gets_its_values_version_and_apis(tmp_path: Path) -> None:
