@@ -166,32 +166,25 @@ async def render_figures(
             "per_cluster_ms": round(statistics.mean(ms), 1),
             "ratio": None,
         },
-        {
-            "what": f"{CLUSTERS} clusters in one render, each its own values",
-            "samples": 1,
-            "p50_ms": round(together * 1000, 1),
-            "p99_ms": round(together * 1000, 1),
-            "per_cluster_ms": round(together * 1000 / CLUSTERS, 2),
-            "ratio": round(together / baseline, 1),
-        },
-        {
-            "what": f"{CLUSTERS} clusters again, same inputs (kept in the worker)",
-            "samples": 1,
-            "p50_ms": round(kept * 1000, 1),
-            "p99_ms": round(kept * 1000, 1),
-            "per_cluster_ms": round(kept * 1000 / CLUSTERS, 2),
-            "ratio": round(kept / baseline, 1),
-        },
-        {
-            "what": f"baseline: the same objects inline (Jinja2), {CLUSTERS} clusters",
-            "samples": 1,
-            "p50_ms": round(baseline * 1000, 1),
-            "p99_ms": round(baseline * 1000, 1),
-            "per_cluster_ms": round(baseline * 1000 / CLUSTERS, 2),
-            "ratio": 1.0,
-        },
+        _once(f"{CLUSTERS} clusters in one render, each its own values", together, baseline),
+        _once(f"{CLUSTERS} clusters again, same inputs (kept in the worker)", kept, baseline),
+        _once(
+            f"baseline: the same objects inline (Jinja2), {CLUSTERS} clusters", baseline, baseline
+        ),
     ]
     return rows, inline
+
+
+def _once(what: str, seconds: float, baseline: float) -> dict[str, Any]:
+    """A row of one render of all the clusters, against the baseline's."""
+    return {
+        "what": what,
+        "samples": 1,
+        "p50_ms": round(seconds * 1000, 1),
+        "p99_ms": round(seconds * 1000, 1),
+        "per_cluster_ms": round(seconds * 1000 / CLUSTERS, 2),
+        "ratio": round(seconds / baseline, 1),
+    }
 
 
 def applied_figures(public: Registry, renderer: str, count: int, inline: list[Any]) -> list[Any]:
