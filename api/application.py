@@ -440,7 +440,7 @@ class ChartStatus(KubeModel):
     app_version: str | None = Field(default=None, max_length=100)
     """Its Chart.yaml's appVersion."""
     resolved_at: str | None = Field(default=None, json_schema_extra=_TIMESTAMP)
-    """When the registry or repository was last asked."""
+    """Since when the chart has resolved to this version and digest."""
 
 
 class ApplicationPropagationStatus(KubeModel):

@@ -26,7 +26,7 @@ class Resolved:
     """``sha256:…`` of the archive."""
     app_version: str | None
     at: float
-    """When it was resolved (time.time())."""
+    """When this content was first resolved (time.time())."""
     hooks: tuple[str, ...] = ()
     """Its templates that declare Helm hooks (their objects are left out)."""
 
@@ -89,6 +89,9 @@ class ChartStore:
                 )
                 return Found(last[1], note)
             raise
+        if last is not None and last[1].digest == resolved.digest:
+            # The same content: the status keeps saying since when (no write per resolve).
+            resolved = last[1]
         if len(self._resolved) > 10_000:
             self._resolved.clear()
         self._resolved[key] = (now, resolved)

@@ -85,7 +85,11 @@ def test_a_tag_is_resolved_again_after_the_interval_and_a_moved_tag_followed() -
     assert anyio.run(charts.resolve, SOURCE, None).resolved.version == "1.0.0"  # not asked
     assert [c for c, _ in fetcher.calls] == ["locate", "archive"]
     clock.now = 61
-    assert anyio.run(charts.resolve, SOURCE, None).resolved.version == "1.1.0"
+    moved = anyio.run(charts.resolve, SOURCE, None).resolved
+    assert moved.version == "1.1.0"
+    # asked again, the same content: resolved "since" as before (the status is not rewritten)
+    clock.now = 122
+    assert anyio.run(charts.resolve, SOURCE, None).resolved == moved
 
 
 def test_while_the_registry_does_not_answer_the_last_resolution_is_used_and_said() -> None:
