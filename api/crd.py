@@ -18,6 +18,7 @@ from api.interpreter import ResourceInterpreter
 from api.membercluster import MemberCluster
 from api.resource import Resource
 from api.tenantquota import TenantQuota
+from api.work import Work
 
 RESOURCES: tuple[type[Resource], ...] = (
     MemberCluster,
@@ -25,6 +26,7 @@ RESOURCES: tuple[type[Resource], ...] = (
     ApplicationPropagation,
     TenantQuota,
     ResourceInterpreter,
+    Work,
 )
 
 _DROP = {"title", "additionalProperties", "$defs", "discriminator"}

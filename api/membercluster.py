@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from api.common import Condition, DnsLabel, ObservedResources, SecretKeyRef, conditions_field
-from api.model import KubeModel
+from api.model import KubeModel, Rule
 from api.resource import AGE, CrdInfo, PrinterColumn, Resource
 from api.taints import Taint
 
@@ -15,12 +15,22 @@ MAX_NAMESPACES = 64
 """Each listed namespace costs a watch per kind propagated to the member."""
 
 
+MemberMode = Literal["Push", "Pull"]
+"""How a member gets its work: written by the hub (Push), or fetched by its agent (Pull)."""
+
+
 class MemberClusterSpec(KubeModel):
     """How to reach a member cluster and where it sits in the fleet."""
 
-    secret_ref: SecretKeyRef
-    """The Secret (on the hub) whose key holds this cluster's kubeconfig. Kubeconfigs that
-    run a command (exec, auth-provider) are refused unless the operator allows them."""
+    mode: MemberMode = "Push"
+    """Push: the hub writes to the member with the kubeconfig in ``secretRef``. Pull: an
+    agent in the member reads its work from the hub (namespace
+    ``propagator-cluster-<name>``) and writes it there itself; the hub holds no credential
+    of the member (docs/pull-mode.md)."""
+    secret_ref: SecretKeyRef | None = None
+    """The Secret (on the hub) whose key holds this cluster's kubeconfig (Push only).
+    Kubeconfigs that run a command (exec, auth-provider) are refused unless the operator
+    allows them."""
     layer: DnsLabel = "default"
     """Scheduling layer (tier) such as high-performance, edge or backup."""
     region: str | None = Field(default=None, max_length=63)
@@ -50,6 +60,15 @@ class MemberClusterSpec(KubeModel):
     exist: none is created. The controller's caches watch each of them, not the whole
     cluster; an object in any other namespace, or a cluster-scoped one, is refused for
     this member before anything is written there."""
+
+    rules = (
+        Rule(
+            cel="(has(self.mode) && self.mode == 'Pull') != has(self.secretRef)",
+            message="a Push member needs secretRef (its kubeconfig); a Pull member has none "
+            "(its agent connects to the hub)",
+            check=lambda s: (s.mode == "Pull") != (s.secret_ref is not None),
+        ),
+    )
 
 
 class ApiEnablement(KubeModel):
@@ -81,6 +100,22 @@ class NodeCounts(KubeModel):
     """Nodes whose Ready condition is True."""
 
 
+class AgentReport(KubeModel):
+    """What a Pull member's agent reports of its cluster (the agent writes this field
+    only; the controller copies it into the rest of the status)."""
+
+    agent_version: str | None = Field(default=None, max_length=64)
+    """The agent's version."""
+    kubernetes_version: str | None = Field(default=None, max_length=64)
+    """Version reported by the member's API server."""
+    api_enablements: list[ApiEnablement] = Field(default_factory=list, max_length=1000)
+    """Group/versions and kinds the member serves."""
+    resources: ClusterResources | None = None
+    """Allocatable, allocated and available cpu, memory and pods."""
+    nodes: NodeCounts | None = None
+    """Node counts."""
+
+
 class MemberClusterStatus(KubeModel):
     """What the controller last observed on the member."""
 
@@ -98,6 +133,8 @@ class MemberClusterStatus(KubeModel):
     """Node counts."""
     last_probe_time: str | None = Field(default=None, json_schema_extra={"format": "date-time"})
     """When the member was last probed."""
+    agent: AgentReport | None = None
+    """A Pull member: what its agent last reported."""
 
 
 class MemberCluster(Resource):
@@ -110,6 +147,7 @@ class MemberCluster(Resource):
         scope="Cluster",
         columns=(
             PrinterColumn("Ready", '.status.conditions[?(@.type=="Ready")].status'),
+            PrinterColumn("Mode", ".spec.mode"),
             PrinterColumn("Layer", ".spec.layer"),
             PrinterColumn("Region", ".spec.region"),
             PrinterColumn("Version", ".status.kubernetesVersion"),

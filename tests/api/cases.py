@@ -283,8 +283,12 @@ BAD_OBJECTS = [
         "values must be non-empty for operators In and NotIn",
     ),
     BadObject(
-        "mc-no-secret-ref", mc({"layer": "edge"}, drop=("secretRef",)), "spec.secretRef", "Required"
+        "mc-no-secret-ref",
+        mc({"layer": "edge"}, drop=("secretRef",)),
+        "spec",
+        "a Push member needs secretRef",
     ),
+    BadObject("mc-pull-with-secret-ref", mc({"mode": "Pull"}), "spec", "a Pull member has none"),
     BadObject(
         "mc-taint-unknown-effect",
         mc({"taints": [{"key": "gpu", "effect": "Sometimes"}]}),

@@ -68,6 +68,7 @@ def test_names_and_category() -> None:
         "ApplicationPropagation": ["ap"],
         "TenantQuota": ["tq"],
         "ResourceInterpreter": ["ri"],
+        "Work": ["pw"],
     }
     assert all(c["spec"]["names"]["categories"] == ["propagator"] for c in by_kind.values())
     assert by_kind["ApplicationPropagation"]["spec"]["scope"] == "Namespaced"
