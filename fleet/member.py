@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 
@@ -52,6 +52,8 @@ def namespaces_of(member: Mapping[str, Any]) -> tuple[str, ...]:
 class MemberMonitor:
     """Connection, watches and health of one member cluster."""
 
+    mode: ClassVar[str] = "Push"
+    """How the member gets its work (``fleet.pullmember.PullMonitor``: Pull)."""
     name: str
     secret_version: str
     policy: HealthPolicy
@@ -77,6 +79,12 @@ class MemberMonitor:
     pods_changed: Callable[[str], None] | None = None
     """Told the namespace of each pod that comes, goes or starts being deleted (set by
     whoever runs the watches: the controller's member registry)."""
+
+    @property
+    def usable(self) -> bool:
+        """Whether the member can be used: a Push member's kubeconfig gave a connection
+        (a Pull member needs none)."""
+        return self.connection is not None or self.mode == "Pull"
 
     @classmethod
     def from_kubeconfig(
@@ -113,6 +121,13 @@ class MemberMonitor:
             log.exception("MemberCluster %s: its kubeconfig cannot be used", name)
             monitor.config_error = f"{source} cannot be used: {unforeseen(exc)}"
             return monitor
+        monitor.watch(conn, on_change)
+        return monitor
+
+    def watch(self, conn: KubeConnection, on_change: Callable[[], None]) -> None:
+        """Use ``conn`` for this member, with watches of its nodes and pods (for whoever
+        runs :attr:`informers`); ``on_change``: told when capacity must be summed again."""
+        monitor = self
         monitor.connection = conn
 
         def resum() -> None:
@@ -144,7 +159,6 @@ class MemberMonitor:
                 index=lambda pod: str(pod["metadata"].get("namespace")),
             ),
         ]
-        return monitor
 
     async def probe(self, timeout_s: float, now: float | None = None) -> ProbeResult:
         """Probe the member — ``/readyz``, or, when its health allows, what arrived from

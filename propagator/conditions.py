@@ -13,7 +13,9 @@ from typing import Any
 
 from kube.redact import redact
 
-_VOLATILE = ("lastProbeTime",)
+_VOLATILE = ("lastProbeTime", "agent")
+"""Not compared: the probe's time, and a Pull member's ``status.agent`` (its agent's field,
+never written by the controller)."""
 
 
 NAMED_CLUSTERS = 10

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 from api.common import API_VERSION
+from api.work import WORK_LABEL
 from fleet.member import MemberMonitor
 from fleet.readiness import HealthPolicy
 from fleet.snapshot import ClusterInfo
@@ -66,8 +67,12 @@ class FleetManager:
         self.secrets = Informer(
             hub, "v1", "Secret", self._on_hub_change, namespace=settings.namespace
         )
+        # The Pull members' heartbeats (label-selected: no other Lease is read).
+        self.leases = Informer(
+            hub, "coordination.k8s.io/v1", "Lease", self._on_lease, label_selector=WORK_LABEL
+        )
         self._monitors = Monitors(
-            settings, self.policy, self.member_clusters, self.secrets, self._poke
+            settings, self.policy, self.member_clusters, self.secrets, self._poke, self.leases
         )
         self.monitors = self._monitors.monitors
         self.status = StatusWriter(
@@ -81,9 +86,13 @@ class FleetManager:
         )
         self.prober = Prober(settings, self.metrics, self.monitors, self.status, self._poke)
 
+    @property
+    def _informers(self) -> tuple[Informer, ...]:
+        return (self.member_clusters, self.fleets, self.secrets, self.leases)
+
     def ready(self) -> bool:
         """True once the hub watches have listed (the controller's /readyz)."""
-        return all(i.synced for i in (self.member_clusters, self.fleets, self.secrets))
+        return all(i.synced for i in self._informers)
 
     def fresh_clusters(self) -> list[ClusterInfo]:
         """Every member as its probes see it now (see :meth:`StatusWriter.fresh_clusters`)."""
@@ -95,6 +104,9 @@ class FleetManager:
 
     def _on_hub_change(self, _event: str, _old: Any, _new: Any) -> None:
         self._poke()
+
+    def _on_lease(self, event: str, old: Any, new: Any) -> None:
+        self._monitors.lease_changed(None if event == "DELETED" else new)
 
     def _sync_monitors(self) -> None:
         """Monitors to match the MemberClusters. The registry, told through
@@ -139,9 +151,9 @@ class FleetManager:
         self._wake = anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
-                for informer in (self.member_clusters, self.fleets, self.secrets):
+                for informer in self._informers:
                     tg.start_soon(informer.run)
-                await wait_synced([self.member_clusters, self.fleets, self.secrets])
+                await wait_synced(list(self._informers))
                 task_status.started()
                 if started:
                     started()
@@ -149,5 +161,5 @@ class FleetManager:
                 tg.start_soon(self.prober.run)
                 tg.start_soon(self._status_loop)
         finally:
-            for informer in (self.member_clusters, self.fleets, self.secrets):
+            for informer in self._informers:
                 informer.stop()

@@ -37,7 +37,7 @@ def member_status(
     previous = (member.get("status") or {}).get("conditions")
     generation = (member.get("metadata") or {}).get("generation")
     status: dict[str, Any] = {"observedGeneration": generation}
-    if monitor is None or monitor.connection is None:
+    if monitor is None or not monitor.usable:
         why = monitor.config_error if monitor else "no kubeconfig Secret referenced"
         status["conditions"] = [
             condition("Ready", False, "InvalidKubeconfig", str(why), generation, previous, now)
@@ -49,7 +49,9 @@ def member_status(
             "Ready",
             True,
             "ProbeSucceeded",
-            "the API server answers /readyz",
+            "its agent renews its heartbeat"
+            if monitor.mode == "Pull"
+            else "the API server answers /readyz",
             generation,
             previous,
             now,
@@ -122,7 +124,7 @@ def desired_taints(monitor: MemberMonitor | None, now: float) -> list[dict[str, 
     if monitor is None:
         return []
     keys = monitor.health.taints(now, monitor.policy)
-    if monitor.connection is None:
+    if not monitor.usable:
         keys = list(CONTROLLER_TAINTS[:1])  # unusable kubeconfig: not ready, never probed
     return [{"key": k, "effect": TAINT_EFFECT} for k in keys]
 

@@ -10,7 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from api.work import AGENT_LEASE, WORK_LABEL, pull_name_problem, pull_namespace
 from fleet.member import MemberMonitor, namespaces_of
+from fleet.pullmember import PullMonitor
 from fleet.readiness import HealthPolicy
 from kube.informer import Informer
 from propagator.fleetmanager.memberstatus import recorded_health
@@ -38,14 +40,16 @@ class Monitors:
         member_clusters: Informer,
         secrets: Informer,
         on_change: Callable[[], None],
+        leases: Informer | None = None,
     ) -> None:
         """``member_clusters``, ``secrets``: the hub's MemberClusters and the controller
-        namespace's Secrets; ``on_change``: called when a monitor's member changes (a
-        probe's verdict, discovery, capacity)."""
+        namespace's Secrets; ``leases``: the Pull members' agent Leases; ``on_change``:
+        called when a monitor's member changes (a probe's verdict, discovery, capacity)."""
         self.settings = settings
         self.policy = policy
         self.member_clusters = member_clusters
         self.secrets = secrets
+        self.leases = leases
         self.on_change = on_change
         self.monitors: dict[str, MemberMonitor] = {}
 
@@ -71,9 +75,13 @@ class Monitors:
                 del self.monitors[name]  # its registry unit stops its watches, closes it
                 changes.dropped.add(name)
         for name, member in wanted.items():
-            encoded, version = self._kubeconfig_of(member)
             namespaces = namespaces_of(member)
             current = self.monitors.get(name)
+            if (member.get("spec") or {}).get("mode") == "Pull":
+                if self._pull(name, member, namespaces, current):
+                    changes.made.add(name)
+                continue
+            encoded, version = self._kubeconfig_of(member)
             if current is not None and (current.secret_version, current.namespaces) == (
                 version,
                 namespaces,
@@ -92,6 +100,44 @@ class Monitors:
             self.monitors[name] = monitor
             changes.made.add(name)
         return changes
+
+    def _pull(
+        self,
+        name: str,
+        member: dict[str, Any],
+        namespaces: tuple[str, ...],
+        current: MemberMonitor | None,
+    ) -> bool:
+        """Keep (or make: True) the monitor of Pull member ``name``, with its agent's
+        report and Lease as the hub holds them."""
+        made = not isinstance(current, PullMonitor) or current.namespaces != namespaces
+        if isinstance(current, PullMonitor) and not made:
+            monitor = current
+        else:
+            monitor = PullMonitor(name, "pull", self.policy, namespaces=namespaces)
+            monitor.config_error = pull_name_problem(name)
+            monitor.health = (
+                current.health if current is not None else recorded_health(member, time.monotonic())
+            )
+            self.monitors[name] = monitor
+            if self.leases is not None:
+                monitor.lease_seen(self.leases.get(f"{pull_namespace(name)}/{AGENT_LEASE}"))
+        monitor.report_seen((member.get("status") or {}).get("agent"))
+        return made
+
+    def lease_changed(self, lease: dict[str, Any] | None) -> None:
+        """An agent's Lease changed on the hub: its member's heartbeat (a Lease outside the
+        namespace of the cluster its label names is nobody's)."""
+        meta = (lease or {}).get("metadata") or {}
+        cluster = str((meta.get("labels") or {}).get(WORK_LABEL) or "")
+        monitor = self.monitors.get(cluster)
+        if (
+            not isinstance(monitor, PullMonitor)
+            or meta.get("namespace") != pull_namespace(cluster)
+            or meta.get("name") != AGENT_LEASE
+        ):
+            return
+        monitor.lease_seen(lease)
 
     def _monitor(
         self, name: str, encoded: str | None, version: str, namespaces: tuple[str, ...]
