@@ -170,6 +170,23 @@ class Metrics:
             ["cluster", "operation"],
             registry=r,
         )
+        self.work_writes = Counter(
+            "propagator_work_writes_total",
+            "Works written on the hub for Pull members' agents, by operation (apply, delete)",
+            ["cluster", "operation"],
+            registry=r,
+        )
+        self.agent_heartbeats = Counter(
+            "propagator_agent_heartbeats_total",
+            "Heartbeats a Pull member's agent wrote to the hub (its Lease renewed)",
+            registry=r,
+        )
+        self.agent_works = Gauge(
+            "propagator_agent_works",
+            "Works a Pull member's agent holds, by state (applied, failed, pending, refused)",
+            ["state"],
+            registry=r,
+        )
         self.drift_detected = Counter(
             "propagator_drift_detected_total",
             "Objects found changed or deleted on a member cluster and left so "

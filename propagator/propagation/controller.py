@@ -40,6 +40,7 @@ from propagator.propagation.driftevent import drift_event
 from propagator.propagation.interpreterwatch import InterpreterWatch
 from propagator.propagation.membersync import MemberSync
 from propagator.propagation.memberview import RegistryView
+from propagator.propagation.pullsync import PullWorks
 from propagator.propagation.reconcile import Reconciler
 from propagator.propagation.routing import fleet_change, route_member_event, to_plan_again
 from propagator.propagation.selected import SelectedWatches, picks
@@ -257,8 +258,15 @@ class PropagationController:
             requeue_max_delay_s=settings.requeue_max_delay_s,
         )
         self.manager.on_monitors = self.registry.sync
+        self.pull = PullWorks(
+            self.hub,
+            self.table,
+            self.metrics,
+            self._refresh,
+            functools.partial(drift_event, self.hub),
+        )
         self.view = RegistryView(
-            self.registry, self.manager.monitors, self.table, self.interpreters
+            self.registry, self.manager.monitors, self.table, self.interpreters, self.pull
         )
 
     def _namespace_labels(self, namespace: str) -> Mapping[str, str]:
@@ -333,6 +341,7 @@ class PropagationController:
     def _forget(self, key: str) -> None:
         self.reconciler.forget(key)
         self.sync.forget(key)
+        self.pull.forget(key)
         self.workers.forget(key)
 
     def _policy_of(self, app: str) -> tuple[TenantPolicy, Mapping[str, Any] | None]:
@@ -425,6 +434,7 @@ class PropagationController:
                 # Decisions need the fleet: wait for the fleet manager's first snapshot.
                 await self.store.newer_than(0)
                 await tg.start(self.registry.run)
+                await tg.start(self.pull.run)
                 self.registry.sync(self.manager.monitors)
                 self.selected.start(tg, self.apps.snapshot())
                 self._replan_now(self._keys())

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from api.interpreter import Aggregate
 from kube.redact import redact
@@ -14,8 +14,19 @@ from propagator.interpreter.health import WorkloadHealth, rank
 from propagator.interpreter.registry import Interpreters
 from propagator.interpreter.rules import Verdict
 
-if TYPE_CHECKING:  # the type only: judging health reads caches, it does no I/O
-    from kube.informer import Informer
+
+class ObjectCache(Protocol):
+    """What health is judged from: a member's watch cache of one kind (an Informer), or
+    what a Pull member's agent reported of it."""
+
+    @property
+    def synced(self) -> bool:
+        """Whether it holds what the member holds (listed, or reported)."""
+        ...
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The object of that :func:`kube.keys.cache_key`, or None."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -68,7 +79,7 @@ OBJECTS_SHOWN = 20
 
 def judge_cluster(
     interpreters: Interpreters,
-    cache: Callable[[str, str], Informer | None] | None,
+    cache: Callable[[str, str], ObjectCache | None] | None,
     objects: Sequence[Mapping[str, Any]],
     namespace: str,
     applied: Callable[[tuple[str, str, str, str]], int | None] = lambda _: None,
@@ -126,7 +137,7 @@ def judge_cluster(
 
 def cluster_health(
     interpreters: Interpreters,
-    cache: Callable[[str, str], Informer | None] | None,
+    cache: Callable[[str, str], ObjectCache | None] | None,
     objects: Sequence[Mapping[str, Any]],
     namespace: str,
     applied: Callable[[tuple[str, str, str, str]], int | None] = lambda _: None,
@@ -140,7 +151,7 @@ def _condition(status: Mapping[str, Any], type_: str) -> Mapping[str, Any] | Non
 
 
 def quota_refusals(
-    cache: Callable[[str, str], Informer | None] | None,
+    cache: Callable[[str, str], ObjectCache | None] | None,
     objects: Sequence[Mapping[str, Any]],
     namespace: str,
 ) -> list[str]:

@@ -65,9 +65,9 @@ def test_a_cached_copy_older_than_the_last_write_is_not_taken_for_its_health() -
     live["status"]["observedGeneration"] = 1
     cache = _Cache({"shop/web": live})
     desired = [{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}}]
-    assert cluster_health(RULES, lambda *_: cache, desired, "shop") == "Healthy"  # type: ignore[arg-type]
+    assert cluster_health(RULES, lambda *_: cache, desired, "shop") == "Healthy"
     written = {("apps/v1", "Deployment", "shop", "web"): 2}
-    health = cluster_health(RULES, lambda *_: cache, desired, "shop", written.get)  # type: ignore[arg-type]
+    health = cluster_health(RULES, lambda *_: cache, desired, "shop", written.get)
     assert health == "Progressing"
     written[("apps/v1", "Deployment", "shop", "web")] = 1  # the cache has seen the write
-    assert cluster_health(RULES, lambda *_: cache, desired, "shop", written.get) == "Healthy"  # type: ignore[arg-type]
+    assert cluster_health(RULES, lambda *_: cache, desired, "shop", written.get) == "Healthy"
