@@ -134,15 +134,17 @@ def hub_connection(
     context: str | None = None,
     options: ConnectionOptions | None = None,
     service_account_dir: Path = SERVICE_ACCOUNT_DIR,
+    name: str = "hub",
 ) -> KubeConnection:
     """Connect to the hub: ``kubeconfig`` if given, else in-cluster config when running in a
     pod (its token and CA re-read as the kubelet rotates them), else the files of
     ``$KUBECONFIG`` merged, or ``~/.kube/config``. The hub kubeconfig is the operator's own,
-    so it may reference files and use credential plugins, like kubectl."""
+    so it may reference files and use credential plugins, like kubectl. ``name``: what
+    messages call it (a Pull member's agent connects to its own cluster so)."""
     options = options or ConnectionOptions()
     if kubeconfig is None and context is None and (creds := _in_cluster(service_account_dir)):
-        return KubeConnection("hub", creds, options)
+        return KubeConnection(name, creds, options)
     doc, source = merged_kubeconfig([kubeconfig] if kubeconfig else kubeconfig_paths())
     base = (kubeconfig or kubeconfig_paths()[0]).parent
     loaded = load_kubeconfig(doc, source=source, context=context, base_dir=base, allow_exec=True)
-    return KubeConnection("hub", loaded.credentials, options)
+    return KubeConnection(name, loaded.credentials, options)

@@ -45,6 +45,8 @@ class Session:
     def __init__(self, name: str, creds: Credentials, options: ConnectionOptions) -> None:
         self.name = name
         self.server = creds.server
+        self.ca_data = creds.ca_data
+        """The CA bundle the connection trusts (None: the system's)."""
         self._creds = creds
         self._options = options
         self._exec: ExecToken | None = None

@@ -395,10 +395,15 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def add_setting_flags(parser: argparse.ArgumentParser, names: list[str] | None = None) -> None:
-    """Add a flag per setting (all, or ``names``); unset flags leave env/defaults alone."""
+def add_setting_flags(
+    parser: argparse.ArgumentParser,
+    names: list[str] | None = None,
+    settings: type[Settings] = Settings,
+) -> None:
+    """Add a flag per setting of ``settings`` (all, or ``names``); unset flags leave
+    env/defaults alone."""
     group = parser.add_argument_group("settings (flags override PROPAGATOR_* variables)")
-    for name, info in Settings.model_fields.items():
+    for name, info in settings.model_fields.items():
         if names is not None and name not in names:
             continue
         env = ENV_PREFIX + name.upper()
@@ -421,17 +426,20 @@ def add_setting_flags(parser: argparse.ArgumentParser, names: list[str] | None =
             )
 
 
-def load_settings(args: argparse.Namespace | None = None) -> Settings:
-    """Settings from the environment with flags on top; raises SettingsError naming each
-    bad setting (variable and flag), its value and what is allowed."""
+def load_settings(
+    args: argparse.Namespace | None = None, settings: type[Settings] = Settings
+) -> Settings:
+    """Settings (of class ``settings``) from the environment with flags on top; raises
+    SettingsError naming each bad setting (variable and flag), its value and what is
+    allowed."""
     overrides: dict[str, Any] = {}
     if args is not None:
-        for name in Settings.model_fields:
+        for name in settings.model_fields:
             value = getattr(args, f"setting_{name}", None)
             if value is not None:
                 overrides[name] = value
     try:
-        return Settings(**overrides)
+        return settings(**overrides)
     except ValidationError as exc:
         problems = []
         for error in exc.errors():

@@ -6,7 +6,17 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from propagator.cli import chart, crds, fleet, interpreter, local, reference, run, schedule
+from propagator.cli import (
+    agent,
+    chart,
+    crds,
+    fleet,
+    interpreter,
+    local,
+    reference,
+    run,
+    schedule,
+)
 from propagator.cli.parser import Parser
 
 
@@ -16,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Propagator: run one application across a fleet of Kubernetes clusters.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    agent.register(commands)
     chart.register(commands)
     crds.register(commands)
     fleet.register(commands)
