@@ -118,6 +118,25 @@ class JoinPlan:
         return lines
 
 
+def check_labels(labels: dict[str, str]) -> None:
+    """Raise JoinError naming the first ``--label`` Kubernetes would refuse."""
+    for key, value in labels.items():
+        if problem := label_error(key, value):
+            raise JoinError(f"--label {key}={value}: {problem}")
+
+
+def member_spec(
+    layer: str | None, region: str | None, zone: str | None, namespaces: tuple[str, ...]
+) -> dict[str, Any]:
+    """The MemberCluster spec fields a join's flags set (either mode)."""
+    spec: dict[str, Any] = {
+        k: v for k, v in (("layer", layer), ("region", region), ("zone", zone)) if v
+    }
+    if namespaces:
+        spec["namespaces"] = sorted(set(namespaces))  # (a set on the hub: once each)
+    return spec
+
+
 def plan_join(
     name: str,
     loaded: LoadedKubeconfig,
@@ -132,24 +151,19 @@ def plan_join(
     namespaces: tuple[str, ...] = (),
 ) -> JoinPlan:
     """Build and validate the Secret and MemberCluster of a join (raises JoinError)."""
-    for key, value in (labels or {}).items():
-        if problem := label_error(key, value):
-            raise JoinError(f"--label {key}={value}: {problem}")
+    check_labels(labels or {})
     spec: dict[str, Any] = {
         "secretRef": {"namespace": namespace, "name": secret_name(name), "key": "kubeconfig"}
-    }
-    spec.update({k: v for k, v in (("layer", layer), ("region", region), ("zone", zone)) if v})
-    if namespaces:
-        spec["namespaces"] = sorted(set(namespaces))  # (a set on the hub: once each)
+    } | member_spec(layer, region, zone, namespaces)
     member = {
         "apiVersion": API_VERSION,
         "kind": "MemberCluster",
         "metadata": {"name": name, "labels": dict(labels or {})},
         "spec": spec,
     }
-    _validate(MemberCluster, member)
+    validate_model(MemberCluster, member)
     if fleet:
-        _validate(
+        validate_model(
             Fleet,
             {"kind": "Fleet", "metadata": {"name": fleet}, "spec": {"clusters": [name]}},
             flag="--fleet",
@@ -168,9 +182,10 @@ def plan_join(
     return JoinPlan(name, namespace, fleet, loaded, member_version, secret, member)
 
 
-def _validate(
+def validate_model(
     model: type[MemberCluster] | type[Fleet], obj: dict[str, Any], flag: str | None = None
 ) -> None:
+    """Raise JoinError naming the flag behind each field of ``obj`` the model refuses."""
     try:
         model.model_validate(obj)
     except ValidationError as exc:
@@ -183,7 +198,8 @@ def _validate(
         raise JoinError("; ".join(problems)) from exc
 
 
-def _hub_error(exc: Exception) -> JoinError:
+def hub_error(exc: Exception) -> JoinError:
+    """The JoinError for a hub that refused (or lacks the CRDs)."""
     if isinstance(exc, UnknownKind):
         return JoinError(f"{exc}: install the CRDs first (`propagator crds | kubectl apply -f -`)")
     return JoinError(f"the hub refused: {exc}")
@@ -202,7 +218,8 @@ async def _ensure_namespace(hub: KubeConnection, namespace: str, dry_run: bool) 
         )
 
 
-async def _add_to_fleet(hub: KubeConnection, fleet: str, cluster: str, dry_run: bool) -> None:
+async def add_to_fleet(hub: KubeConnection, fleet: str, cluster: str, dry_run: bool) -> None:
+    """Add ``cluster`` to Fleet ``fleet`` (created if missing)."""
     info = await hub.resource(API_VERSION, "Fleet")
     for _ in range(5):  # optimistic concurrency: retry on a conflicting update
         try:
@@ -245,7 +262,7 @@ async def _write_join(hub: KubeConnection, plan: JoinPlan, dry_run: bool) -> Non
         await hub.apply(plan.secret, field_manager=JOIN_MANAGER, dry_run=dry_run)
     await hub.apply(plan.member, field_manager=JOIN_MANAGER, dry_run=dry_run)
     if plan.fleet:
-        await _add_to_fleet(hub, plan.fleet, plan.cluster, dry_run)
+        await add_to_fleet(hub, plan.fleet, plan.cluster, dry_run)
 
 
 async def _namespace_exists(hub: KubeConnection, namespace: str) -> bool:
@@ -265,7 +282,11 @@ async def join(hub: KubeConnection, plan: JoinPlan, *, dry_run: bool = False) ->
         if not dry_run:
             await _write_join(hub, plan, dry_run=False)
     except (ApiError, UnknownKind) as exc:
-        raise _hub_error(exc) from exc
+        raise hub_error(exc) from exc
+
+
+HubObject = tuple[str, str, str, str | None]
+"""apiVersion, kind, name, namespace (None: cluster-scoped)."""
 
 
 @dataclass
@@ -275,12 +296,16 @@ class UnjoinPlan:
     cluster: str
     secret: tuple[str, str] | None
     fleets: list[str] = field(default_factory=list)
+    mode: str = "Push"
+    identity: list[HubObject] = field(default_factory=list)
+    """A Pull member's: its agent's identity and its hub namespace (deleted last)."""
 
     def describe(self) -> list[str]:
         lines = [f"MemberCluster {self.cluster}: delete"]
         if self.secret:
             lines.append(f"Secret {self.secret[0]}/{self.secret[1]}: delete")
         lines += [f"Fleet {f}: remove {self.cluster}" for f in self.fleets]
+        lines += [f"{kind} {name}: delete" for _, kind, name, _ in self.identity]
         return lines
 
 
@@ -292,9 +317,9 @@ async def plan_unjoin(hub: KubeConnection, cluster: str) -> UnjoinPlan:
     except ApiError as exc:
         if exc.not_found:
             raise JoinError(f"no MemberCluster named {cluster!r} on the hub") from exc
-        raise _hub_error(exc) from exc
+        raise hub_error(exc) from exc
     except UnknownKind as exc:
-        raise _hub_error(exc) from exc
+        raise hub_error(exc) from exc
     ref = member.get("spec", {}).get("secretRef") or {}
     secret = (ref["namespace"], ref["name"]) if ref.get("name") else None
     names = [
@@ -302,7 +327,8 @@ async def plan_unjoin(hub: KubeConnection, cluster: str) -> UnjoinPlan:
         for f in fleets
         if cluster in (f.get("spec", {}).get("clusters") or [])
     ]
-    return UnjoinPlan(cluster, secret, names)
+    mode = str(member.get("spec", {}).get("mode") or "Push")
+    return UnjoinPlan(cluster, secret, names, mode)
 
 
 async def unjoin(hub: KubeConnection, plan: UnjoinPlan, *, dry_run: bool = False) -> None:
@@ -320,5 +346,7 @@ async def unjoin(hub: KubeConnection, plan: UnjoinPlan, *, dry_run: bool = False
         await hub.delete(API_VERSION, "MemberCluster", plan.cluster)
         if plan.secret:
             await hub.delete("v1", "Secret", plan.secret[1], plan.secret[0])
+        for api_version, kind, name, namespace in plan.identity:
+            await hub.delete(api_version, kind, name, namespace)
     except (ApiError, UnknownKind) as exc:
-        raise _hub_error(exc) from exc
+        raise hub_error(exc) from exc

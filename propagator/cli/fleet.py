@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass
 from functools import partial
@@ -11,13 +12,13 @@ from typing import Any
 
 import anyio
 
+from fleet.pulljoin import agent_kubeconfig, plan_member_unjoin, plan_pull_join, pull_join
 from fleet.registration import (
     JoinError,
     JoinPlan,
     UnjoinPlan,
     join,
     plan_join,
-    plan_unjoin,
     unjoin,
     verify_member,
 )
@@ -44,10 +45,12 @@ def register(commands: Any) -> None:
 
     j = sub.add_parser(
         "join",
-        help="store a member's kubeconfig in a Secret and create its MemberCluster",
-        description="Check the member's kubeconfig and the member itself, then write a "
-        "Secret (in the controller namespace), the MemberCluster and, with --fleet, the "
-        "fleet membership. Nothing is written if any check fails.",
+        help="join a member: its kubeconfig in a Secret (Push), or its agent's identity (Pull)",
+        description="Push (the default): check the member's kubeconfig and the member "
+        "itself, then write a Secret (in the controller namespace), the MemberCluster and, "
+        "with --fleet, the fleet membership. Pull: write the member's hub namespace, its "
+        "agent's least-privilege identity and its MemberCluster, and a kubeconfig with a "
+        "short-lived bootstrap token for its agent. Nothing is written if any check fails.",
     )
     add_join_flags(j, "--kubeconfig", "--context")
     add_setting_flags(j, _HUB_FLAGS)
@@ -68,8 +71,7 @@ def add_join_flags(parser: argparse.ArgumentParser, kubeconfig: str, context: st
         kubeconfig,
         dest="member_kubeconfig",
         type=Path,
-        required=True,
-        help="the member's kubeconfig",
+        help="the member's kubeconfig (Push; required then)",
     )
     parser.add_argument(
         context, dest="member_context", help="context of that kubeconfig (default: current)"
@@ -94,6 +96,32 @@ def add_join_flags(parser: argparse.ArgumentParser, kubeconfig: str, context: st
         help="use the member only in this namespace, which must exist (repeatable; "
         "default: the whole cluster)",
     )
+    parser.add_argument(
+        "--mode",
+        choices=("Push", "Pull"),
+        default="Push",
+        help="Push: the hub writes to the member with its kubeconfig; Pull: an agent in the "
+        "member takes its work from the hub (default: Push)",
+    )
+    parser.add_argument(
+        "--agent-kubeconfig",
+        type=Path,
+        metavar="FILE",
+        help="Pull: where to write the agent's hub kubeconfig, readable by you only "
+        "(default: NAME-hub.kubeconfig)",
+    )
+    parser.add_argument(
+        "--hub-server",
+        metavar="URL",
+        help="Pull: the hub's address as the agent reaches it (default: the one you use)",
+    )
+    parser.add_argument(
+        "--bootstrap-ttl",
+        type=int,
+        default=3600,
+        metavar="SECONDS",
+        help="Pull: lifetime of the agent's bootstrap token (600 to 86400; default 3600)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="check everything, write nothing")
     parser.set_defaults(kubeconfig_flag=kubeconfig)
 
@@ -103,7 +131,7 @@ class JoinRequest:
     """What ``join`` was asked to do (the command-line flags of either CLI)."""
 
     name: str
-    kubeconfig: Path
+    kubeconfig: Path | None
     context: str | None = None
     fleet: str | None = None
     layer: str | None = None
@@ -114,6 +142,10 @@ class JoinRequest:
     dry_run: bool = False
     kubeconfig_flag: str = "--kubeconfig"
     """The flag that named the member's kubeconfig, for the messages."""
+    mode: str = "Push"
+    agent_kubeconfig: Path | None = None
+    hub_server: str | None = None
+    bootstrap_ttl_s: int = 3600
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> JoinRequest:
@@ -130,6 +162,10 @@ class JoinRequest:
             tuple(args.namespaces),
             args.dry_run,
             args.kubeconfig_flag,
+            args.mode,
+            args.agent_kubeconfig,
+            args.hub_server,
+            args.bootstrap_ttl,
         )
 
 
@@ -159,7 +195,11 @@ def join_member(request: JoinRequest, settings: Settings, prog: str) -> int:
     """Check the member and its kubeconfig, then write its Secret, MemberCluster and
     fleet entry on the hub ``settings`` name (nothing when a check fails); prints the
     plan. Returns the exit code."""
+    if request.mode == "Pull":
+        return _join_pull(request, settings, prog)
     path, flag = request.kubeconfig, request.kubeconfig_flag
+    if path is None:
+        return _fail(prog, f"{flag} is required for a Push member (or use --mode Pull)")
     try:
         try:
             text = path.read_text()
@@ -207,13 +247,68 @@ def join_member(request: JoinRequest, settings: Settings, prog: str) -> int:
     return 0
 
 
+def _join_pull(request: JoinRequest, settings: Settings, prog: str) -> int:
+    """Join a Pull member (see :mod:`fleet.pulljoin`); writes the agent's kubeconfig."""
+    if request.kubeconfig is not None:
+        return _fail(
+            prog,
+            f"{request.kubeconfig_flag}: a Pull member's kubeconfig stays in the member "
+            "(its agent uses it); the hub holds none",
+        )
+    out = request.agent_kubeconfig or Path(f"{request.name}-hub.kubeconfig")
+    if request.hub_server is not None and not request.hub_server.startswith("https://"):
+        return _fail(prog, f"--hub-server {request.hub_server!r}: expected https://HOST[:PORT]")
+    try:
+        plan = plan_pull_join(
+            request.name,
+            fleet=request.fleet,
+            layer=request.layer,
+            region=request.region,
+            zone=request.zone,
+            labels=_labels(request.labels),
+            namespaces=request.namespaces,
+            bootstrap_ttl_s=request.bootstrap_ttl_s,
+        )
+
+        async def run() -> str:
+            hub = connect_hub(settings)
+            try:
+                token = await pull_join(hub, plan, dry_run=request.dry_run)
+            finally:
+                await hub.close()
+            if not token:
+                return ""
+            return agent_kubeconfig(
+                request.name, request.hub_server or hub.server, hub.ca_data, token
+            )
+
+        config = anyio.run(run)
+    except (KubeconfigError, JoinError) as exc:
+        return _fail(prog, str(exc))
+    _print_plan(plan.describe(), request.dry_run)
+    if config:
+        try:
+            fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as file:
+                file.write(config)
+        except OSError as exc:
+            return _fail(prog, f"--agent-kubeconfig {out}: {exc.strerror or exc}")
+        print(
+            f"The agent's hub kubeconfig (bootstrap token valid {request.bootstrap_ttl_s} s): "
+            f"{out}\nRun the agent in the member with it, e.g.:\n"
+            f"  propagator agent --agent-cluster {request.name} --agent-hub-kubeconfig {out} "
+            "--agent-member-kubeconfig MEMBER_KUBECONFIG --agent-state-dir DIR"
+        )
+    return 0
+
+
 def unjoin_member(name: str, dry_run: bool, settings: Settings, prog: str) -> int:
     """Remove the member's MemberCluster, Secret and fleet entries from the hub
     ``settings`` name; prints what goes. Returns the exit code."""
 
     async def run(hub: KubeConnection) -> UnjoinPlan:
         try:
-            plan = await plan_unjoin(hub, name)
+            plan = await plan_member_unjoin(hub, name)
             await unjoin(hub, plan, dry_run=dry_run)
         finally:
             await hub.close()
