@@ -44,7 +44,7 @@ jaeger:
 # and the chart's values.schema.json and dashboards.
 crds: install
 	$(VENV)/bin/propagator crds --output-dir charts/propagator/crds
-	$(VENV)/bin/propagator chart --output-dir charts/propagator
+	$(VENV)/bin/propagator chart --output-dir charts/propagator --agent-output-dir charts/propagator-agent
 
 # Regenerate docs/reference/ (resources, settings, metrics, commands) from the code (a unit
 # test fails on drift).

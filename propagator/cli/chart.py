@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from propagator.agent.settings import AGENT_SETTINGS, AgentSettings
 from propagator.observability.dashboards import DASHBOARDS, grafana
 from propagator.settings import Settings
 
@@ -34,6 +35,7 @@ leader election on, the probe and metrics ports from their own values, the OTLP 
 from a Secret)."""
 
 _DNS_LABEL = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+_DNS_SUBDOMAIN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 _DURATION = "^[0-9]+(ms|s|m|h)$"
 _LABELS: dict[str, Any] = {
     "type": "object",
@@ -54,6 +56,21 @@ def _strict(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[
     return out
 
 
+_IMAGE = _strict(
+    {
+        "repository": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 255,
+            "pattern": "^[a-z0-9][a-z0-9./_:-]*$",
+        },
+        "tag": {"type": "string", "maxLength": 128, "pattern": "^[A-Za-z0-9_.-]*$"},
+        "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
+    },
+    ("repository",),
+)
+
+
 def _setting(schema: dict[str, Any]) -> dict[str, Any]:
     """A setting's JSON schema as values.schema.json holds it (no titles, no formats)."""
     out = {k: v for k, v in schema.items() if k not in ("title", "format", "default")}
@@ -70,19 +87,7 @@ def values_schema() -> dict[str, Any]:
         "title": "Propagator Helm values",
         **_strict(
             {
-                "image": _strict(
-                    {
-                        "repository": {
-                            "type": "string",
-                            "minLength": 1,
-                            "maxLength": 255,
-                            "pattern": "^[a-z0-9][a-z0-9./_:-]*$",
-                        },
-                        "tag": {"type": "string", "maxLength": 128, "pattern": "^[A-Za-z0-9_.-]*$"},
-                        "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
-                    },
-                    ("repository",),
-                ),
+                "image": _IMAGE,
                 "replicas": {"type": "integer", "minimum": 1, "maximum": 10},
                 "serviceAccount": _strict(
                     {
@@ -178,6 +183,96 @@ def values_schema() -> dict[str, Any]:
     }
 
 
+AGENT_CHART_SET = frozenset(
+    {
+        "agent_cluster",
+        "agent_hub_kubeconfig",
+        "agent_hub_secret",
+        "agent_member_kubeconfig",
+        "agent_state_dir",
+        "agent_allow_namespaces",
+        "agent_allow_kinds",
+        "bind_address",
+        "metrics_port",
+        "health_port",
+    }
+)
+"""Settings the agent's chart sets itself (from ``cluster``, ``hubSecret``, ``allow`` and
+the port values)."""
+
+
+def agent_values_schema() -> dict[str, Any]:
+    """The agent chart's values.schema.json."""
+    settings = AgentSettings.model_json_schema()["properties"]
+
+    kind = _strict(
+        {
+            "group": {"type": "string", "maxLength": 253, "pattern": "^([a-z0-9.-]*)$"},
+            "kind": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 63,
+                "pattern": "^[A-Z][A-Za-z0-9]*$",
+            },
+            "resource": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 63,
+                "pattern": "^[a-z0-9][a-z0-9.-]*$",
+            },
+        },
+        ("group", "kind", "resource"),
+    )
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "title": "Propagator agent Helm values",
+        **_strict(
+            {
+                "cluster": {"type": "string", "maxLength": 44, "pattern": f"({_DNS_LABEL})|^$"},
+                "hubSecret": _strict(
+                    {
+                        "name": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": 253,
+                            "pattern": _DNS_SUBDOMAIN,
+                        }
+                    },
+                    ("name",),
+                ),
+                "image": _IMAGE,
+                "allow": _strict(
+                    {
+                        "namespaces": {
+                            "type": "array",
+                            "maxItems": 64,
+                            "uniqueItems": True,
+                            "items": {"type": "string", "pattern": _DNS_LABEL},
+                        },
+                        "kinds": {"type": "array", "maxItems": 200, "items": kind},
+                    },
+                    ("namespaces", "kinds"),
+                ),
+                "settings": _strict(
+                    {
+                        name: _setting(settings[name])
+                        for name in AGENT_SETTINGS
+                        if name not in AGENT_CHART_SET
+                    }
+                ),
+                "resources": {"type": "object"},
+                "metrics": _strict({"port": _PORT}, ("port",)),
+                "health": _strict({"port": _PORT}, ("port",)),
+                "podAnnotations": _ANNOTATIONS,
+                "nodeSelector": _LABELS,
+                "tolerations": {"type": "array", "items": {"type": "object"}},
+                "affinity": {"type": "object"},
+                "priorityClassName": {"type": "string", "maxLength": 253},
+            }
+        ),
+    }
+
+
 def register(commands: Any) -> None:
     parser = commands.add_parser(
         "chart",
@@ -186,6 +281,11 @@ def register(commands: Any) -> None:
         "(how charts/propagator is kept current with the settings and the metrics).",
     )
     parser.add_argument("--output-dir", type=Path, required=True, help="the chart directory")
+    parser.add_argument(
+        "--agent-output-dir",
+        type=Path,
+        help="the agent's chart directory (charts/propagator-agent): its values.schema.json",
+    )
     parser.set_defaults(run=_run)
 
 
@@ -197,9 +297,17 @@ def generated() -> dict[str, str]:
     return files
 
 
+def agent_generated() -> dict[str, str]:
+    """The agent chart's generated files by path (relative to the chart)."""
+    return {"values.schema.json": json.dumps(agent_values_schema(), indent=2) + "\n"}
+
+
 def _run(args: argparse.Namespace) -> int:
-    for name, text in generated().items():
-        path = args.output_dir / name
+    files = [(args.output_dir, generated())]
+    if args.agent_output_dir is not None:
+        files.append((args.agent_output_dir, agent_generated()))
+    for directory, name, text in ((d, n, t) for d, found in files for n, t in found.items()):
+        path = directory / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         print(f"wrote {path}")

@@ -18,6 +18,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from api.crd import crds
+from propagator.agent.settings import AGENT_SETTINGS, AgentSettings
 from propagator.observability.metrics import Metrics
 from propagator.settings import ENV_PREFIX, SECRET_SETTINGS, Settings
 
@@ -157,12 +158,27 @@ def settings_page() -> str:
         "or its flag (the flag wins); every bound is checked at start, and a bad value stops "
         "the controller with a message naming the setting, the value and what is allowed."
     )
+    out += _settings_table(Settings.model_fields)
+    own = {n: i for n, i in AgentSettings.model_fields.items() if n not in Settings.model_fields}
+    shared = ", ".join(f"`{ENV_PREFIX}{n.upper()}`" for n in AGENT_SETTINGS if n not in own)
     out += [
+        "",
+        "## The agent",
+        "",
+        "`propagator agent` (a Pull member's agent: [pull mode](../pull-mode.md)) reads its "
+        f"own settings below, and of those above {shared}.",
+    ]
+    out += _settings_table(own)
+    return "\n".join(out) + "\n"
+
+
+def _settings_table(fields: Mapping[str, FieldInfo]) -> list[str]:
+    out = [
         "",
         "| variable | flag | default | bounds | what it does |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for name, info in Settings.model_fields.items():
+    for name, info in fields.items():
         row = [
             f"`{ENV_PREFIX}{name.upper()}`",
             f"`--{name.replace('_', '-')}`",
@@ -171,7 +187,7 @@ def settings_page() -> str:
             _cell(info.description or ""),
         ]
         out.append("| " + " | ".join(row) + " |")
-    return "\n".join(out) + "\n"
+    return out
 
 
 # -- metrics --------------------------------------------------------------------------------

@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import json
 
-from propagator.cli.chart import CHART_SET, generated, values_schema
+from propagator.cli.chart import CHART_SET, agent_generated, generated, values_schema
 from propagator.observability.dashboards import DASHBOARDS, grafana
 from propagator.settings import Settings
 from tests.root import ROOT
 
 CHART = ROOT / "charts" / "propagator"
+AGENT_CHART = ROOT / "charts" / "propagator-agent"
 
 
 def test_generated_files_are_current() -> None:
     for name, text in generated().items():
         written = (CHART / name).read_text()
         assert json.loads(written) == json.loads(text), f"{name}: run `make crds`"
+    for name, text in agent_generated().items():
+        written = (AGENT_CHART / name).read_text()
+        assert json.loads(written) == json.loads(text), f"agent chart {name}: run `make crds`"
     on_disk = {p.name for p in (CHART / "dashboards").glob("*.json")}
     assert on_disk == {n.split("/")[1] for n in generated() if n.startswith("dashboards/")}
 
