@@ -21,6 +21,9 @@ class Panel:
     """(PromQL, legend) per line."""
     unit: str = "short"
     description: str = ""
+    pull: bool = False
+    """Its series come from Pull members (their agents, their Works): empty on a fleet
+    without one."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,18 @@ DASHBOARDS = (
                 "ops",
             ),
             Panel("Leader", (("max(propagator_leader)", "leading"),)),
+            Panel(
+                "Pull members: heartbeats, Works written, Works by state",
+                (
+                    (f"sum(rate(propagator_agent_heartbeats_total[{WINDOW}]))", "heartbeats"),
+                    _sum("propagator_work_writes_total", "cluster, operation", C),
+                    ("sum by (state) (propagator_agent_works)", "Works {{state}}"),
+                ),
+                description="The agents' heartbeats (scraped from each agent), the Works the "
+                "controller writes for Pull members, and the Works the agents hold by "
+                "state (applied, pending, failed, refused).",
+                pull=True,
+            ),
         ),
     ),
     Dashboard(

@@ -98,6 +98,11 @@ def _established(ext: Any, name: str) -> bool:
 @pytest.fixture(scope="session")
 def hub_crds(fleet: Fleet) -> list[str]:
     """Install Propagator's CRDs on the hub (as `propagator crds | kubectl apply -f -` does)."""
+    return install_crds(fleet)
+
+
+def install_crds(fleet: Fleet) -> list[str]:
+    """Install Propagator's CRDs on ``fleet``'s hub; their names, once established."""
     ext = k8s.ApiextensionsV1Api(fleet.api(local.HUB))
     names = []
     for crd in crds():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
+import re
 import subprocess
 import threading
 import urllib.error
@@ -15,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from propagator.observability.dashboards import Dashboard
 from tests.e2e.controller import free_port
 from tests.e2e.tools import built, terminate
 from tests.e2e.waiting import eventually
@@ -131,3 +133,36 @@ def scraped(prometheus: Prometheus, series: str, value: float) -> bool:
     """Whether ``series`` has been scraped with ``value``."""
     result = prometheus.query(series)["data"]["result"]
     return bool(result) and float(result[0]["value"][1]) == value
+
+
+LABEL_VALUES = re.compile(r"label_values\((?P<selector>.+),\s*(?P<label>\w+)\)")
+
+
+def substituted(prometheus: Prometheus, dashboard: Dashboard) -> tuple[dict[str, str], list[str]]:
+    """Each variable's "All" value as Grafana writes a multi-value regex — ``(a|b)`` — and
+    the variables that list nothing."""
+    values: dict[str, str] = {}
+    empty = []
+    for variable in dashboard.variables:
+        query = variable.query
+        for name, value in values.items():
+            query = query.replace(f"${name}", value)
+        match = LABEL_VALUES.fullmatch(query)
+        assert match is not None, (dashboard.title, variable.query)
+        listed = prometheus.label_values(match["selector"], match["label"])
+        if not listed:
+            empty.append(f"{dashboard.title}: variable ${variable.name}")
+        # regex-escaped, then escaped again for PromQL's double-quoted string
+        values[variable.name] = "(" + "|".join(promql_regex(v) for v in listed) + ")"
+    return values, empty
+
+
+def promql_regex(value: str) -> str:
+    return re.escape(value).replace("\\", "\\\\")
+
+
+def with_values(expr: str, values: dict[str, str]) -> str:
+    """``expr`` with each ``$variable`` replaced by its value."""
+    for name, value in values.items():
+        expr = expr.replace(f"${name}", value)
+    return expr

@@ -6,7 +6,6 @@ alert fires for the stopped member."""
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,12 +17,12 @@ from kubernetes import client as k8s
 
 from fleet.local import HUB
 from fleet.local.kwok import UNREADY_ANNOTATION
-from propagator.observability.dashboards import DASHBOARDS, Dashboard
+from propagator.observability.dashboards import DASHBOARDS
 from tests.e2e.conftest import Fleet
 from tests.e2e.controller import Controller
 from tests.e2e.manifests import config_map, deployment
 from tests.e2e.outage import all_back, stopped
-from tests.e2e.prometheus import Prometheus, prometheus_dir
+from tests.e2e.prometheus import Prometheus, prometheus_dir, substituted, with_values
 from tests.e2e.propagation.test_propagation import (
     ENV,
     MEMBERS,
@@ -44,7 +43,6 @@ NS, CANARY_NS, QUOTA_NS = "dash", "dash-canary", "dash-quota"
 APPS = ((NS, "web"), (NS, "settings"), (CANARY_NS, "web"), (QUOTA_NS, "fits"), (QUOTA_NS, "late"))
 TENANT = "dash-team"
 CANARY_CLUSTER, VICTIM = MEMBERS[0], MEMBERS[2]
-LABEL_VALUES = re.compile(r"label_values\((?P<selector>.+),\s*(?P<label>\w+)\)")
 
 
 def _quick_rules(data: Path) -> Path:
@@ -232,40 +230,16 @@ def _heal_drift_and_stop_a_member(
     assert "PropagatorNoLeader" not in {s["metric"]["alertname"] for s in firing}
 
 
-def _substituted(prometheus: Prometheus, dashboard: Dashboard) -> tuple[dict[str, str], list[str]]:
-    """Each variable's "All" value as Grafana writes a multi-value regex — ``(a|b)`` — and
-    the variables that list nothing."""
-    values: dict[str, str] = {}
-    empty = []
-    for variable in dashboard.variables:
-        query = variable.query
-        for name, value in values.items():
-            query = query.replace(f"${name}", value)
-        match = LABEL_VALUES.fullmatch(query)
-        assert match is not None, (dashboard.title, variable.query)
-        listed = prometheus.label_values(match["selector"], match["label"])
-        if not listed:
-            empty.append(f"{dashboard.title}: variable ${variable.name}")
-        # regex-escaped, then escaped again for PromQL's double-quoted string
-        values[variable.name] = "(" + "|".join(_promql_regex(v) for v in listed) + ")"
-    return values, empty
-
-
-def _promql_regex(value: str) -> str:
-    return re.escape(value).replace("\\", "\\\\")
-
-
 def _without_data(prometheus: Prometheus) -> list[str]:
     """ "dashboard: panel: query" of every query that returns no series."""
     missing = []
     for dashboard in DASHBOARDS:
-        values, empty = _substituted(prometheus, dashboard)
+        values, empty = substituted(prometheus, dashboard)
         missing += empty
-        for panel in dashboard.panels:
+        # (a Pull member's panels: proven in tests/e2e/pull/, on a fleet that has one)
+        for panel in (p for p in dashboard.panels if not p.pull):
             for expr, _ in panel.targets:
-                promql = expr
-                for name, value in values.items():
-                    promql = promql.replace(f"${name}", value)
+                promql = with_values(expr, values)
                 if not prometheus.series(promql):
                     missing.append(f"{dashboard.title}: {panel.title}: {promql}")
     return missing
