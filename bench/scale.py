@@ -645,12 +645,28 @@ def main() -> None:
             action="store_true",
             help="register each far cluster as used only in its own namespace",
         )
+        parser.add_argument(
+            "--pull",
+            action="store_true",
+            help="the far clusters as Pull members, their agents simulated (bench.pullscale)",
+        )
 
     args = arguments(__doc__, "100 clusters only", more)
     sizes = [100] if args.quick else [int(n) for n in args.clusters.split(",")]
     # Each far cluster is a few connections on both ends of its proxy.
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if args.pull:
+        from bench import pullscale  # (it builds on this module)
+
+        with tempfile.TemporaryDirectory(prefix="bench-scale-pull-") as tmp:
+            pulled = [pullscale.run_size(n, args.latency_ms / 1000, Path(tmp)) for n in sizes]
+        print(
+            f"{OBJECTS} objects per cluster, {args.latency_ms:g} ms added per request between "
+            f"each agent and the hub, concurrency {CONCURRENCY}"
+        )
+        emit(pulled, pullscale.COLUMNS, args.json)
+        return
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         for count in sizes:
