@@ -25,6 +25,7 @@ BENCHES = (
     "bench.fanout",
     "bench.propagation",
     "bench.scale",
+    "bench.pull",
     "bench.failover",
     "bench.canary",
     "bench.waves",

@@ -59,8 +59,15 @@ objects, its caches' first list), and there is no watched loop (those caches see
 namespace's writes) and no slow member (its applications write into namespaces of their
 own).
 
+With ``--pull`` the far clusters are Pull members instead: no kubeconfig on the hub, each
+one's agent (the real one, with its own hub identity) a task of one process beside the
+members, reaching the hub through its own proxy adding the latency; the controller's
+time to see them all Ready, the hub's API requests per second at rest and in the
+application's rollout, the Work writes, and the rollout against the servers' limit in the
+same run and against the Push figure ``--limited`` recorded (``bench/pullscale.py``).
+
     python -m bench.scale [--quick] [--json] [--clusters 100,300,1000] [--latency-ms MS]
-                          [--limited]
+                          [--limited] [--pull]
 """
 
 from __future__ import annotations

@@ -44,8 +44,9 @@ from propagator.work.workobject import WorkRefused, cluster_work, work_status
 log = logging.getLogger(__name__)
 
 REPORT_DELAY_S = 1.0
-"""A report waits this long after what changed it: a rollout's status changes come in
-bursts, and one status write per Work a second is plenty."""
+"""A report of objects' changes waits this long after the first (a rollout's status
+changes come in bursts: one status write per Work a second is plenty); a sync's outcome
+is reported at once."""
 
 
 class Agent:
@@ -131,7 +132,7 @@ class Agent:
             self._report_soon(route.refresh)
 
     def _synced(self, app: str, _settled: bool = False) -> None:
-        self._report_soon(app)
+        self.reports.add(app)
 
     # -- the hub ----------------------------------------------------------------------
 
@@ -141,9 +142,8 @@ class Agent:
             app = str(((old or {}).get("spec") or {}).get("application") or "")
             self._forget(app)  # the hub sent its removal first: nothing left to do
             return
-        if (old or {}).get("metadata", {}).get("generation") == obj["metadata"].get(
-            "generation"
-        ) and old is not None:
+        generation = obj["metadata"].get("generation")
+        if old is not None and old["metadata"].get("generation") == generation:
             return  # its status (our own write)
         self._take(obj)
 
@@ -185,7 +185,7 @@ class Agent:
         revision = revision or str((obj.get("spec") or {}).get("revision") or "")[:128]
         self._refused[app] = SyncState(revision, failed=True, error=message[:4096])
         self.metrics.applies.labels(self.cluster, "failed").inc()
-        self._report_soon(app)
+        self.reports.add(app)
 
     def _forget(self, app: str) -> None:
         self.table.forget(app)
@@ -195,7 +195,7 @@ class Agent:
         self._reported.pop(name, None)
 
     def _report_soon(self, app: str) -> None:
-        self.reports.add_after(app, REPORT_DELAY_S)
+        self.reports.add_soon(app, REPORT_DELAY_S)
 
     def _live(self, app: str) -> list[dict[str, Any]]:
         """The member's cached copies of the application's objects."""
