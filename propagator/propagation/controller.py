@@ -264,6 +264,8 @@ class PropagationController:
             self.metrics,
             self._refresh,
             functools.partial(drift_event, self.hub),
+            # Each one write to the hub: as many at once as member operations may be.
+            workers=settings.max_concurrency,
         )
         self.view = RegistryView(
             self.registry, self.manager.monitors, self.table, self.interpreters, self.pull

@@ -13,6 +13,7 @@ Work's current generation and the revision the hub wants. A Work nobody wants an
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -44,7 +45,9 @@ log = logging.getLogger(__name__)
 
 WORK_MANAGER = "propagator-work"
 """The field manager of the Works the hub writes."""
-WORKERS = 4
+MAX_WORK_BYTES = 1024 * 1024
+"""A Work's size at most (its JSON): etcd keeps an object within 1.5 MiB by default, and
+the API server adds its metadata and managed fields."""
 SWEEP_EVERY_S = 60.0
 
 
@@ -74,11 +77,13 @@ class PullWorks:
         metrics: Metrics,
         on_result: Callable[[str, bool], None],
         on_drift: Callable[[ClusterWork, Sequence[str]], Awaitable[None]] | None = None,
+        workers: int = 16,
     ) -> None:
         """``on_result(app, settled)``: an agent reported on ``app`` (``settled``: its
         cluster is in line or failed where it was neither); ``on_drift``: told of drift
-        an agent found first."""
+        an agent found first; ``workers``: Works written at once."""
         self.hub, self.table, self.metrics = hub, table, metrics
+        self.workers = workers
         self.on_result, self.on_drift = on_result, on_drift
         self.queue = WorkQueue()
         self.works = Informer(
@@ -136,8 +141,40 @@ class PullWorks:
         if existing is not None and _same_spec(existing, desired):
             self._take(existing)  # written before (this controller, or one before it)
             return
+        size = len(json.dumps(desired, separators=(",", ":")))
+        if size > MAX_WORK_BYTES:
+            self._refused(
+                work,
+                f"its objects for Pull member {cluster} are {size / 2**20:.1f} MiB; a Work "
+                f"holds at most {MAX_WORK_BYTES / 2**20:g} MiB (one object on the hub): "
+                "nothing was sent",
+            )
+            return
         self.metrics.work_writes.labels(cluster, "apply").inc()
-        await self.hub.apply(desired, field_manager=WORK_MANAGER)
+        try:
+            await self.hub.apply(desired, field_manager=WORK_MANAGER)
+        except ApiError as exc:
+            if exc.retryable:
+                raise
+            self._refused(work, f"the hub refused its Work: {exc}")
+
+    def _refused(self, work: ClusterWork, reason: str) -> None:
+        """The cluster's Work cannot be written (until its work changes): it failed."""
+        state = self.table.state(work.app, work.cluster)
+        if state is None or self.table.get(work.app, work.cluster) != work:
+            return
+        was_pending = not state.applied and not state.failed
+        self.table.record_failure(
+            work.app,
+            work.cluster,
+            state,
+            reason,
+            within_retries=False,
+            over_quota=False,
+            now=time.monotonic(),
+        )
+        self.metrics.applies.labels(work.cluster, "failed").inc()
+        self.on_result(work.app, was_pending)
 
     async def _delete(self, namespace: str, name: str, cluster: str) -> None:
         self.metrics.work_writes.labels(cluster, "delete").inc()
@@ -198,16 +235,7 @@ class PullWorks:
         taken = reported(obj)
         if taken.problem is not None:
             if state.error != taken.problem:
-                self.table.record_failure(
-                    app,
-                    cluster,
-                    state,
-                    taken.problem,
-                    within_retries=False,
-                    over_quota=False,
-                    now=time.monotonic(),
-                )
-                self.on_result(app, False)
+                self._refused(work, taken.problem)
             return
         status = taken.status
         if status is None:
@@ -292,7 +320,7 @@ class PullWorks:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.works.run)
-                for _ in range(WORKERS):
+                for _ in range(self.workers):
                     tg.start_soon(self._worker)
                 tg.start_soon(self._sweep)
                 tg.start_soon(self._drifts)

@@ -66,6 +66,8 @@ def test_hub_accepts_every_example(
     if doc["kind"] == "Namespace":
         fleet.ensure_namespace(doc["metadata"]["name"])
         return
+    if namespace := doc["metadata"].get("namespace"):  # (the Work's: a Pull member's)
+        fleet.ensure_namespace(namespace)
     # A name of its own: other tests may hold objects named like the examples.
     doc = {**doc, "metadata": {**doc["metadata"], "name": f"example-{doc['metadata']['name']}"}}
     if doc["kind"] == "ResourceInterpreter":  # its name is its kind's: a kind of its own
@@ -118,7 +120,16 @@ def test_kubectl_shows_columns_and_descriptions(
         assert "fleet.propagator.io/example-prod" in listed.stdout
 
         header = _kubectl(fleet, "get", "mc").stdout.splitlines()[0].split()
-        assert header == ["NAME", "READY", "LAYER", "REGION", "VERSION", "CPU-AVAILABLE", "AGE"]
+        assert header == [
+            "NAME",
+            "READY",
+            "MODE",
+            "LAYER",
+            "REGION",
+            "VERSION",
+            "CPU-AVAILABLE",
+            "AGE",
+        ]
         wide = _kubectl(fleet, "get", "mc", "-o", "wide").stdout.splitlines()[0].split()
         assert wide[-3:] == ["ZONE", "PROVIDER", "NODES"]
 

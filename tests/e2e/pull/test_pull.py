@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import stat
 import subprocess
 import time
@@ -605,6 +606,50 @@ def test_the_agent_refuses_what_its_member_does_not_allow(
     custom(fleet).delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "web")
 
 
+def test_a_work_too_large_for_the_hub_fails_the_pull_member_alone(
+    mixed: Mixed, controller: Controller, agent: AgentProcess
+) -> None:
+    fleet, ns = mixed.fleet, "large"
+    fleet.ensure_namespace(ns)
+    # ~1.7 MiB of selected hub objects for each member: within what the controller renders
+    # (4 MiB for all clusters), beyond what one Work may hold
+    for i in range(2):
+        fleet.core(HUB).create_namespaced_config_map(
+            ns,
+            {
+                "metadata": {"name": f"big-{i}", "labels": {"size": "big"}},
+                "data": {"blob": "x" * 900_000},
+            },
+        )
+    app = application(ns, [])
+    app["spec"]["resources"] = {
+        "selectors": [
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "labelSelector": {"matchLabels": {"size": "big"}},
+            }
+        ]
+    }
+    create(fleet, app)
+
+    def too_large(a: dict[str, Any]) -> bool:
+        return "a Work holds at most 1 MiB" in line(a, PULL).get("lastError", "")
+
+    done = wait_ap(fleet, ns, "refused for member-2, applied on member-1", too_large)
+    said = line(done, PULL)["lastError"]
+    assert re.match(rf"its objects for Pull member {PULL} are 1\.\d MiB; a Work holds", said)
+    eventually(lambda: line(get_ap(fleet, ns), PUSH).get("applied") is True or None, "on member-1")
+    assert config_data(fleet, PUSH, ns, "big-1") is not None
+    assert config_data(fleet, PULL, ns, "big-0") is None
+    with pytest.raises(k8s.ApiException) as absent:
+        custom(fleet).get_namespaced_custom_object(
+            GROUP, VERSION, pull_namespace(PULL), "works", f"{ns}.web"
+        )
+    assert absent.value.status == 404
+    custom(fleet).delete_namespaced_custom_object(GROUP, VERSION, ns, PLURAL, "web")
+
+
 def test_a_stopped_agent_fails_over_and_back(
     mixed: Mixed, controller: Controller, agent: AgentProcess
 ) -> None:
@@ -615,10 +660,11 @@ def test_a_stopped_agent_fails_over_and_back(
             ns,
             [web(ns, 4)],
             placement={"replicas": {"mode": "Divided"}},
+            # (failing back 15 s after it is Ready: its removal there shows first)
             failover={
                 "clusterUnreachableAfter": "2s",
                 "failback": "WhenReady",
-                "failbackAfter": "3s",
+                "failbackAfter": "15s",
             },
         ),
     )
@@ -627,8 +673,14 @@ def test_a_stopped_agent_fails_over_and_back(
     eventually(lambda: ready_condition(fleet, PULL).get("status") == "False" or None, "NotReady")
     assert "has not renewed Lease" in ready_condition(fleet, PULL)["message"]
     wait_ap(fleet, ns, "all 4 on member-1", lambda a: placed(a) == {PUSH: 4} and available(a))
+    # its Work now empty: what ran on member-2 is removed once its agent is back
+    work = custom(fleet).get_namespaced_custom_object(
+        GROUP, VERSION, pull_namespace(PULL), "works", f"{ns}.web"
+    )
+    assert work["spec"].get("objects", []) == []
     agent.start()
     eventually(lambda: ready_condition(fleet, PULL).get("status") == "True" or None, "Ready again")
+    eventually(lambda: "web" not in deployments(fleet, PULL, ns) or None, "removed from member-2")
     wait_ap(fleet, ns, "2:2 again", lambda a: placed(a) == {PUSH: 2, PULL: 2} and available(a))
 
 

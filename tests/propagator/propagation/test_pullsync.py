@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
+
 from kube.connection import KubeConnection
 from kube.kubeconfig import Credentials
 from kube.session import ConnectionOptions
@@ -122,3 +124,22 @@ def test_health_is_judged_from_what_the_agent_reported() -> None:
     assert live["status"] == {"ready": 1}
     h.pull._on_work("DELETED", obj, None)
     assert cache.get("shop/web") is None
+
+
+def test_a_work_too_large_for_the_hub_fails_its_cluster_and_sends_nothing() -> None:
+    h = Harness()
+    big = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"}}
+    objects = tuple(
+        {**big, "metadata": {"name": f"big-{i}"}, "data": {"x": "y" * 300_000}} for i in range(4)
+    )
+    work = ClusterWork(APP, CLUSTER, objects, "r1", frozenset(), SyncPolicy())
+    h.table.set_work(APP, {CLUSTER: work}, now=0, recheck_after_s=60)
+    anyio.run(h.pull._publish, f"{CLUSTER}/{APP}")  # no hub call: it would fail here
+    state = h.table.state(APP, CLUSTER)
+    assert state is not None
+    assert state.failed
+    assert state.error == (
+        "its objects for Pull member edge are 1.1 MiB; a Work holds at most 1 MiB "
+        "(one object on the hub): nothing was sent"
+    )
+    assert h.results == [(APP, True)]
