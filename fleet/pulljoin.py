@@ -16,9 +16,6 @@ from typing import Any
 
 import yaml
 
-from api.common import API_VERSION
-from api.fleet import Fleet
-from api.membercluster import MemberCluster
 from api.work import AGENT_LEASE, WORK_LABEL, pull_name_problem, pull_namespace
 from fleet.registration import (
     JOIN_MANAGER,
@@ -26,11 +23,10 @@ from fleet.registration import (
     JoinError,
     UnjoinPlan,
     add_to_fleet,
-    check_labels,
     hub_error,
     member_spec,
     plan_unjoin,
-    validate_model,
+    planned_member,
 )
 from kube.connection import KubeConnection
 from kube.discovery import UnknownKind
@@ -130,21 +126,8 @@ def plan_pull_join(
             f"--bootstrap-ttl={bootstrap_ttl_s}: must be {MIN_BOOTSTRAP_TTL_S} to "
             f"{MAX_BOOTSTRAP_TTL_S} seconds"
         )
-    check_labels(labels or {})
     spec = {"mode": "Pull"} | member_spec(layer, region, zone, namespaces)
-    member = {
-        "apiVersion": API_VERSION,
-        "kind": "MemberCluster",
-        "metadata": {"name": name, "labels": dict(labels or {})},
-        "spec": spec,
-    }
-    validate_model(MemberCluster, member)
-    if fleet:
-        validate_model(
-            Fleet,
-            {"kind": "Fleet", "metadata": {"name": fleet}, "spec": {"clusters": [name]}},
-            flag="--fleet",
-        )
+    member = planned_member(name, spec, labels or {}, fleet)
     ns = pull_namespace(name)
     mine = {WORK_LABEL: name}
     subject = {"kind": "ServiceAccount", "name": AGENT_SERVICE_ACCOUNT, "namespace": ns}

@@ -118,11 +118,28 @@ class JoinPlan:
         return lines
 
 
-def check_labels(labels: dict[str, str]) -> None:
-    """Raise JoinError naming the first ``--label`` Kubernetes would refuse."""
+def planned_member(
+    name: str, spec: dict[str, Any], labels: dict[str, str], fleet: str | None
+) -> dict[str, Any]:
+    """The MemberCluster a join writes, checked with its labels and ``--fleet`` (raises
+    JoinError naming the flag)."""
     for key, value in labels.items():
         if problem := label_error(key, value):
             raise JoinError(f"--label {key}={value}: {problem}")
+    member = {
+        "apiVersion": API_VERSION,
+        "kind": "MemberCluster",
+        "metadata": {"name": name, "labels": dict(labels)},
+        "spec": spec,
+    }
+    validate_model(MemberCluster, member)
+    if fleet:
+        validate_model(
+            Fleet,
+            {"kind": "Fleet", "metadata": {"name": fleet}, "spec": {"clusters": [name]}},
+            flag="--fleet",
+        )
+    return member
 
 
 def member_spec(
@@ -151,23 +168,9 @@ def plan_join(
     namespaces: tuple[str, ...] = (),
 ) -> JoinPlan:
     """Build and validate the Secret and MemberCluster of a join (raises JoinError)."""
-    check_labels(labels or {})
-    spec: dict[str, Any] = {
-        "secretRef": {"namespace": namespace, "name": secret_name(name), "key": "kubeconfig"}
-    } | member_spec(layer, region, zone, namespaces)
-    member = {
-        "apiVersion": API_VERSION,
-        "kind": "MemberCluster",
-        "metadata": {"name": name, "labels": dict(labels or {})},
-        "spec": spec,
-    }
-    validate_model(MemberCluster, member)
-    if fleet:
-        validate_model(
-            Fleet,
-            {"kind": "Fleet", "metadata": {"name": fleet}, "spec": {"clusters": [name]}},
-            flag="--fleet",
-        )
+    ref = {"namespace": namespace, "name": secret_name(name), "key": "kubeconfig"}
+    spec = {"secretRef": ref} | member_spec(layer, region, zone, namespaces)
+    member = planned_member(name, spec, labels or {}, fleet)
     secret = {
         "apiVersion": "v1",
         "kind": "Secret",

@@ -35,6 +35,7 @@ from propagator.observability.metrics import Metrics
 from propagator.propagation.membersync import MemberSync
 from propagator.propagation.routing import route_member_event
 from propagator.runtime.memberregistry import Member, MemberRegistry
+from propagator.runtime.statuswrites import status_not_written
 from propagator.runtime.workqueue import WorkQueue
 from propagator.settings import Settings
 from propagator.work.objects import member_selector, owner_label_of
@@ -241,19 +242,6 @@ class Agent:
         self.metrics.status_writes.labels("Work status").inc()
         self._count()
 
-    async def _reporter(self) -> None:
-        while (app := await self.reports.get()) is not None:
-            try:
-                await self._report(app)
-            except ApiError as exc:
-                log.warning("status of %s not reported to the hub: %s", app, exc)
-                self.reports.retry(app)
-            except Exception:
-                log.exception("status of %s not reported to the hub", app)
-                self.reports.retry(app)
-            finally:
-                self.reports.done(app)
-
     async def _resync(self) -> None:
         """Every ``resync_period_s``, each Work taken again: a cluster whose last sync is
         that old is synced again (what the watch caches cannot show, as on the hub)."""
@@ -289,7 +277,12 @@ class Agent:
                 await tg.start(self.registry.run)
                 self.registry.sync({self.cluster: self.monitor})
                 tg.start_soon(self.works.run)
-                tg.start_soon(self._reporter)
+                tg.start_soon(
+                    self.reports.serve,
+                    self._report,
+                    (ApiError,),
+                    status_not_written("Work", log),
+                )
                 tg.start_soon(self._resync)
                 task_status.started()
         finally:

@@ -24,7 +24,7 @@ from propagator.agent.identity import HubIdentity, IdentityError
 from propagator.agent.settings import AGENT_SETTINGS, AgentSettings
 from propagator.observability import logs
 from propagator.observability.metrics import Metrics
-from propagator.observability.server import health_routes, metrics_routes, serve
+from propagator.observability.server import endpoints
 from propagator.runtime import eventloop
 from propagator.settings import SettingsError, add_setting_flags, load_settings
 
@@ -114,19 +114,14 @@ async def run_agent(settings: AgentSettings) -> None:
         duration_s=settings.agent_lease_duration_s,
         probe_timeout_s=settings.probe_timeout_s,
     )
-    servers = []
-    if settings.metrics_port:
-        servers.append(
-            serve(settings.bind_address, settings.metrics_port, metrics_routes(metrics.registry))
-        )
-    if settings.health_port:
-        servers.append(
-            serve(
-                settings.bind_address,
-                settings.health_port,
-                health_routes(lambda: None, agent.ready),
-            )
-        )
+    servers = endpoints(
+        settings.bind_address,
+        settings.metrics_port,
+        settings.health_port,
+        metrics.registry,
+        lambda: None,
+        agent.ready,
+    )
     log.info(
         "agent of %s: hub %s, member %s; allowed namespaces: %s; kinds: %s",
         cluster,

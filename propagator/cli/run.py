@@ -19,7 +19,7 @@ from propagator.fleetmanager import FleetManager
 from propagator.observability import logs
 from propagator.observability.liveness import Liveness
 from propagator.observability.metrics import Metrics
-from propagator.observability.server import health_routes, metrics_routes, serve
+from propagator.observability.server import endpoints
 from propagator.observability.tracing import configure_tracing, shutdown_tracing
 from propagator.propagation.controller import PropagationController
 from propagator.runtime import collector, eventloop
@@ -77,19 +77,14 @@ async def run_controller(settings: Settings, profile: Profile) -> None:
             return "the fleet manager's hub watches have not listed yet"
         return controller.not_ready()
 
-    servers = []
-    if settings.metrics_port:
-        servers.append(
-            serve(settings.bind_address, settings.metrics_port, metrics_routes(metrics.registry))
-        )
-    if settings.health_port:
-        servers.append(
-            serve(
-                settings.bind_address,
-                settings.health_port,
-                health_routes(liveness.problem, not_ready),
-            )
-        )
+    servers = endpoints(
+        settings.bind_address,
+        settings.metrics_port,
+        settings.health_port,
+        metrics.registry,
+        liveness.problem,
+        not_ready,
+    )
     try:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async with anyio.create_task_group() as tg:

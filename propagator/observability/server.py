@@ -67,3 +67,21 @@ def health_routes(
         "/healthz": lambda: _check(live, 500, "not live"),
         "/readyz": lambda: _check(ready, 503, "not ready"),
     }
+
+
+def endpoints(
+    address: str,
+    metrics_port: int,
+    health_port: int,
+    registry: CollectorRegistry,
+    live: Callable[[], str | None],
+    ready: Callable[[], str | None],
+) -> list[ThreadingHTTPServer]:
+    """``/metrics`` on ``metrics_port`` and ``/healthz``, ``/readyz`` on ``health_port``
+    (0: that one off), started; the caller shuts them down."""
+    servers = []
+    if metrics_port:
+        servers.append(serve(address, metrics_port, metrics_routes(registry)))
+    if health_port:
+        servers.append(serve(address, health_port, health_routes(live, ready)))
+    return servers

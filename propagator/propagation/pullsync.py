@@ -185,19 +185,6 @@ class PullWorks:
                 raise
         self._drop_report(cluster, f"{namespace}/{name}")
 
-    async def _worker(self) -> None:
-        while (key := await self.queue.get()) is not None:
-            try:
-                await self._publish(key)
-            except ApiError as exc:
-                log.warning("Work %s not written: %s", key, exc)
-                self.queue.retry(key)
-            except Exception:
-                log.exception("Work %s not written", key)
-                self.queue.retry(key)
-            finally:
-                self.queue.done(key)
-
     async def _sweep(self) -> None:
         """Delete the Works of applications that no longer want their cluster."""
         while True:
@@ -321,13 +308,18 @@ class PullWorks:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.works.run)
                 for _ in range(self.workers):
-                    tg.start_soon(self._worker)
+                    tg.start_soon(self.queue.serve, self._publish, (ApiError,), _not_written)
                 tg.start_soon(self._sweep)
                 tg.start_soon(self._drifts)
                 task_status.started()
         finally:
             self.queue.shut_down()
             self.works.stop()
+
+
+def _not_written(key: str, exc: Exception) -> bool:
+    log.warning("Work %s not written (retried): %s", key, exc)
+    return True
 
 
 def _same_spec(existing: dict[str, Any], desired: dict[str, Any]) -> bool:
