@@ -18,7 +18,10 @@ runs as a child process and holds no connection to any member. For each N it pri
   API requests meanwhile and per second; beside it the servers' limit — the same writes by
   a bare loop straight to the members at the same concurrency, in the same run — and the
   Push figure for the same N recorded by ``bench.scale --limited`` on this machine (its
-  date and commit).
+  date and commit);
+- the CPU seconds each part used during the bare loops and the rollout (members, hub,
+  the bare loop or the controller, the agents' process, the latency proxies) and the
+  cores they kept busy: what the rollout's time is spent on.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import anyio
 import yaml
 from kubernetes import client as k8s
 
+from bench.cpu import CPU_COLUMNS, cpu_by_part, cpu_row
 from bench.latency_proxy import LatencyProxy
 from bench.propagation import Controller, _setup_crds, _wait
 from bench.report import RESULTS
@@ -87,6 +91,10 @@ def _join_all(state: local.FleetState, count: int) -> list[str]:
 
 def _hub_requests(state: local.FleetState) -> float:
     return local_cluster.counted(local_cluster.metrics(state.hub), "apiserver_request_total")
+
+
+def _cpu(agents: subprocess.Popen[bytes]) -> float:
+    return process.cpu_seconds_of(agents.pid)
 
 
 def _pushed(count: int) -> dict[str, Any] | None:
@@ -191,7 +199,9 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         }
         requests = _hub_requests(state)
         work_writes = controller.metric("propagator_work_writes_total")
+        before = {**cpu_by_part(state, controller.cpu_s), "agents": _cpu(agents)}
         applied_s = _application(hub, count)
+        after = {**cpu_by_part(state, controller.cpu_s), "agents": _cpu(agents)}
         rollout_requests = _hub_requests(state) - requests
         servers = _servers_limit(state, count, "bare loop, after the rollout", limited=True)
         push = _pushed(count)
@@ -209,6 +219,11 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
             "ratio": applied_s / min(alone["wall_s"], servers["wall_s"]),
             "push_applied_s": push["applied_s"] if push else None,
             "push_recorded": f"{push['date']} {push['commit']}" if push else "not recorded",
+            "cpu": [
+                {**alone, "agents_cpu_s": 0.0},
+                cpu_row(before, after, applied_s, clusters=count, phase="rollout"),
+                {**servers, "agents_cpu_s": 0.0},
+            ],
         }
     finally:
         if agents is not None:
@@ -221,6 +236,16 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         hub.close()
         local.down(state)
 
+
+CPU = [
+    ("clusters", "clusters"),
+    ("phase", "phase"),
+    *CPU_COLUMNS[:3],
+    ("own_cpu_s", "own (bare loop or controller)"),
+    ("agents_cpu_s", "agents"),
+    *CPU_COLUMNS[4:],
+]
+"""CPU seconds by part (bench.cpu's, and the agents' process)."""
 
 COLUMNS = [
     ("clusters", "Pull clusters"),

@@ -672,7 +672,11 @@ def main() -> None:
             f"{OBJECTS} objects per cluster, {args.latency_ms:g} ms added per request between "
             f"each agent and the hub, concurrency {CONCURRENCY}"
         )
+        cpu = [row for r in pulled for row in r.pop("cpu")]
         emit(pulled, pullscale.COLUMNS, args.json)
+        print()
+        print("CPU seconds while the bare loops write and the controller's rollout writes")
+        emit(cpu, pullscale.CPU, args.json)
         return
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
