@@ -126,6 +126,9 @@ class WorkSpec(KubeModel):
     """Where each kind among the objects keeps its replicas."""
     retry: WorkRetry = Field(default_factory=WorkRetry)
     """How the agent retries a sync that failed in a way worth retrying."""
+    report_kinds: list[str] = Field(default_factory=list, max_length=500)
+    """``apiVersion/kind`` of the objects whose copies the agent reports (those the hub
+    judges by rules: health, reflected status); the others' outcome is enough."""
 
 
 class WorkStatus(KubeModel):

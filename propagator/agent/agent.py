@@ -40,7 +40,7 @@ from propagator.runtime.workqueue import WorkQueue
 from propagator.settings import Settings
 from propagator.work.objects import member_selector, owner_label_of
 from propagator.work.table import SyncState, WorkTable
-from propagator.work.workobject import WorkRefused, cluster_work, work_status
+from propagator.work.workobject import WorkRefused, cluster_work, report_kinds, work_status
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +101,8 @@ class Agent:
         """By Work name: the status last written (reportedAt aside)."""
         self._refused: dict[str, SyncState] = {}
         """By application: the Work refused whole (with why), not synced."""
+        self._report_kinds: dict[str, frozenset[str]] = {}
+        """By application: the kinds whose copies its Work asks to be reported."""
 
     # -- the member -------------------------------------------------------------------
 
@@ -167,6 +169,7 @@ class Agent:
             self._refuse(work.app, name, obj, message, work.revision)
             return
         self._refused.pop(work.app, None)
+        self._report_kinds[work.app] = report_kinds(obj)
         due = self.table.set_work(
             work.app,
             {self.cluster: work},
@@ -192,6 +195,7 @@ class Agent:
         self.table.forget(app)
         self.sync.forget(app)
         self._refused.pop(app, None)
+        self._report_kinds.pop(app, None)
         name, _ = self._generations.pop(app, ("", None))
         self._reported.pop(name, None)
 
@@ -199,13 +203,18 @@ class Agent:
         self.reports.add_soon(app, REPORT_DELAY_S)
 
     def _live(self, app: str) -> list[dict[str, Any]]:
-        """The member's cached copies of the application's objects."""
+        """The member's cached copies of the application's objects of the kinds its Work
+        asks to be reported."""
         member, work = self.member, self.table.get(app, self.cluster)
         if member is None or work is None:
             return []
+        kinds = self._report_kinds.get(app, frozenset())
         found = []
         for obj in work.objects:
-            cache = member.cached(str(obj.get("apiVersion")), str(obj.get("kind")))
+            api_version, kind = str(obj.get("apiVersion")), str(obj.get("kind"))
+            if f"{api_version}/{kind}" not in kinds:
+                continue
+            cache = member.cached(api_version, kind)
             if cache is None:
                 continue
             meta = obj.get("metadata") or {}

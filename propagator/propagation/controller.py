@@ -266,6 +266,7 @@ class PropagationController:
             functools.partial(drift_event, self.hub),
             # Each one write to the hub: as many at once as member operations may be.
             workers=settings.max_concurrency,
+            interprets=self.interpreters.interprets,
         )
         self.view = RegistryView(
             self.registry, self.manager.monitors, self.table, self.interpreters, self.pull

@@ -78,11 +78,14 @@ class PullWorks:
         on_result: Callable[[str, bool], None],
         on_drift: Callable[[ClusterWork, Sequence[str]], Awaitable[None]] | None = None,
         workers: int = 16,
+        interprets: Callable[[str, str], bool] = lambda _v, _k: True,
     ) -> None:
         """``on_result(app, settled)``: an agent reported on ``app`` (``settled``: its
         cluster is in line or failed where it was neither); ``on_drift``: told of drift
-        an agent found first; ``workers``: Works written at once."""
+        an agent found first; ``workers``: Works written at once; ``interprets(apiVersion,
+        kind)``: whether the kind's copies matter (its health or status rules)."""
         self.hub, self.table, self.metrics = hub, table, metrics
+        self.interprets = interprets
         self.workers = workers
         self.on_result, self.on_drift = on_result, on_drift
         self.queue = WorkQueue()
@@ -137,7 +140,8 @@ class PullWorks:
             if existing is not None:
                 await self._delete(namespace, name, cluster)
             return
-        desired = work_object(work)
+        kinds = {(str(o.get("apiVersion")), str(o.get("kind"))) for o in work.objects}
+        desired = work_object(work, (f"{v}/{k}" for v, k in kinds if self.interprets(v, k)))
         if existing is not None and _same_spec(existing, desired):
             self._take(existing)  # written before (this controller, or one before it)
             return

@@ -7,7 +7,7 @@ any member's answer). Pure: no I/O."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,8 +39,9 @@ class WorkRefused(ValueError):
     """A Work (or its status) that cannot be taken: the message names the field."""
 
 
-def work_object(work: ClusterWork) -> dict[str, Any]:
-    """The Work the hub applies for ``work`` in its cluster's namespace."""
+def work_object(work: ClusterWork, report_kinds: Iterable[str] = ()) -> dict[str, Any]:
+    """The Work the hub applies for ``work`` in its cluster's namespace; ``report_kinds``:
+    ``apiVersion/kind`` of the objects whose copies its agent is to report."""
     spec = WorkSpec(
         application=work.app,
         uid=work.uid,
@@ -61,6 +62,7 @@ def work_object(work: ClusterWork) -> dict[str, Any]:
             max_backoff_seconds=work.policy.max_backoff_s,
             timeout_seconds=work.policy.timeout_s,
         ),
+        report_kinds=sorted(report_kinds),
     )
     return {
         "apiVersion": API_VERSION,
@@ -126,6 +128,13 @@ def cluster_work(obj: Mapping[str, Any], cluster: str, max_concurrency: int) -> 
         heal=spec.heal,
         suspended=spec.suspended,
     )
+
+
+def report_kinds(obj: Mapping[str, Any]) -> frozenset[str]:
+    """The kinds (``apiVersion/kind``) whose copies a Work asks its agent to report (a
+    Work :func:`cluster_work` took)."""
+    kinds = (obj.get("spec") or {}).get("reportKinds") or []
+    return frozenset(k for k in kinds if isinstance(k, str))
 
 
 def reported_objects(live: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from propagator.work.workobject import (
     REPORT_BYTES,
     WorkRefused,
     cluster_work,
+    report_kinds,
     reported,
     reported_objects,
     work_object,
@@ -55,6 +56,12 @@ def test_a_work_goes_to_the_agent_as_it_was_decided() -> None:
     }
     back = cluster_work(obj, "edge-7", max_concurrency=work.policy.max_concurrency)
     assert back == work
+
+
+def test_the_work_names_the_kinds_whose_copies_the_hub_judges() -> None:
+    obj = json.loads(json.dumps(work_object(_work(), ["apps/v1/Deployment", "v1/Service"])))
+    assert report_kinds(obj) == frozenset({"apps/v1/Deployment", "v1/Service"})
+    assert report_kinds(work_object(_work())) == frozenset()
 
 
 def test_a_removal_goes_as_an_empty_work() -> None:
