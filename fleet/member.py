@@ -82,9 +82,11 @@ class MemberMonitor:
 
     @property
     def usable(self) -> bool:
-        """Whether the member can be used: a Push member's kubeconfig gave a connection
-        (a Pull member needs none)."""
-        return self.connection is not None or self.mode == "Pull"
+        """Whether the member can be used: a Push member's kubeconfig gave a connection; a
+        Pull member needs none, only a name its hub namespace can carry."""
+        if self.mode == "Pull":
+            return self.config_error is None
+        return self.connection is not None
 
     @classmethod
     def from_kubeconfig(
@@ -127,7 +129,7 @@ class MemberMonitor:
     def watch(self, conn: KubeConnection, on_change: Callable[[], None]) -> None:
         """Use ``conn`` for this member, with watches of its nodes and pods (for whoever
         runs :attr:`informers`); ``on_change``: told when capacity must be summed again."""
-        monitor = self
+        monitor = self  # (what the closures below change)
         monitor.connection = conn
 
         def resum() -> None:
