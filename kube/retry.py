@@ -45,7 +45,8 @@ def backoff_delay(
     capped at ``max_backoff_s`` either way."""
     if retry_after_s is not None:
         return min(max_backoff_s, retry_after_s)
-    step = min(max_backoff_s, backoff_s * math.pow(2, max(0, retry - 1)))
+    # (past 64 doublings every step is the cap: 2**1024 would overflow a float)
+    step = min(max_backoff_s, backoff_s * math.pow(2, min(64, max(0, retry - 1))))
     return step * (0.5 + random.random() / 2) if jitter else step
 
 

@@ -51,3 +51,11 @@ def test_backoff_doubles_with_jitter_is_capped_and_honours_retry_after() -> None
         assert step / 2 <= delay <= step
     assert backoff_delay(1, 1.0, 10.0, retry_after_s=3.0) == 3.0
     assert backoff_delay(1, 1.0, 10.0, retry_after_s=60.0) == 10.0
+
+
+def test_a_key_that_failed_thousands_of_times_waits_the_cap() -> None:
+    # A member or hub away for a long time: a queue's key fails over and over (the agent's
+    # reports during a ten-minute hub outage passed 1,024 failures, where 2**1024 overflowed).
+    for retry in (1025, 10**6):
+        assert backoff_delay(retry, 0.5, 2.0, jitter=False) == 2.0
+        assert 1.0 <= backoff_delay(retry, 0.5, 2.0) <= 2.0
