@@ -50,6 +50,7 @@ from bench.scale import (
     _far_name,
     _fleet,
     _make_app_namespaces,
+    _make_far_fleet,
     _servers_limit,
 )
 from fleet import local
@@ -57,7 +58,6 @@ from fleet.local import cluster as local_cluster
 from fleet.local import process
 from fleet.pulljoin import plan_pull_join, pull_join
 from kube.hub import hub_connection
-from tests.e2e.manifests import GROUP, VERSION
 
 AT_REST_S = 60.0
 JOINS_AT_ONCE = 16
@@ -127,17 +127,7 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
             k8s.CoreV1Api(hub).create_namespace({"metadata": {"name": namespace}})  # type: ignore[arg-type]
         tokens = _join_all(state, count)
         _make_app_namespaces(state, count)
-        k8s.CustomObjectsApi(hub).create_cluster_custom_object(
-            GROUP,
-            VERSION,
-            "fleets",
-            {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "Fleet",
-                "metadata": {"name": "far"},
-                "spec": {"clusterSelector": {"matchLabels": {"bench": "far"}}},
-            },
-        )
+        _make_far_fleet(hub)
         hub_config = yaml.safe_load(state.hub.kubeconfig.read_text())
         ca = hub_config["clusters"][0]["cluster"]["certificate-authority-data"]
         spec = []

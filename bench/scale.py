@@ -180,6 +180,21 @@ def _register(
     return proxies
 
 
+def _make_far_fleet(hub: Any) -> None:
+    """Fleet ``far``: every MemberCluster labelled bench=far (the far clusters)."""
+    k8s.CustomObjectsApi(hub).create_cluster_custom_object(
+        GROUP,
+        VERSION,
+        "fleets",
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Fleet",
+            "metadata": {"name": "far"},
+            "spec": {"clusterSelector": {"matchLabels": {"bench": "far"}}},
+        },
+    )
+
+
 def _fleet(hub: Any) -> Any:
     return k8s.CustomObjectsApi(hub).get_cluster_custom_object(GROUP, VERSION, "fleets", "far")
 
@@ -528,17 +543,7 @@ def run_size(count: int, latency_s: float, tmp: Path, limited: bool = False) -> 
         proxies = _register(hub, state, count, latency_s, limited)
         if limited:
             _make_app_namespaces(state, count)
-        k8s.CustomObjectsApi(hub).create_cluster_custom_object(
-            GROUP,
-            VERSION,
-            "fleets",
-            {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "Fleet",
-                "metadata": {"name": "far"},
-                "spec": {"clusterSelector": {"matchLabels": {"bench": "far"}}},
-            },
-        )
+        _make_far_fleet(hub)
         # Its ports are picked after the proxies bound theirs, so none is taken meanwhile.
         controller = Controller(state.hub.kubeconfig, tmp / f"controller-{count}.log")
         controller.env.update(
