@@ -39,18 +39,17 @@ from kubernetes import client as k8s
 
 from bench.cpu import CPU_COLUMNS, cpu_by_part, cpu_row
 from bench.latency_proxy import LatencyProxy
-from bench.propagation import Controller, _setup_crds, _wait
+from bench.propagation import Controller, _setup_crds
 from bench.report import RESULTS
 from bench.scale import (
     APP_NAMESPACE_PREFIX,
     CONCURRENCY,
     NAMESPACE,
-    _all_described,
     _application,
     _far_name,
-    _fleet,
     _make_app_namespaces,
     _make_far_fleet,
+    _ready_and_described,
     _servers_limit,
 )
 from fleet import local
@@ -168,23 +167,15 @@ def run_size(count: int, latency_s: float, tmp: Path) -> dict[str, Any]:
         assert agents.stdout is not None
         if agents.stdout.readline() != b"started\n":
             raise SystemExit("bench.scale --pull: the agents did not start")
-        _wait(
-            lambda: (_fleet(hub).get("status") or {}).get("readyClusters") == count,
-            f"{count} Pull members Ready",
-            limit_s=1800,
-            every_s=1,
-        )
-        ready_s = time.perf_counter() - started
-        _wait(lambda: _all_described(hub) == count, f"{count} members described", 600, 1)
-        described_s = time.perf_counter() - started
+        ready_s, described_s = _ready_and_described(hub, count, started)
         requests = _hub_requests(state)
-        cpu = (controller.cpu_s(), process.cpu_seconds_of(agents.pid))
+        cpu = (controller.cpu_s(), _cpu(agents))
         time.sleep(AT_REST_S)
         rest = {
             "rest_hub_rps": (_hub_requests(state) - requests) / AT_REST_S,
             "controller_cpu_pct": (controller.cpu_s() - cpu[0]) / AT_REST_S * 100,
             "controller_rss_mib": controller.rss_mib(),
-            "agents_cpu_pct": (process.cpu_seconds_of(agents.pid) - cpu[1]) / AT_REST_S * 100,
+            "agents_cpu_pct": (_cpu(agents) - cpu[1]) / AT_REST_S * 100,
             "agents_rss_mib": process.rss_bytes_of(agents.pid) / 2**20,
         }
         requests = _hub_requests(state)

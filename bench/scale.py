@@ -199,6 +199,20 @@ def _fleet(hub: Any) -> Any:
     return k8s.CustomObjectsApi(hub).get_cluster_custom_object(GROUP, VERSION, "fleets", "far")
 
 
+def _ready_and_described(hub: Any, count: int, started: float) -> tuple[float, float]:
+    """Seconds from ``started`` (time.perf_counter()) until all ``count`` far clusters are
+    Ready in their Fleet, and until all are described (kinds and capacity in status)."""
+    _wait(
+        lambda: (_fleet(hub).get("status") or {}).get("readyClusters") == count,
+        f"{count} members Ready",
+        limit_s=1800,
+        every_s=1,
+    )
+    ready_s = time.perf_counter() - started
+    _wait(lambda: _all_described(hub) == count, f"{count} members described", 600, 1)
+    return ready_s, time.perf_counter() - started
+
+
 def _threads(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("Threads:"):
@@ -561,15 +575,7 @@ def run_size(count: int, latency_s: float, tmp: Path, limited: bool = False) -> 
         alone = _servers_limit(state, count, "bare loop, members alone", limited=limited)
         started = time.perf_counter()
         controller.start()
-        _wait(
-            lambda: (_fleet(hub).get("status") or {}).get("readyClusters") == count,
-            f"{count} members Ready",
-            limit_s=1800,
-            every_s=1,
-        )
-        ready_s = time.perf_counter() - started
-        _wait(lambda: _all_described(hub) == count, f"{count} members described", 600, 1)
-        described_s = time.perf_counter() - started
+        ready_s, described_s = _ready_and_described(hub, count, started)
         registration_writes = controller.metric(
             'propagator_status_writes_total{kind="MemberCluster'
         )
