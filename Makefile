@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STATE_DIR ?= $(HOME)/.local/state/propagator/local
 
-.PHONY: install crds reference docs testbin prometheus helm jaeger registry chartrender lint typecheck unit e2e test bench local-up local-down demo demo-down clean
+.PHONY: install crds reference docs testbin prometheus helm faketime jaeger registry chartrender lint typecheck unit e2e test bench local-up local-down demo demo-down clean
 
 install: $(VENV)/.installed
 
@@ -36,6 +36,10 @@ registry:
 chartrender:
 	bash hack/chartrender.sh
 
+# libfaketime from Debian's package (the shard tests' skewed clocks).
+faketime:
+	bash hack/faketime.sh
+
 # Jaeger from hack/jaeger/go.mod (the OTLP tracing test).
 jaeger:
 	bash hack/jaeger.sh
@@ -66,7 +70,7 @@ typecheck: install
 unit: install testbin
 	$(PY) -m pytest tests --ignore=tests/e2e
 
-e2e: install testbin prometheus helm jaeger registry chartrender
+e2e: install testbin prometheus helm jaeger registry chartrender faketime
 	$(PY) -m pytest tests/e2e
 
 test: lint typecheck unit docs e2e

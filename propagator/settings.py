@@ -10,6 +10,7 @@ import argparse
 import ipaddress
 import os
 import re
+import socket
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,6 +32,7 @@ from propagator.charts.fetch import ChartFetcher
 from propagator.observability.tracing import OtlpTarget, otlp_target
 from propagator.runtime.eventloop import DEFAULT as DEFAULT_EVENT_LOOP
 from propagator.runtime.eventloop import EventLoop
+from propagator.runtime.shardplan import REPLICA_NAME
 from propagator.scheduler.pluginregistry import DEFAULT_PLUGINS, build_profile
 from propagator.tenancy.podsecurity import Level as PodSecurityLevel
 from propagator.tenancy.policy import (
@@ -178,7 +180,16 @@ class Settings(BaseSettings):
     snapshot_fresh_for_s: float = Field(10.0, ge=0, le=3600)
     """Seconds of fresh snapshots before the scheduler trusts its indexes again."""
     leader_elect: bool = True
-    """Elect one active controller through a Lease in the controller namespace."""
+    """Elect one active controller through a Lease in the controller namespace (when
+    ``sharding`` is off)."""
+    sharding: bool = False
+    """Divide the work among every replica running (applications by tenant or name,
+    member probes by member), through Leases in the controller namespace, instead of
+    one leader doing it all. Uses the leader_* timings."""
+    replica_name: str = Field("", max_length=63)
+    """This replica's name among the shards (default: the host's; the chart sets the
+    pod's); its Lease is propagator-replica-<name>. Lower-case letters, digits and
+    '-'."""
     leader_lease_duration_s: float = Field(15.0, gt=0, le=600)
     """How long a leader's Lease holds without renewal before another may take it."""
     leader_renew_deadline_s: float = Field(10.0, gt=0, le=600)
@@ -320,6 +331,27 @@ class Settings(BaseSettings):
                 f"({self.leader_lease_duration_s:g})"
             )
         return self
+
+    @model_validator(mode="after")
+    def _replica_name(self) -> Settings:
+        if self.replica_name and not REPLICA_NAME.match(self.replica_name):
+            raise ValueError(
+                f"PROPAGATOR_REPLICA_NAME: {self.replica_name!r}; 1 to 63 lower-case "
+                "letters, digits and '-', starting and ending with a letter or digit"
+            )
+        return self
+
+    def replica(self) -> str:
+        """This replica's name among the shards: ``replica_name``, or the host's."""
+        if self.replica_name:
+            return self.replica_name
+        host = socket.gethostname().lower().split(".", 1)[0][:63].strip("-")
+        if not REPLICA_NAME.match(host):
+            raise SettingsError(
+                f"PROPAGATOR_REPLICA_NAME is not set and the host name {host!r} cannot name "
+                "a replica (lower-case letters, digits and '-'): set it"
+            )
+        return host
 
     @model_validator(mode="after")
     def _platform_rules(self) -> Settings:

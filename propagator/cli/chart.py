@@ -24,6 +24,7 @@ CHART_SET = frozenset(
         "service_account_dir",
         "namespace",
         "leader_elect",
+        "replica_name",
         "bind_address",
         "metrics_port",
         "health_port",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -24,6 +25,9 @@ from propagator.observability.tracing import configure_tracing, shutdown_tracing
 from propagator.propagation.controller import PropagationController
 from propagator.runtime import collector, eventloop
 from propagator.runtime.leader import LeaderElector, LeadershipLost, LeaseConfig
+from propagator.runtime.ownership import Ownership
+from propagator.runtime.shardplan import BUCKETS
+from propagator.runtime.shards import ShardConfig, ShardRuntime, ShardsLost
 from propagator.scheduler import PluginError, Profile, build_profile
 from propagator.settings import Settings, SettingsError, add_setting_flags, load_settings
 
@@ -49,12 +53,31 @@ async def run_controller(settings: Settings, profile: Profile) -> None:
     hub = connect_hub(settings)
     metrics = Metrics()
     store = SnapshotStore()
-    manager = FleetManager(hub, settings, store, metrics)
-    controller = PropagationController(hub, settings, store, manager, profile, metrics)
+    shards: ShardRuntime | None = None
+    ownership = Ownership()
+    if settings.sharding:
+        ownership = Ownership(everything=False, deadline_s=settings.leader_renew_deadline_s)
+    manager = FleetManager(hub, settings, store, metrics, ownership)
+    controller = PropagationController(hub, settings, store, manager, profile, metrics, ownership)
     liveness = Liveness(hub, settings.liveness_stall_s, settings.hub_lost_after_s)
     elector = None
-    if settings.leader_elect:
-        identity = f"{socket.gethostname()}_{os.getpid()}"
+    identity = f"{socket.gethostname()}_{os.getpid()}_{secrets.token_hex(3)}"
+    if settings.sharding:
+        shards = ShardRuntime(
+            hub,
+            ShardConfig(
+                namespace=settings.namespace,
+                name=settings.replica(),
+                identity=identity,
+                lease_duration_s=settings.leader_lease_duration_s,
+                renew_deadline_s=settings.leader_renew_deadline_s,
+                retry_period_s=settings.leader_retry_period_s,
+            ),
+            ownership,
+            lambda: manager.ready() and controller.not_ready() is None,
+        )
+        _share_metrics(metrics, shards)
+    elif settings.leader_elect:
         elector = LeaderElector(
             hub,
             LeaseConfig(
@@ -66,7 +89,13 @@ async def run_controller(settings: Settings, profile: Profile) -> None:
                 retry_period_s=settings.leader_retry_period_s,
             ),
         )
-    metrics.leader.set_function(lambda: 1.0 if elector is None or elector.is_leader else 0.0)
+    if shards is None:
+
+        def leads() -> bool:
+            return elector is None or elector.is_leader
+
+        metrics.leader.set_function(lambda: 1.0 if leads() else 0.0)
+        metrics.shard_buckets.set_function(lambda: float(BUCKETS) if leads() else 0.0)
 
     def not_ready() -> str | None:
         """A standby is ready once it follows the Lease; the leader once it has listed and
@@ -98,14 +127,31 @@ async def run_controller(settings: Settings, profile: Profile) -> None:
                     tg.start_soon(elector.keep)
                 await tg.start(manager.run)
                 await tg.start(controller.run)
+                if shards is not None:
+                    # Nothing is this replica's until the shard table says so.
+                    tg.start_soon(shards.run)
+                    log.info("shard replica %s (%s) started", shards.config.name, identity)
                 log.info("controller started against %s", hub.server)
     finally:
         with anyio.move_on_after(SHUTDOWN_GRACE_S, shield=True):
             if elector is not None:
                 await elector.release()  # the next candidate takes over at once
+            if shards is not None and shards.running and shards.ownership.confirmed():
+                # A clean stop: the others take over at once. (One that lost the hub
+                # stops at once: the others wait its Lease out.)
+                await shards.leave(SHUTDOWN_GRACE_S / 2)
             await hub.close()
         for server in servers:
             server.shutdown()
+
+
+def _share_metrics(metrics: Metrics, shards: ShardRuntime) -> None:
+    """This replica's share, as the Fleet dashboard shows it per replica."""
+    ownership = shards.ownership
+    metrics.leader.set_function(lambda: 1.0 if ownership.share() else 0.0)
+    metrics.shard_buckets.set_function(lambda: float(ownership.share()))
+    metrics.shard_designated.set_function(lambda: float(shards.designated))
+    metrics.shard_replicas.set_function(lambda: float(len(shards.replicas)))
 
 
 async def _stop_on_signal(
@@ -121,6 +167,8 @@ async def _stop_on_signal(
 def _run(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(args)
+        if settings.sharding:
+            settings.replica()  # a host name that cannot name a replica stops here
     except SettingsError as exc:
         print(f"propagator run: {exc}", file=sys.stderr)
         return 2
@@ -148,7 +196,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"propagator run: {exc}", file=sys.stderr)
         return 2
     except BaseExceptionGroup as group:
-        lost = group.subgroup(LeadershipLost)
+        lost = group.subgroup((LeadershipLost, ShardsLost))
         if lost is None:
             raise
         print(f"propagator run: {lost.exceptions[0]}; stopping", file=sys.stderr)

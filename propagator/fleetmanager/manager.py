@@ -32,6 +32,8 @@ from propagator.fleetmanager.prober import Prober
 from propagator.fleetmanager.publisher import SnapshotPublisher
 from propagator.fleetmanager.statuswriter import StatusWriter
 from propagator.observability.metrics import Metrics
+from propagator.runtime.ownership import Ownership
+from propagator.runtime.shardplan import bucket_of, member_key
 from propagator.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -48,7 +50,11 @@ class FleetManager:
         settings: Settings,
         store: SnapshotStore,
         metrics: Metrics | None = None,
+        ownership: Ownership | None = None,
     ) -> None:
+        """``ownership``: which members this replica probes and which statuses it writes
+        (shards); default all."""
+        self.ownership = ownership or Ownership()
         self.hub = hub
         self.metrics = metrics or Metrics()
         self.settings = settings
@@ -85,6 +91,13 @@ class FleetManager:
             SnapshotPublisher(store, self.metrics),
         )
         self.prober = Prober(settings, self.metrics, self.monitors, self.status, self._poke)
+        self.status.owns = self.ownership.owns
+        self.prober.owns = lambda name: self.ownership.owns(member_key(name))
+        self.ownership.on_gained.append(self._owners_changed)
+        self.ownership.on_released.append(self._owners_changed)
+        self.metrics.shard_members.set_function(
+            lambda: sum(1 for name in self.monitors if self.prober.owns(name))
+        )
 
     @property
     def _informers(self) -> tuple[Informer, ...]:
@@ -97,6 +110,17 @@ class FleetManager:
     def fresh_clusters(self) -> list[ClusterInfo]:
         """Every member as its probes see it now (see :meth:`StatusWriter.fresh_clusters`)."""
         return self.status.fresh_clusters()
+
+    def _owners_changed(self, buckets: frozenset[int]) -> None:
+        """Members taken or let go: probe the new ones at once, write what changed."""
+        self.prober.owners_changed(
+            {
+                n
+                for n in self.monitors
+                if bucket_of(member_key(n)) in buckets and self.prober.owns(n)
+            }
+        )
+        self._poke()
 
     def _poke(self) -> None:
         if self._wake is not None:

@@ -173,6 +173,14 @@ def is_ready(member: Mapping[str, Any]) -> bool:
     )
 
 
+def has_verdict(status: Mapping[str, Any] | None) -> bool:
+    """Whether ``status`` says Ready True or False (not Unknown, not absent)."""
+    return any(
+        c.get("type") == "Ready" and c.get("status") in ("True", "False")
+        for c in (status or {}).get("conditions") or []
+    )
+
+
 def fleet_status(
     fleet: Mapping[str, Any], members: Mapping[str, Mapping[str, Any]], now: str
 ) -> dict[str, Any]:

@@ -41,6 +41,11 @@ class Prober:
         self.monitors = monitors
         self.status = status
         self.on_change = on_change
+        self.owns: Callable[[str], bool] = lambda _name: True
+        """Whether this replica probes a member (shards divide them)."""
+        self._synced_size = -1
+        """How many monitors there were when the schedule was last synced."""
+        self._resync = False
         self._probes_wake: anyio.Event | None = None
         """Wakes the probe loop: the monitors changed, or a member is due earlier."""
         self._probes_due: float | None = None
@@ -63,6 +68,13 @@ class Prober:
         if self._probes_wake is not None:
             self._probes_wake.set()
 
+    def owners_changed(self, gained: set[str]) -> None:
+        """The members this replica probes changed: probe ``gained`` at once."""
+        self._unprobed |= gained
+        self._resync = True
+        if self._probes_wake is not None:
+            self._probes_wake.set()
+
     async def run(self) -> None:
         """Probe each member when its :class:`ProbeSchedule` says. Members that answered
         their last probe and the others (failing, NotReady, not probed yet) have
@@ -82,13 +94,15 @@ class Prober:
             while True:
                 self._probes_wake = wake = anyio.Event()
                 now = time.monotonic()
-                if self._unprobed or len(self.monitors) != schedule.size:
-                    schedule.sync(self.monitors.keys(), now, self._unprobed)
+                if self._unprobed or self._resync or len(self.monitors) != self._synced_size:
+                    mine = [n for n in self.monitors if self.owns(n)]
+                    schedule.sync(mine, now, self._unprobed.intersection(mine))
+                    self._synced_size, self._resync = len(self.monitors), False
                     self._hanging.intersection_update(self.monitors)
                     self._hanging.difference_update(self._unprobed)  # a new connection
                     self._unprobed = set()
                 for name in schedule.take(now):
-                    if (monitor := self.monitors.get(name)) is None:
+                    if (monitor := self.monitors.get(name)) is None or not self.owns(name):
                         continue
                     if name in self._hanging:
                         timeout_s = self.settings.probe_timeout_s

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from api.common import API_VERSION
@@ -21,6 +21,7 @@ from propagator.fleetmanager import memberstatus
 from propagator.fleetmanager.publisher import SnapshotPublisher
 from propagator.observability.metrics import Metrics
 from propagator.runtime.bounded import each
+from propagator.runtime.shardplan import fleet_key, member_key
 from propagator.settings import Settings
 
 HEALTH_MANAGER = "propagator-health"
@@ -54,6 +55,9 @@ class StatusWriter:
         self.fleets = fleets
         self.monitors = monitors
         self.publisher = publisher
+        self.owns: Callable[[str], bool] = lambda _key: True
+        """Whether this replica writes a shard key's status (``member/<name>``,
+        ``fleet/<name>``: shards divide them)."""
         self.statuses = WrittenStatuses()
         """Per member, the status the hub holds while its watch has not brought the last
         write back; also a status computed equal to the hub's, so the next pass compares
@@ -87,6 +91,8 @@ class StatusWriter:
         for name, member in members.items():
             if (last := written.get(name)) is not None:
                 self._capacity_written[name] = last
+            if not self.owns(member_key(name)):
+                continue
             if self._member_write(name, member, now, stamp) is not None:
                 writes.append(name)
 
@@ -124,10 +130,12 @@ class StatusWriter:
         fleet_writes: list[tuple[str, dict[str, Any]]] = []
         for fleet in self.fleets.snapshot():
             name = fleet["metadata"]["name"]
+            fleets[name] = memberstatus.fleet_members(fleet, members)
+            if not self.owns(fleet_key(name)):
+                continue
             fleet_status = memberstatus.fleet_status(fleet, members, stamp)
             if status_changed(fleet.get("status"), fleet_status):
                 fleet_writes.append((name, fleet_status))
-            fleets[name] = memberstatus.fleet_members(fleet, members)
 
         async def write_fleet(write: tuple[str, dict[str, Any]]) -> None:
             await self._patch_status("Fleet", *write)
@@ -152,6 +160,11 @@ class StatusWriter:
         # Built over what the hub holds (the last write, before its watch brings it
         # back), so a condition keeps the transition time written.
         held = self.statuses.held(name, member)
+        unprobed = monitor is not None and monitor.usable and monitor.health.ready is None
+        if unprobed and memberstatus.has_verdict(held):
+            # Not probed yet here (a start, a member taken over from another replica, a
+            # new Secret): what the hub holds stands until a verdict.
+            return None
         status = memberstatus.member_status(self.statuses.as_held(name, member), monitor, stamp)
         self.metrics.cluster_ready.labels(name).set(memberstatus.is_ready({"status": status}))
         changed: dict[str, Any] | None = None
@@ -199,6 +212,9 @@ class StatusWriter:
         infos = []
         for member in self.member_clusters.snapshot():
             name = member["metadata"]["name"]
+            if not self.owns(member_key(name)):
+                infos.append(cluster_info(member))  # as its own replica wrote it
+                continue
             monitor = self.monitors.get(name)
             spec = dict(member.get("spec") or {})
             own = {(t["key"], t["effect"]) for t in memberstatus.controller_taints(member)}

@@ -106,6 +106,20 @@ DASHBOARDS = (
             ),
             Panel("Leader", (("max(propagator_leader)", "leading"),)),
             Panel(
+                "Replicas: each one's share",
+                (
+                    ("sum by (instance) (propagator_shard_applications)", "{{instance}} apps"),
+                    ("sum by (instance) (propagator_shard_buckets)", "{{instance}} buckets"),
+                    (
+                        "sum by (instance) (propagator_shard_member_clusters)",
+                        "{{instance}} members probed",
+                    ),
+                ),
+                description="What each controller replica handles: applications, buckets of "
+                "the work (of 128) and member clusters it probes. One leader holds all; with "
+                "shards (PROPAGATOR_SHARDING) the replicas divide them.",
+            ),
+            Panel(
                 "Pull members: heartbeats, Works written, Works by state",
                 (
                     (f"sum(rate(propagator_agent_heartbeats_total[{WINDOW}]))", "heartbeats"),

@@ -107,7 +107,39 @@ class Metrics:
         )
         self.leader = Gauge(
             "propagator_leader",
-            "1 on the replica that holds the Lease and acts, 0 on a standby",
+            "1 on a replica that acts (the leader, or a shard holding buckets), 0 on a standby",
+            registry=r,
+        )
+        self.shard_buckets = Gauge(
+            "propagator_shard_buckets",
+            "Buckets of the work this replica holds (of 128; all of them without sharding)",
+            registry=r,
+        )
+        self.shard_designated = Gauge(
+            "propagator_shard_designated_buckets",
+            "Buckets the shard assignment gives this replica (it holds them once their last "
+            "holder has let them go)",
+            registry=r,
+        )
+        self.shard_replicas = Gauge(
+            "propagator_shard_replicas",
+            "Replicas this one sees renewing their Lease (itself included)",
+            registry=r,
+        )
+        self.shard_applications = Gauge(
+            "propagator_shard_applications",
+            "ApplicationPropagations this replica handles now",
+            registry=r,
+        )
+        self.shard_members = Gauge(
+            "propagator_shard_member_clusters",
+            "Member clusters this replica probes and writes the status of",
+            registry=r,
+        )
+        self.shard_handoffs = Counter(
+            "propagator_shard_handoffs_total",
+            "Buckets this replica took (gained) or let go (released)",
+            ["direction"],
             registry=r,
         )
         self.cluster_ready = Gauge(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import anyio
@@ -48,6 +49,8 @@ from propagator.propagation.workers import ReconcileWorkers
 from propagator.render.worker import warm_up
 from propagator.runtime.bounded import each
 from propagator.runtime.memberregistry import LIMIT_RANGES, Member, MemberRegistry
+from propagator.runtime.ownership import Ownership
+from propagator.runtime.shardplan import application_key, bucket_of, interpreter_key, tenant_key
 from propagator.scheduler import Profile, Scheduler
 from propagator.settings import Settings
 from propagator.tenancy.hubquota import QuotaAdmission
@@ -140,7 +143,10 @@ class PropagationController:
         manager: FleetManager,
         profile: Profile,
         metrics: Metrics,
+        ownership: Ownership | None = None,
     ) -> None:
+        """``ownership``: which applications are this replica's (shards); default all."""
+        self.ownership = ownership or Ownership()
         self.hub = hub
         self.settings = settings
         self.store = store
@@ -189,7 +195,14 @@ class PropagationController:
             settings.workers,
             settings.requeue_max_delay_s,
             self._forget,
+            self._hold_app,
+            self._release,
         )
+        self.enforcer.hold = self.tenant_status.hold = self.rules.hold = self.ownership.hold
+        self.keeper.hold = self._hold_app
+        self.ownership.on_gained.append(self._gained)
+        self.ownership.on_released.append(self._released)
+        metrics.shard_applications.set_function(self._handled)
         metrics.queue_depth.set_function(lambda: len(self.workers.queue))
         metrics.member_sync_depth.set_function(
             lambda: sum(len(m.queue) for m in self.registry.units.values())
@@ -244,6 +257,7 @@ class PropagationController:
             self._refresh,
             self._guard,
             functools.partial(drift_event, self.hub),
+            self._hold_app,
         )
         self.registry = MemberRegistry(
             selector=member_selector,
@@ -267,6 +281,7 @@ class PropagationController:
             # Each one write to the hub: as many at once as member operations may be.
             workers=settings.max_concurrency,
             interprets=self.interpreters.interprets,
+            hold=self._hold_app,
         )
         self.view = RegistryView(
             self.registry, self.manager.monitors, self.table, self.interpreters, self.pull
@@ -346,6 +361,54 @@ class PropagationController:
         self.sync.forget(key)
         self.pull.forget(key)
         self.workers.forget(key)
+
+    # -- shards ---------------------------------------------------------------------------
+
+    def _shard_key(self, app: str) -> str:
+        """An application's shard key: its tenant's (a tenant's applications, quotas and
+        status stay on one replica), else its own."""
+        quota = self.enforcer.tenant_of_app(app)
+        return application_key(app) if quota is None else tenant_key(quota["metadata"]["name"])
+
+    def _hold_app(self, app: str) -> AbstractContextManager[bool]:
+        if self.ownership.everything:
+            return nullcontext(True)
+        return self.ownership.hold(self._shard_key(app))
+
+    def _in(self, buckets: frozenset[int]) -> list[str]:
+        return [k for k in self._keys() if bucket_of(self._shard_key(k)) in buckets]
+
+    def _gained(self, buckets: frozenset[int]) -> None:
+        """Buckets taken: their applications planned now, the status of their tenants and
+        ResourceInterpreters written."""
+        self.metrics.shard_handoffs.labels("gained").inc(len(buckets))
+        self._replan_now(self._in(buckets))
+        for quota in self.quotas.snapshot():
+            tenant = str(quota["metadata"]["name"])
+            if bucket_of(tenant_key(tenant)) in buckets:
+                self.tenant_status.changed(tenant)
+        for rule in list(self.rules.results):
+            if bucket_of(interpreter_key(rule)) in buckets:
+                self.rules.queue.add(rule)
+
+    def _released(self, buckets: frozenset[int]) -> None:
+        """Buckets let go: what this replica held of their applications goes (nothing on
+        the members or the hub changes: the next holder takes them as they are)."""
+        self.metrics.shard_handoffs.labels("released").inc(len(buckets))
+        for app in self.table.apps():
+            if bucket_of(self._shard_key(app)) in buckets:
+                self._release(app)
+
+    def _release(self, key: str) -> None:
+        """``key`` is another replica's: forget it here, writing nothing."""
+        self.reconciler.forget(key)
+        self.sync.forget(key)
+        self.workers.forget(key)
+
+    def _handled(self) -> float:
+        if self.ownership.everything:
+            return float(len(self.apps.snapshot()))
+        return float(sum(1 for k in self._keys() if self.ownership.owns(self._shard_key(k))))
 
     def _policy_of(self, app: str) -> tuple[TenantPolicy, Mapping[str, Any] | None]:
         """An application's tenant policy and TenantQuota (None: it has no tenant)."""

@@ -15,6 +15,8 @@ from kube.informer import Informer
 from propagator.conditions import condition, now_iso, status_changed
 from propagator.interpreter.registry import Compiled, Interpreters
 from propagator.observability.metrics import Metrics
+from propagator.runtime.ownership import Hold, always
+from propagator.runtime.shardplan import interpreter_key
 from propagator.runtime.statuswrites import status_not_written
 from propagator.runtime.workqueue import WorkQueue
 
@@ -52,6 +54,8 @@ class InterpreterWatch:
         self.informer = Informer(hub, API_VERSION, "ResourceInterpreter", self._on_event)
         self.results: dict[str, Compiled] = {}
         self.queue = WorkQueue(max_delay_s=30.0)
+        self.hold: Hold = always
+        """``hold('interpreter/<name>')``: whether this replica writes its status."""
 
     def _on_event(self, event: str, old: Any, new: Any) -> None:
         name = str((new or old)["metadata"]["name"])
@@ -80,6 +84,11 @@ class InterpreterWatch:
         )
 
     async def _write(self, name: str) -> None:
+        with self.hold(interpreter_key(name)) as mine:
+            if mine:
+                await self._write_mine(name)
+
+    async def _write_mine(self, name: str) -> None:
         obj, compiled = self.informer.get(name), self.results.get(name)
         if obj is None or compiled is None:
             return

@@ -29,6 +29,7 @@ from propagator.observability.metrics import Metrics
 from propagator.observability.tracing import parented
 from propagator.propagation.clustersync import Guard, SyncReport, sync_cluster
 from propagator.runtime.memberregistry import Caches, Member
+from propagator.runtime.ownership import Hold, always
 from propagator.settings import Settings
 from propagator.work.table import ClusterWork, SyncState, WorkTable
 
@@ -51,9 +52,12 @@ class MemberSync:
         on_result: Callable[[str, bool], None],
         guard: Guard | None = None,
         on_drift: Callable[[ClusterWork, Sequence[str]], Awaitable[None]] | None = None,
+        hold: Hold = always,
     ) -> None:
         """``on_drift``: told when a cluster's sync first finds objects drifted that it
-        leaves so (``driftPolicy: Report``)."""
+        leaves so (``driftPolicy: Report``); ``hold``: whether an application is this
+        replica's to sync (shards)."""
+        self.hold = hold
         self.guard = guard
         self.on_drift = on_drift
         self.settings = settings
@@ -81,7 +85,13 @@ class MemberSync:
         return backoff_delay(beyond, REQUEUE_BACKOFF_S, self.settings.requeue_max_delay_s)
 
     async def sync(self, member: Member, app: str) -> None:
-        """Sync ``app`` on ``member`` once (the registry's SyncFn)."""
+        """Sync ``app`` on ``member`` once (the registry's SyncFn), if it is this
+        replica's."""
+        with self.hold(app) as mine:
+            if mine:
+                await self._sync(member, app)
+
+    async def _sync(self, member: Member, app: str) -> None:
         work, state = self.table.get(app, member.name), self.table.state(app, member.name)
         if work is None or state is None:
             return  # forgotten meanwhile

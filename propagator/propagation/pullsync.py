@@ -37,6 +37,7 @@ from kube.errors import ApiError
 from kube.informer import Informer
 from kube.keys import cache_key
 from propagator.observability.metrics import Metrics
+from propagator.runtime.ownership import Hold, always
 from propagator.runtime.workqueue import WorkQueue
 from propagator.work.table import ClusterWork, WorkTable
 from propagator.work.workobject import reported, work_object
@@ -79,6 +80,7 @@ class PullWorks:
         on_drift: Callable[[ClusterWork, Sequence[str]], Awaitable[None]] | None = None,
         workers: int = 16,
         interprets: Callable[[str, str], bool] = lambda _v, _k: True,
+        hold: Hold = always,
     ) -> None:
         """``on_result(app, settled)``: an agent reported on ``app`` (``settled``: its
         cluster is in line or failed where it was neither); ``on_drift``: told of drift
@@ -86,6 +88,7 @@ class PullWorks:
         kind)``: whether the kind's copies matter (its health or status rules)."""
         self.hub, self.table, self.metrics = hub, table, metrics
         self.interprets = interprets
+        self.hold = hold
         self.workers = workers
         self.on_result, self.on_drift = on_result, on_drift
         self.queue = WorkQueue()
@@ -133,6 +136,11 @@ class PullWorks:
 
     async def _publish(self, key: str) -> None:
         cluster, app = key.split("/", 1)
+        with self.hold(app) as mine:
+            if mine:  # (another replica's application: its Work is that one's to write)
+                await self._write(cluster, app)
+
+    async def _write(self, cluster: str, app: str) -> None:
         work = self.table.get(app, cluster)
         namespace, name = pull_namespace(cluster), work_name(app)
         existing = self.works.get(f"{namespace}/{name}")

@@ -19,6 +19,7 @@ from kube.informer import Informer
 from propagator.observability.metrics import Metrics
 from propagator.propagation.plan import Requeue
 from propagator.propagation.reconcile import Reconciler
+from propagator.runtime.ownership import Hold, always
 from propagator.runtime.workqueue import WorkQueue
 
 # The controller's logger, as before the workers had a module of their own: its lines and
@@ -38,7 +39,13 @@ class ReconcileWorkers:
         workers: int,
         max_delay_s: float,
         gone: Callable[[str], None],
+        hold: Hold = always,
+        released: Callable[[str], None] = lambda _key: None,
     ) -> None:
+        """``hold``: whether a key is this replica's (shards); ``released``: called with a
+        key that is not (its local state goes)."""
+        self.hold = hold
+        self.released = released
         self.apps = apps
         self.reconciler = reconciler
         self.metrics = metrics
@@ -97,6 +104,13 @@ class ReconcileWorkers:
                 self.queue.done(key)
 
     async def _reconcile(self, key: str) -> None:
+        with self.hold(key) as mine:
+            if mine:
+                await self._reconcile_mine(key)
+            else:
+                self.released(key)
+
+    async def _reconcile_mine(self, key: str) -> None:
         obj = self.apps.get(key)
         if obj is None:
             self.gone(key)

@@ -48,9 +48,18 @@ def _now() -> str:
 class LeaderElector:
     """One candidate. Blocking methods; ``lead`` wraps them for anyio."""
 
-    def __init__(self, hub: KubeConnection, config: LeaseConfig) -> None:
+    def __init__(
+        self,
+        hub: KubeConnection,
+        config: LeaseConfig,
+        labels: dict[str, str] | None = None,
+    ) -> None:
         self.hub = hub
         self.config = config
+        self.labels = dict(labels or {})
+        """Labels the Lease carries (written with it)."""
+        self.annotations: dict[str, str] = {}
+        """Annotations written with every renewal (what the holder says of itself)."""
         self._observed: tuple[str, str] | None = None  # (holder, renewTime)
         self._observed_at = 0.0
         self.is_leader = False
@@ -107,7 +116,12 @@ class LeaderElector:
             body = {
                 "apiVersion": LEASE_API,
                 "kind": "Lease",
-                "metadata": {"name": c.name, "namespace": c.namespace},
+                "metadata": {
+                    "name": c.name,
+                    "namespace": c.namespace,
+                    "labels": self.labels,
+                    "annotations": self.annotations,
+                },
                 "spec": self._spec(None),
             }
             try:
@@ -132,6 +146,9 @@ class LeaderElector:
             self.is_leader = False
             return False
         lease["spec"] = self._spec(lease)
+        meta = lease.setdefault("metadata", {})
+        meta["labels"] = {**(meta.get("labels") or {}), **self.labels}
+        meta["annotations"] = {**(meta.get("annotations") or {}), **self.annotations}
         try:
             updated = await self.hub.request("PUT", await self._path(c.name), body=lease)
         except ApiError as exc:
@@ -184,13 +201,23 @@ class LeaderElector:
 
     async def keep(self) -> None:
         """Renew until cancelled; raise LeadershipLost when renewing fails for longer than
-        the renew deadline."""
+        the renew deadline.
+
+        A renewal counts from when it was sent, not answered (a hub slow to answer may
+        have stored it long before: the others' Lease duration runs from then), and an
+        attempt is given up at the deadline: a leader stops within its renew deadline of
+        its last renewal, whatever the hub does."""
         last_renewed = time.monotonic()
         while True:
             await anyio.sleep(self.config.retry_period_s)
-            if await self._attempt():
-                last_renewed = time.monotonic()
-            elif time.monotonic() - last_renewed > self.config.renew_deadline_s:
+            sent = time.monotonic()
+            remaining = last_renewed + self.config.renew_deadline_s - sent
+            renewed = False
+            with anyio.move_on_after(max(remaining, 0.0)):
+                renewed = await self._attempt()
+            if renewed:
+                last_renewed = sent
+            elif time.monotonic() - last_renewed >= self.config.renew_deadline_s:
                 raise LeadershipLost(
                     f"{self.config.identity} could not renew lease {self.config.name} for "
                     f"{self.config.renew_deadline_s:g}s"

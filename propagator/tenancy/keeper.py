@@ -27,6 +27,7 @@ from kube.informer import Informer
 from kube.keys import KindKey
 from propagator.runtime.bounded import each
 from propagator.runtime.memberregistry import NAMESPACES, Caches, Member
+from propagator.runtime.ownership import Hold, always
 from propagator.runtime.workqueue import WorkQueue
 from propagator.tenancy.memberquota import namespaces_written
 from propagator.tenancy.namespacelabels import namespace_labels, platform_object_name
@@ -91,6 +92,8 @@ class NamespaceKeeper:
         self._asked: dict[tuple[str, str], str] = {}
         """(cluster, namespace) -> the application that asked for it last."""
         self.queue = WorkQueue(max_delay_s=30.0)
+        self.hold: Hold = always
+        """``hold(application key)``: whether it is this replica's (shards)."""
         """``cluster/namespace`` keys to write again."""
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
         """One keep at a time per (cluster, namespace): a sync's and a rewrite's."""
@@ -171,9 +174,10 @@ class NamespaceKeeper:
         app = self._asked.get((cluster, namespace))
         if member is None or app is None:
             return
-        wanted = wanted_for(app, *self.policy_of(app))
-        if wanted is not None:
-            await self.keep(member, namespace, wanted)
+        with self.hold(app) as mine:
+            wanted = wanted_for(app, *self.policy_of(app)) if mine else None
+            if wanted is not None:
+                await self.keep(member, namespace, wanted)
 
     async def keep(self, member: Member, namespace: str, wanted: Wanted) -> None:
         """Write ``wanted`` into ``namespace`` on ``member``: its labels (unless the member

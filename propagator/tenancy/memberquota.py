@@ -32,6 +32,8 @@ from api.quantity import Format, arithmetic, format_quantity, parse_quantities
 from kube.connection import apply_creating_namespace
 from kube.errors import ApiError
 from propagator.runtime.memberregistry import Caches, Member
+from propagator.runtime.ownership import Hold, always
+from propagator.runtime.shardplan import tenant_key
 from propagator.runtime.workqueue import WorkQueue
 from propagator.tenancy.namespacelabels import platform_object_name
 from propagator.tenancy.quotamath import hard_for, tenant_of
@@ -111,6 +113,8 @@ class QuotaEnforcer:
         caches)."""
         self._locks: dict[tuple[str, str], anyio.Lock] = {}
         self.queue = WorkQueue(max_delay_s=30.0)
+        self.hold: Hold = always
+        """``hold('tenant/<name>')``: whether the tenant is this replica's (shards)."""
         """``cluster/tenant`` keys to rebalance (a quota's use changed there)."""
 
     def changed(self, cluster: str, tenant: str) -> None:
@@ -146,8 +150,9 @@ class QuotaEnforcer:
             cluster, tenant = key.split("/", 1)
             member = members(cluster)
             quota = next((q for q in self.quotas() if q["metadata"]["name"] == tenant), None)
-            if member is not None and quota is not None:
-                await self.rebalance(member, quota)
+            with self.hold(tenant_key(tenant)) as mine:
+                if mine and member is not None and quota is not None:
+                    await self.rebalance(member, quota)
 
         def failed(key: str, exc: Exception) -> bool:
             cluster, tenant = key.split("/", 1)

@@ -15,6 +15,8 @@ from kube.connection import KubeConnection
 from kube.errors import ApiError
 from propagator.conditions import WrittenStatuses, by_message, condition, now_iso
 from propagator.observability.metrics import Metrics
+from propagator.runtime.ownership import Hold, always
+from propagator.runtime.shardplan import tenant_key
 from propagator.runtime.statuswrites import status_not_written
 from propagator.runtime.workqueue import WorkQueue
 from propagator.tenancy.memberquota import Usage, written
@@ -109,6 +111,8 @@ class TenantStatusWriter:
         self.usage = usage
         self.metrics = metrics
         self.queue = WorkQueue(max_delay_s=30.0)
+        self.hold: Hold = always
+        """``hold('tenant/<name>')``: whether the tenant is this replica's (shards)."""
         self.statuses = WrittenStatuses()
 
     def changed(self, tenant: str) -> None:
@@ -118,6 +122,11 @@ class TenantStatusWriter:
         await self.queue.serve(self._write, (ApiError,), status_not_written("TenantQuota", log))
 
     async def _write(self, tenant: str) -> None:
+        with self.hold(tenant_key(tenant)) as mine:
+            if mine:
+                await self._write_mine(tenant)
+
+    async def _write_mine(self, tenant: str) -> None:
         quota = next((q for q in self.quotas() if q["metadata"]["name"] == tenant), None)
         if quota is None:
             self.statuses.forget(tenant)

@@ -6,6 +6,7 @@ tests never skip.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -78,6 +79,15 @@ def fleet(testbin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[F
     finally:
         running.close()
         local.down(state)
+
+
+@pytest.fixture(scope="session")
+def faketime() -> Path:
+    """libfaketime, to shift a process's wall clock (hack/faketime.sh unpacks it once)."""
+    script = Path(__file__).resolve().parents[2] / "hack" / "faketime.sh"
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"hack/faketime.sh failed: {done.stderr}"
+    return Path(done.stdout.strip())
 
 
 @pytest.fixture(scope="session")

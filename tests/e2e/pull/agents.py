@@ -1,16 +1,11 @@
-"""A Pull member's agent as a process (``propagator agent``), and a TCP relay between it
-and the hub that can be cut, as a firewall would."""
+"""A Pull member's agent as a process (``propagator agent``)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import selectors
 import signal
-import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 from tests.e2e.controller import free_port, http_get
@@ -79,79 +74,3 @@ class AgentProcess:
     def token(self) -> str:
         """The hub token the agent holds now."""
         return (self.state_dir / "hub-token").read_text().strip()
-
-
-class Relay:
-    """Forwards TCP connections from a local port to ``target``; :meth:`cut` closes every
-    connection and refuses new ones until :meth:`restore`."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.port = free_port()
-        self._lock = threading.Lock()
-        self._conns: list[socket.socket] = []
-        self._listener: socket.socket | None = None
-        self._stop = threading.Event()
-        self.restore()
-
-    @property
-    def address(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
-
-    def restore(self) -> None:
-        listener = socket.socket()
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
-        listener.listen(64)
-        self._listener = listener
-        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
-
-    def cut(self) -> None:
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            with contextlib.suppress(OSError):  # (wakes the thread blocked in accept)
-                listener.shutdown(socket.SHUT_RDWR)
-            listener.close()
-        with self._lock:
-            conns, self._conns = self._conns, []
-        for conn in conns:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self.cut()
-
-    def _accept(self, listener: socket.socket) -> None:
-        while not self._stop.is_set():
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return  # cut
-            try:
-                upstream = socket.create_connection(self.target, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._conns += [client, upstream]
-            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
-
-    def _pump(self, a: socket.socket, b: socket.socket) -> None:
-        sel = selectors.DefaultSelector()
-        sel.register(a, selectors.EVENT_READ, b)
-        sel.register(b, selectors.EVENT_READ, a)
-        try:
-            while True:
-                for key, _ in sel.select():
-                    data = key.fileobj.recv(65536)  # type: ignore[union-attr]
-                    if not data:
-                        return
-                    key.data.sendall(data)
-        except OSError:
-            return
-        finally:
-            sel.close()
-            a.close()
-            b.close()

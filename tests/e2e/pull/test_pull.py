@@ -38,7 +38,8 @@ from tests.e2e.conftest import Fleet, install_crds
 from tests.e2e.controller import Controller, propagator, running
 from tests.e2e.manifests import GROUP, PLURAL, VERSION, config_map, deployment, service
 from tests.e2e.prometheus import Prometheus, prometheus_dir, substituted, with_values
-from tests.e2e.pull.agents import AgentProcess, Relay
+from tests.e2e.pull.agents import AgentProcess
+from tests.e2e.relay import Relay
 from tests.e2e.tools import ROOT, built
 from tests.e2e.waiting import eventually
 
