@@ -119,14 +119,17 @@ class Owner:
     uid: str
 
     def stamp(self, obj: Mapping[str, Any], revision: str, cluster: str) -> dict[str, Any]:
-        """The object with its owner and member labels and annotations (a copy), as
-        propagated through MemberCluster ``cluster``."""
-        out = copy.deepcopy(dict(obj))
-        meta = out.setdefault("metadata", {})
-        labels = meta.setdefault("labels", {})
+        """The object with its owner and member labels and annotations, as propagated
+        through MemberCluster ``cluster``: a new object, its metadata, labels and
+        annotations new too, the rest shared with ``obj`` (rendered objects are never
+        changed in place: each stamped copy of every object on every member, kept as
+        what was applied, would otherwise hold a whole copy of it)."""
+        out = dict(obj)
+        meta = out["metadata"] = dict(out.get("metadata") or {})
+        labels = meta["labels"] = dict(meta.get("labels") or {})
+        annotations = meta["annotations"] = dict(meta.get("annotations") or {})
         labels[APP_LABEL] = self.label
         labels[MEMBER_LABEL] = member_label_value(cluster)
-        annotations = meta.setdefault("annotations", {})
         annotations[APP_ANNOTATION] = f"{self.namespace}/{self.name}"
         annotations[OWNER_UID_ANNOTATION] = self.uid
         annotations[REVISION_ANNOTATION] = revision

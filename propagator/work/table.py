@@ -72,7 +72,7 @@ class SyncPolicy:
         return backoff_delay(retry, self.backoff_s, self.max_backoff_s, retry_after_s)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClusterWork:
     """What one application wants on one cluster."""
 
@@ -131,7 +131,7 @@ class ClusterWork:
         return self.app.split("/", 1)[1]
 
 
-@dataclass
+@dataclass(slots=True)
 class SyncState:
     """How the sync of one (application, cluster) stands."""
 

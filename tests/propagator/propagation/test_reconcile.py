@@ -237,11 +237,12 @@ def test_a_status_written_since_the_cache_was_read_is_what_a_refresh_compares_wi
     stale = copy.deepcopy(h.hub.app)  # the cache, before the next write comes back
     state = h.table.state("shop/web", "b")
     assert state is not None
-    before = copy.copy(vars(state))
+    before = {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}
     h.synced("shop/web", "b")
     anyio.run(lambda: h.reconciler.reconcile(copy.deepcopy(stale), replan=False))
     assert h.condition("Applied")["message"] == "2/2 clusters applied"
-    vars(state).update(before)  # b is back to where it was (applying again)
+    for name, value in before.items():  # b is back to where it was (applying again)
+        setattr(state, name, value)
     anyio.run(lambda: h.reconciler.reconcile(copy.deepcopy(stale), replan=False))
     assert h.condition("Applied")["message"] == "1/2 clusters applied; 1 in progress: b"
 
