@@ -91,6 +91,7 @@ bench: install testbin helm registry chartrender
 	$(PY) -m bench.scale --clusters 1000 --limited --record
 	$(PY) -m bench.scale --clusters 1000 --pull --record
 	$(PY) -m bench.pull --record
+	$(PY) -m bench.pairs --record
 	$(PY) -m bench.failover --record
 	$(PY) -m bench.canary --record
 	$(PY) -m bench.waves --record

@@ -26,6 +26,7 @@ BENCHES = (
     "bench.propagation",
     "bench.scale",
     "bench.pull",
+    "bench.pairs",
     "bench.failover",
     "bench.canary",
     "bench.waves",

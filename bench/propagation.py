@@ -419,12 +419,17 @@ def _all_applied(api: Any, count: int) -> bool:
 
 
 def _wave(
-    controller: Controller, count: int, trigger: Any, since_start: float | None = None
+    controller: Controller,
+    count: int,
+    trigger: Any,
+    since_start: float | None = None,
+    every_s: float = 0.05,
 ) -> dict[str, Any]:
     """Run ``trigger`` and wait until ``count`` more reconciles succeeded and every queue
     is empty (applications, member syncs, syncs in flight); returns rate, member writes,
     CPU and RSS. ``since_start``: a controller just started at that time, counted from
-    zero."""
+    zero; ``every_s``: how often its metrics are read (each read costs it the
+    encoding of every series)."""
     success = 'propagator_reconciles_total{result="success"}'
     fresh = since_start is not None
     before_ok = 0.0 if fresh else controller.metric(success)
@@ -440,7 +445,7 @@ def _wave(
             and controller.metric("propagator_propagation_operations_in_flight") == 0
         ),
         "the wave of reconciles",
-        every_s=0.05,
+        every_s=every_s,
     )
     wall = time.perf_counter() - start
     return {

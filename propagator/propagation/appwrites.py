@@ -14,6 +14,7 @@ from kube.keys import cache_key
 from propagator.conditions import WrittenStatuses
 from propagator.interpreter.health import HEALTHS
 from propagator.observability.metrics import Metrics
+from propagator.propagation.statusbuilder import checked
 
 
 class ApplicationWrites:
@@ -42,6 +43,7 @@ class ApplicationWrites:
         self._count(key, Counter(str(c.get("health")) for c in status.get("clusters") or []))
         if not self.statuses.changed(key, obj, status):
             return
+        checked(status)
         self.metrics.status_writes.labels("ApplicationPropagation status").inc()
         try:
             await self.hub.merge_patch(

@@ -133,8 +133,7 @@ class StatusBuilder:
         self.status["ready"] = f"{min(ready, total)}/{total}"
 
     def build(self) -> dict[str, Any]:
-        """The status to write, checked against the API model first: the API server would
-        silently drop a field the CRD does not know, so a mistake here is raised instead."""
+        """The status to write (:func:`checked` before it is written)."""
         order = [
             "Scheduled",
             "Applied",
@@ -147,11 +146,18 @@ class StatusBuilder:
             self._conditions.values(),
             key=lambda c: (order.index(c["type"]) if c["type"] in order else 99, c["type"]),
         )
-        try:
-            ApplicationPropagationStatus.model_validate(self.status)
-        except ValidationError as exc:
-            raise ValueError(f"the controller built an invalid status: {exc}") from exc
         return self.status
+
+
+def checked(status: Mapping[str, Any]) -> None:
+    """Raise ValueError when ``status`` does not fit the API model: the API server would
+    silently drop a field the CRD does not know, so a mistake of the controller's is raised
+    instead. Only a status to write is checked (at 100 clusters, checking every refresh
+    was a third of a no-op resync's time)."""
+    try:
+        ApplicationPropagationStatus.model_validate(status)
+    except ValidationError as exc:
+        raise ValueError(f"the controller built an invalid status: {exc}") from exc
 
 
 def availability(states: Iterable[ClusterLine], targets: Iterable[str]) -> tuple[bool, str, str]:

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from propagator.conditions import NAMED_CLUSTERS, status_changed
-from propagator.propagation.statusbuilder import ClusterLine, StatusBuilder, availability
+from propagator.propagation.statusbuilder import (
+    ClusterLine,
+    StatusBuilder,
+    availability,
+    checked,
+)
 from propagator.work.workloadhealth import ObjectReport
 
 
@@ -81,10 +86,12 @@ def test_an_unchanged_status_is_not_rewritten() -> None:
 def test_a_status_the_api_would_not_keep_is_refused() -> None:
     builder = StatusBuilder({"metadata": {"generation": 1}}, "2026-11-30T00:00:00Z")
     builder.condition("Applied", True, "Applied", "1/1 clusters applied")
-    assert builder.build()["conditions"][0]["type"] == "Applied"
+    status = builder.build()
+    assert status["conditions"][0]["type"] == "Applied"
+    checked(status)
     builder.status["appliedEverywhere"] = True  # not a field of the CRD
     with pytest.raises(ValueError, match="appliedEverywhere"):
-        builder.build()
+        checked(builder.build())
 
 
 def test_what_the_rules_reflect_takes_a_bounded_share_of_the_status() -> None:
