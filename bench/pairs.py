@@ -40,12 +40,12 @@ from kubernetes import watch as k8s_watch
 
 from bench.fanout import delete_namespaces, make_namespaces
 from bench.latency_proxy import LatencyProxy
-from bench.propagation import Controller, _setup_crds, _wave
+from bench.propagation import Controller, _setup_crds, _wave, replan_everything
 from bench.report import arguments, emit, percentile
 from bench.scale import (
-    APP_NAMESPACE_PREFIX,
     CONCURRENCY,
     NAMESPACE,
+    PER_CLUSTER,
     _created_and_applied,
     _direct,
     _make_app_namespaces,
@@ -72,18 +72,6 @@ def _manifests(app: int, objects: int, revision: int = 1) -> list[dict[str, Any]
         }
         for n in range(objects)
     ]
-
-
-PER_CLUSTER = {
-    "clusterSelector": {"matchLabels": {"bench": "far"}},
-    "patches": [
-        {
-            "op": "replace",
-            "path": "/metadata/namespace",
-            "value": APP_NAMESPACE_PREFIX + "{{ cluster.name }}",
-        }
-    ],
-}
 
 
 def _name(app: int) -> str:
@@ -255,22 +243,9 @@ def run(
         rss_full = controller.rss_mib()
         writes = controller.metric("propagator_member_writes_total")
 
-        def touch_quota() -> None:
-            k8s.CustomObjectsApi(hub).create_cluster_custom_object(
-                GROUP,
-                VERSION,
-                "tenantquotas",
-                {
-                    "apiVersion": f"{GROUP}/{VERSION}",
-                    "kind": "TenantQuota",
-                    "metadata": {"name": "trigger"},
-                    "spec": {"namespaces": ["elsewhere"], "hard": {"pods": 10}},
-                },
-            )
-
         # Its metrics read every 0.25 s: at 100 members their encoding, every 0.05 s, took
         # a quarter of the controller's CPU.
-        resync = _wave(controller, apps, touch_quota, every_s=0.25)
+        resync = _wave(controller, apps, lambda: replan_everything(hub), every_s=0.25)
         controller.stop()
         restarted = time.perf_counter()
         controller.start()

@@ -516,6 +516,22 @@ def pod_churn(member: Any, controller: Controller, count: int) -> dict[str, Any]
     }
 
 
+def replan_everything(hub: Any) -> None:
+    """Make the controller plan every application again: a TenantQuota created (its
+    namespaces none of theirs: nothing changes for them)."""
+    k8s.CustomObjectsApi(hub).create_cluster_custom_object(
+        GROUP,
+        VERSION,
+        "tenantquotas",
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "TenantQuota",
+            "metadata": {"name": "trigger"},
+            "spec": {"namespaces": ["elsewhere"], "hard": {"pods": 10}},
+        },
+    )
+
+
 def steady_state(
     hub: Any, members: list[Any], controller: Controller, count: int
 ) -> list[dict[str, Any]]:
@@ -536,22 +552,7 @@ def steady_state(
         }
     ]
     time.sleep(5)  # let the last status writes come back through the watch
-    quotas = k8s.CustomObjectsApi(hub)
-
-    def touch_quota() -> None:
-        quotas.create_cluster_custom_object(
-            GROUP,
-            VERSION,
-            "tenantquotas",
-            {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "TenantQuota",
-                "metadata": {"name": "trigger"},
-                "spec": {"namespaces": ["elsewhere"], "hard": {"pods": 10}},
-            },
-        )
-
-    known = _wave(controller, count, touch_quota)
+    known = _wave(controller, count, lambda: replan_everything(hub))
     rows.append({"wave": "nothing to change, known applied", **known})
     rows.append(pod_churn(members[0], controller, count))
     controller.stop()

@@ -134,6 +134,21 @@ def _app_namespace(cluster: str) -> str:
     return APP_NAMESPACE_PREFIX + cluster
 
 
+PER_CLUSTER = {
+    "clusterSelector": {"matchLabels": {"bench": "far"}},
+    "patches": [
+        {
+            "op": "replace",
+            "path": "/metadata/namespace",
+            "value": APP_NAMESPACE_PREFIX + "{{ cluster.name }}",
+        }
+    ],
+}
+"""The override that sends an application's objects to each far cluster's own namespace
+(``bench-{{ cluster.name }}``): the far clusters share three API servers, which would
+otherwise hold one copy of the objects for all."""
+
+
 def _register(
     hub: Any, state: local.FleetState, count: int, latency_s: float, limited: bool
 ) -> list[LatencyProxy]:
@@ -329,19 +344,9 @@ def _application(hub: Any, count: int) -> float:
         }
         for n in range(OBJECTS)
     ]
-    per_cluster = {
-        "clusterSelector": {"matchLabels": {"bench": "far"}},
-        "patches": [
-            {
-                "op": "replace",
-                "path": "/metadata/namespace",
-                "value": APP_NAMESPACE_PREFIX + "{{ cluster.name }}",
-            }
-        ],
-    }
 
     def create(name: str) -> None:
-        app = application(name, "scale", manifests, "far", overrides=[per_cluster])
+        app = application(name, "scale", manifests, "far", overrides=[PER_CLUSTER])
         api.create_namespaced_custom_object(GROUP, VERSION, "scale", PLURAL, app)
 
     start = time.perf_counter()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import secrets
@@ -27,7 +28,7 @@ from propagator.runtime import collector, eventloop
 from propagator.runtime.leader import LeaderElector, LeadershipLost, LeaseConfig
 from propagator.runtime.ownership import Ownership
 from propagator.runtime.shardplan import BUCKETS
-from propagator.runtime.shards import ShardConfig, ShardRuntime, ShardsLost
+from propagator.runtime.shards import ShardRuntime, ShardsLost, replica_lease
 from propagator.scheduler import PluginError, Profile, build_profile
 from propagator.settings import Settings, SettingsError, add_setting_flags, load_settings
 
@@ -61,18 +62,13 @@ async def run_controller(settings: Settings, profile: Profile) -> None:
     controller = PropagationController(hub, settings, store, manager, profile, metrics, ownership)
     liveness = Liveness(hub, settings.liveness_stall_s, settings.hub_lost_after_s)
     elector = None
-    identity = f"{socket.gethostname()}_{os.getpid()}_{secrets.token_hex(3)}"
+    holder = _lease_holder(settings)
     if settings.sharding:
+        name = settings.replica()
         shards = ShardRuntime(
             hub,
-            ShardConfig(
-                namespace=settings.namespace,
-                name=settings.replica(),
-                identity=identity,
-                lease_duration_s=settings.leader_lease_duration_s,
-                renew_deadline_s=settings.leader_renew_deadline_s,
-                retry_period_s=settings.leader_retry_period_s,
-            ),
+            name,
+            replica_lease(settings.namespace, name, holder),
             ownership,
             lambda: manager.ready() and controller.not_ready() is None,
         )
@@ -80,14 +76,7 @@ async def run_controller(settings: Settings, profile: Profile) -> None:
     elif settings.leader_elect:
         elector = LeaderElector(
             hub,
-            LeaseConfig(
-                namespace=settings.namespace,
-                name=LEASE_NAME,
-                identity=identity,
-                lease_duration_s=settings.leader_lease_duration_s,
-                renew_deadline_s=settings.leader_renew_deadline_s,
-                retry_period_s=settings.leader_retry_period_s,
-            ),
+            dataclasses.replace(holder, namespace=settings.namespace, name=LEASE_NAME),
         )
     if shards is None:
 
@@ -130,7 +119,7 @@ async def run_controller(settings: Settings, profile: Profile) -> None:
                 if shards is not None:
                     # Nothing is this replica's until the shard table says so.
                     tg.start_soon(shards.run)
-                    log.info("shard replica %s (%s) started", shards.config.name, identity)
+                    log.info("shard replica %s (%s) started", shards.name, holder.identity)
                 log.info("controller started against %s", hub.server)
     finally:
         with anyio.move_on_after(SHUTDOWN_GRACE_S, shield=True):
@@ -143,6 +132,19 @@ async def run_controller(settings: Settings, profile: Profile) -> None:
             await hub.close()
         for server in servers:
             server.shutdown()
+
+
+def _lease_holder(settings: Settings) -> LeaseConfig:
+    """This process as a Lease holder: its identity, and the leader_* timings (the
+    leader's Lease and the shards' alike); namespace and name are the Lease's to set."""
+    return LeaseConfig(
+        namespace="",
+        name="",
+        identity=f"{socket.gethostname()}_{os.getpid()}_{secrets.token_hex(3)}",
+        lease_duration_s=settings.leader_lease_duration_s,
+        renew_deadline_s=settings.leader_renew_deadline_s,
+        retry_period_s=settings.leader_retry_period_s,
+    )
 
 
 def _share_metrics(metrics: Metrics, shards: ShardRuntime) -> None:

@@ -95,9 +95,6 @@ class FleetManager:
         self.prober.owns = lambda name: self.ownership.owns(member_key(name))
         self.ownership.on_gained.append(self._owners_changed)
         self.ownership.on_released.append(self._owners_changed)
-        self.metrics.shard_members.set_function(
-            lambda: sum(1 for name in self.monitors if self.prober.owns(name))
-        )
 
     @property
     def _informers(self) -> tuple[Informer, ...]:
@@ -156,6 +153,7 @@ class FleetManager:
             try:
                 self._sync_monitors()
                 await self.status.write()
+                self.metrics.shard_members.set(sum(1 for n in self.monitors if self.prober.owns(n)))
             except ApiError as exc:
                 log.warning("fleet status pass failed: %s", exc)
                 self._poke()  # retry on the next wake-up

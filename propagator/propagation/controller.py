@@ -76,6 +76,8 @@ line, and the controller builds and checks it: 1 s between writes at 100 cluster
 1,000; a fixed, shorter wait made the hub spend several times the CPU of a bare loop's
 same writes in a rollout to 1,000: docs/benchmarks.md)."""
 PROGRESS_CLUSTERS = 25
+SHARE_EVERY_S = 5.0
+"""How often the applications this replica handles are counted (a metric)."""
 
 
 def status_refresh_delay(table: WorkTable, app: str, settled: bool) -> float:
@@ -202,7 +204,6 @@ class PropagationController:
         self.keeper.hold = self._hold_app
         self.ownership.on_gained.append(self._gained)
         self.ownership.on_released.append(self._released)
-        metrics.shard_applications.set_function(self._handled)
         metrics.queue_depth.set_function(lambda: len(self.workers.queue))
         metrics.member_sync_depth.set_function(
             lambda: sum(len(m.queue) for m in self.registry.units.values())
@@ -405,10 +406,16 @@ class PropagationController:
         self.sync.forget(key)
         self.workers.forget(key)
 
-    def _handled(self) -> float:
-        if self.ownership.everything:
-            return float(len(self.apps.snapshot()))
-        return float(sum(1 for k in self._keys() if self.ownership.owns(self._shard_key(k))))
+    async def _share_loop(self) -> None:
+        """Count the applications this replica handles (in the event loop: a scrape's
+        thread must not walk the caches the loop changes)."""
+        while True:
+            if self.ownership.everything:
+                handled = len(self.apps.snapshot())
+            else:
+                handled = sum(1 for k in self._keys() if self.ownership.owns(self._shard_key(k)))
+            self.metrics.shard_applications.set(handled)
+            await anyio.sleep(SHARE_EVERY_S)
 
     def _policy_of(self, app: str) -> tuple[TenantPolicy, Mapping[str, Any] | None]:
         """An application's tenant policy and TenantQuota (None: it has no tenant)."""
@@ -513,6 +520,7 @@ class PropagationController:
                 tg.start_soon(self.rules.run)
                 tg.start_soon(self._resync_loop)
                 tg.start_soon(self._snapshot_loop)
+                tg.start_soon(self._share_loop)
         finally:
             self.workers.queue.shut_down()
             self.enforcer.queue.shut_down()

@@ -11,10 +11,10 @@ than the renew deadline has taken no new work since, and stops (:class:`ShardsLo
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -48,44 +48,31 @@ class ShardsLost(RuntimeError):
     """This replica could not confirm its holdings within the renew deadline."""
 
 
-@dataclass(frozen=True)
-class ShardConfig:
-    namespace: str
-    name: str
-    """This replica's name (unique among the replicas: the pod's)."""
-    identity: str
-    """This process (unique: a replica restarted is a new identity)."""
-    lease_duration_s: float
-    renew_deadline_s: float
-    retry_period_s: float
+def replica_lease(namespace: str, name: str, holder: LeaseConfig) -> LeaseConfig:
+    """The Lease of replica ``name`` (unique among the replicas: the pod's), with
+    ``holder``'s identity (this process: a replica restarted is a new identity) and
+    durations."""
+    return dataclasses.replace(holder, namespace=namespace, name=REPLICA_LEASE_PREFIX + name)
 
 
 class ShardRuntime:
-    """Keeps this replica's Lease and its buckets; ``ownership`` is its gate."""
+    """Keeps this replica's Lease (``config``, see :func:`replica_lease`) and its
+    buckets; ``ownership`` is its gate."""
 
     def __init__(
         self,
         hub: KubeConnection,
-        config: ShardConfig,
+        name: str,
+        config: LeaseConfig,
         ownership: Ownership,
         ready: Callable[[], bool],
     ) -> None:
         self.hub = hub
+        self.name = name
         self.config = config
         self.ownership = ownership
         self.ready = ready
-        self.lease = LeaderElector(
-            hub,
-            LeaseConfig(
-                namespace=config.namespace,
-                name=REPLICA_LEASE_PREFIX + config.name,
-                identity=config.identity,
-                lease_duration_s=config.lease_duration_s,
-                renew_deadline_s=config.renew_deadline_s,
-                retry_period_s=config.retry_period_s,
-            ),
-            labels={REPLICA_LABEL: config.name},
-        )
+        self.lease = LeaderElector(hub, config, labels={REPLICA_LABEL: name})
         self.observations = Observations(config.lease_duration_s)
         self._table_seen: tuple[str, float] | None = None
         """(uid, when first seen) of the table as this replica knows it."""
@@ -115,7 +102,7 @@ class ShardRuntime:
         self.observations.notice(table.holders.values(), now)
         live = [r for r in replicas_of(leases) if self.observations.alive(r.identity, now)]
         self.replicas = live
-        me = Replica(self.config.name, self.config.identity, self._ready())
+        me = Replica(self.name, self.config.identity, self._ready())
         alive = {h: self.observations.alive(h, now) for h in set(table.holders.values())}
         decided = plan(table, live, me, alive, self._openable(lease, now))
         self.designated = decided.designated
@@ -131,7 +118,7 @@ class ShardRuntime:
             if decided.claims or drained:
                 log.info(
                     "shards: %s took %d bucket(s), freed %d; holds %d of %d designated",
-                    self.config.name,
+                    self.name,
                     len(decided.claims),
                     len(drained),
                     self.ownership.share(),
@@ -217,7 +204,7 @@ class ShardRuntime:
                 last = started
             elif holding and time.monotonic() - last >= deadline:
                 raise ShardsLost(
-                    f"replica {self.config.name} could not renew its Lease or read the shard "
+                    f"replica {self.name} could not renew its Lease or read the shard "
                     f"table for {deadline:g}s: it stops, another replica takes its buckets"
                 )
             elif not holding:

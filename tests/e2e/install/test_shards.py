@@ -103,6 +103,14 @@ class Shards:
     def wait_balanced(self, names: list[str]) -> None:
         eventually(lambda: self.balanced(names) or None, f"{names} hold all buckets")
 
+    def three(self) -> list[str]:
+        """Replicas r-a, r-b and r-c started, each holding its share."""
+        names = ["r-a", "r-b", "r-c"]
+        for name in names:
+            self.start(name)
+        self.wait_balanced(names)
+        return names
+
     def close(self) -> None:
         for replica in self.running.values():
             if replica.proc is not None:
@@ -204,38 +212,6 @@ def _leases(fleet: Fleet) -> k8s.CoordinationV1Api:
     return k8s.CoordinationV1Api(fleet.api(HUB))
 
 
-def test_three_replicas_divide_the_work_and_a_killed_ones_share_is_taken_over(
-    fleet: Fleet, shards: Shards
-) -> None:
-    names = ["r-a", "r-b", "r-c"]
-    for name in names:
-        shards.start(name)
-    shards.wait_balanced(names)
-    total = _applications(fleet)
-    # Each application is handled by the one replica the assignment names.
-    _shares_as_assigned(shards, names)
-    handled = _handled_by(names)
-    busiest = max(names, key=lambda n: len(handled[n]))
-    eventually(lambda: _applied_writes(shards.running[busiest]) > 0 or None, "fan-out begun")
-    shards.kill(busiest)
-    killed = time.monotonic()
-    time.sleep(1)  # its writes in flight land; nobody takes its share before its Lease expires
-    killed_wrote = _on_members(fleet, handled[busiest])
-    assert killed_wrote < len(handled[busiest]) * OBJECTS * len(MEMBERS), "killed after its work"
-
-    survivors = [n for n in names if n != busiest]
-    shards.wait_balanced(survivors)
-    took = time.monotonic() - killed
-    print(f"{busiest}'s buckets held by {survivors} {took:.1f}s after its SIGKILL")
-    # Not before its Lease could have expired (its last renewal at most a retry period
-    # before the kill).
-    assert took >= LEASE_DURATION_S - float(LEASE["PROPAGATOR_LEADER_RETRY_PERIOD_S"])
-    _all_applied(fleet, total)
-    # The survivors wrote all the rest, and nothing the killed replica had written.
-    _exactly_once(shards, 0, total, gone_wrote=killed_wrote)
-    _shares_as_assigned(shards, survivors)
-
-
 def _changed(spec: dict[str, Any]) -> None:
     for manifest in spec["resources"]["manifests"]:
         manifest["data"] = {**(manifest.get("data") or {}), "revision": "2"}
@@ -252,6 +228,42 @@ def _on_revision_2(fleet: Fleet, apps: list[str]) -> int:
     )
 
 
+def test_three_replicas_divide_the_work_and_a_killed_ones_share_is_taken_over(
+    fleet: Fleet, shards: Shards
+) -> None:
+    names = shards.three()
+    handled = _handled_by(names)
+    busiest = max(names, key=lambda n: len(handled[n]))
+    mine = handled[busiest]
+    _applications(fleet, mine, {"waves": WAVES})
+    _applications(fleet, [f"app-{i:02d}" for i in range(APPS) if f"app-{i:02d}" not in mine])
+    _all_applied(fleet, APPS * OBJECTS * len(MEMBERS))
+    # Each application is handled by the one replica the assignment names.
+    _shares_as_assigned(shards, names)
+    survivors = [n for n in names if n != busiest]
+    before = sum(_applied_writes(shards.running[n]) for n in survivors)
+    for app in mine:  # a change, in waves: the busiest replica writes the first
+        update_spec(fleet, NS, app, _changed)
+    eventually(lambda: _on_revision_2(fleet, mine) > 0 or None, f"{busiest} writing the change")
+    shards.kill(busiest)
+    killed = time.monotonic()
+    time.sleep(1)  # its writes in flight land; nobody takes its share before its Lease expires
+    gone_wrote = _on_revision_2(fleet, mine)
+    changed = len(mine) * OBJECTS * len(MEMBERS)
+    assert gone_wrote < changed, "killed after its work"
+
+    shards.wait_balanced(survivors)
+    took = time.monotonic() - killed
+    print(f"{busiest}'s buckets held by {survivors} {took:.1f}s after its SIGKILL")
+    # Not before its Lease could have expired (its last renewal at most a retry period
+    # before the kill).
+    assert took >= LEASE_DURATION_S - float(LEASE["PROPAGATOR_LEADER_RETRY_PERIOD_S"])
+    eventually(lambda: _on_revision_2(fleet, mine) == changed or None, "the change everywhere")
+    # The survivors wrote the rest of the change, and nothing the killed replica had.
+    _exactly_once(shards, before, changed, gone_wrote=gone_wrote)
+    _shares_as_assigned(shards, survivors)
+
+
 def _released(shards: Shards, names: list[str]) -> float:
     return sum(
         shards.metric(n, 'propagator_shard_handoffs_total{direction="released"}') for n in names
@@ -261,10 +273,7 @@ def _released(shards: Shards, names: list[str]) -> float:
 def test_a_fourth_replica_takes_its_share_mid_rollout_writing_nothing_twice(
     fleet: Fleet, shards: Shards
 ) -> None:
-    names = ["r-a", "r-b", "r-c"]
-    for name in names:
-        shards.start(name)
-    shards.wait_balanced(names)
+    names = shards.three()
     moving = _handled_by([*names, "r-d"])["r-d"]
     assert moving, "the new replica takes applications"
     # Those it will take roll a change out in waves, a member every few seconds.
@@ -383,24 +392,27 @@ def test_a_replica_the_hub_stops_answering_stops_before_its_share_is_taken(
 def test_a_twin_holding_a_replicas_lease_keeps_the_other_out_until_it_is_gone(
     fleet: Fleet, shards: Shards
 ) -> None:
-    names = ["r-a", "r-b", "r-c"]
-    for name in names:
-        shards.start(name)
-    shards.wait_balanced(names)
+    names = shards.three()
     twin = shards.start("r-a")  # a second process with the same name: a stale pod, say
     eventually(lambda: twin.ready()[0] in (200, 503) or None, "the twin serving")
     time.sleep(LEASE_DURATION_S)
     assert twin.scrape().get("propagator_shard_buckets") == 0
     assert shards.balanced(names)
-    total = _applications(fleet)
     mine = _handled_by(names)["r-a"]
-    eventually(lambda: _applied_writes(shards.running["r-a"]) > 0 or None, "r-a writing")
+    _applications(fleet, mine, {"waves": WAVES})
+    _applications(fleet, [f"app-{i:02d}" for i in range(APPS) if f"app-{i:02d}" not in mine])
+    _all_applied(fleet, APPS * OBJECTS * len(MEMBERS))
+    before = shards.writes() - _applied_writes(shards.running["r-a"])  # the others'
+    for app in mine:  # a change, in waves: r-a writes the first
+        update_spec(fleet, NS, app, _changed)
+    eventually(lambda: _on_revision_2(fleet, mine) > 0 or None, "r-a writing the change")
     shards.kill("r-a")
     time.sleep(1)
-    gone_wrote = _on_members(fleet, mine)
-    assert gone_wrote < len(mine) * OBJECTS * len(MEMBERS), "killed after its work"
+    gone_wrote = _on_revision_2(fleet, mine)
+    changed = len(mine) * OBJECTS * len(MEMBERS)
+    assert gone_wrote < changed, "killed after its work"
     # The twin takes the name's Lease once it expires, and with it the name's share.
     shards.running["r-a"] = shards.running.pop("r-a-twin")
     shards.wait_balanced(names)
-    _all_applied(fleet, total)
-    _exactly_once(shards, 0, total, gone_wrote=gone_wrote)
+    eventually(lambda: _on_revision_2(fleet, mine) == changed or None, "the change everywhere")
+    _exactly_once(shards, before, changed, gone_wrote=gone_wrote)

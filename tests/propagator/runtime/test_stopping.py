@@ -11,7 +11,7 @@ import pytest
 
 from propagator.runtime.leader import LeaderElector, LeadershipLost, LeaseConfig
 from propagator.runtime.ownership import Ownership
-from propagator.runtime.shards import ShardConfig, ShardRuntime, ShardsLost
+from propagator.runtime.shards import ShardRuntime, ShardsLost, replica_lease
 
 HANG_GUARD_S = 30.0
 """Only against a hang: without the deadline these waits would never end."""
@@ -51,8 +51,9 @@ def test_a_leader_whose_hub_stops_answering_stops_at_its_renew_deadline() -> Non
 
 class _HangingRounds(ShardRuntime):
     def __init__(self, ownership: Ownership) -> None:
-        config = ShardConfig("ns", "r-a", "r-a_1", 1.0, 0.3, 0.05)
-        super().__init__(None, config, ownership, lambda: True)  # type: ignore[arg-type]
+        holder = LeaseConfig("", "", "r-a_1", 1.0, 0.3, 0.05)
+        config = replica_lease("ns", "r-a", holder)
+        super().__init__(None, "r-a", config, ownership, lambda: True)  # type: ignore[arg-type]
         self.rounds = 0
 
     async def round(self) -> Any:
