@@ -17,7 +17,7 @@ import yaml
 from kubernetes import client as k8s
 
 from fleet.local import HUB
-from propagator.runtime.shardplan import BUCKETS, application_key, assign, bucket_of
+from propagator.runtime.shardplan import BUCKETS, application_key, assign, bucket_of, member_key
 from propagator.runtime.shards import REPLICA_LEASE_PREFIX, TABLE_LEASE
 from tests.e2e.conftest import Fleet
 from tests.e2e.controller import Controller
@@ -232,6 +232,7 @@ def test_three_replicas_divide_the_work_and_a_killed_ones_share_is_taken_over(
     fleet: Fleet, shards: Shards
 ) -> None:
     names = shards.three()
+    _probes_divided(shards, names)
     handled = _handled_by(names)
     busiest = max(names, key=lambda n: len(handled[n]))
     mine = handled[busiest]
@@ -262,6 +263,33 @@ def test_three_replicas_divide_the_work_and_a_killed_ones_share_is_taken_over(
     # The survivors wrote the rest of the change, and nothing the killed replica had.
     _exactly_once(shards, before, changed, gone_wrote=gone_wrote)
     _shares_as_assigned(shards, survivors)
+
+
+def _probes(shards: Shards, name: str) -> dict[str, float]:
+    return {
+        c: shards.metric(name, f'propagator_member_probes_total{{cluster="{c}",result="ok"}}')
+        for c in MEMBERS
+    }
+
+
+def _probes_divided(shards: Shards, names: list[str]) -> None:
+    """Each member is probed by the one replica the assignment names, and by no other."""
+    designated = assign(names)
+    owner = {c: designated[bucket_of(member_key(c))] for c in MEMBERS}
+    for name in names:
+        mine = sum(1 for c in MEMBERS if owner[c] == name)
+        eventually(
+            lambda n=name, k=mine: (  # type: ignore[misc]
+                shards.metric(n, "propagator_shard_member_clusters") == k or None
+            ),
+            f"{name} probes {mine} members",
+        )
+    before = {n: _probes(shards, n) for n in names}
+    time.sleep(3)  # three probe intervals
+    for name in names:
+        after = _probes(shards, name)
+        probed = {c for c in MEMBERS if after[c] > max(before[name][c], 0)}
+        assert probed == {c for c in MEMBERS if owner[c] == name}, name
 
 
 def _released(shards: Shards, names: list[str]) -> float:
