@@ -27,6 +27,7 @@ from fleet.snapshotstore import SnapshotStore
 from kube.connection import KubeConnection
 from kube.errors import ApiError
 from kube.informer import Informer, wait_synced
+from propagator.fleetmanager.memberstatus import recorded_health
 from propagator.fleetmanager.monitors import Monitors
 from propagator.fleetmanager.prober import Prober
 from propagator.fleetmanager.publisher import SnapshotPublisher
@@ -109,14 +110,16 @@ class FleetManager:
         return self.status.fresh_clusters()
 
     def _owners_changed(self, buckets: frozenset[int]) -> None:
-        """Members taken or let go: probe the new ones at once, write what changed."""
-        self.prober.owners_changed(
-            {
-                n
-                for n in self.monitors
-                if bucket_of(member_key(n)) in buckets and self.prober.owns(n)
-            }
-        )
+        """Members taken or let go: a member taken starts from the verdict its last owner
+        wrote (this replica's monitor of it was never probed here, and what it recorded
+        at its making may be long past) and is probed at once; what changed is written."""
+        moved = {n for n in self.monitors if bucket_of(member_key(n)) in buckets}
+        taken = {n for n in moved if self.prober.owns(n)}
+        for name in taken:
+            monitor, member = self.monitors.get(name), self.member_clusters.get(name)
+            if monitor is not None and member is not None and monitor.mode != "Pull":
+                monitor.health = recorded_health(member, time.monotonic())
+        self.prober.owners_changed(taken)
         self._poke()
 
     def _poke(self) -> None:

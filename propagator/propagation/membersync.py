@@ -39,6 +39,26 @@ tracer = trace.get_tracer("propagator")
 CIRCUIT_VALUES = {"closed": 0, "half-open": 1, "open": 2}
 
 
+def _shown(state: SyncState) -> tuple[object, ...]:
+    """What the application's status shows of a cluster's sync state: a sync that leaves
+    it as it was and writes nothing (a recheck against the caches, every resync period)
+    asks for no status refresh (at 100 clusters, each refresh rebuilds and judges 100
+    lines: most of a no-op resync's time)."""
+    return (
+        state.revision,
+        state.applied,
+        state.failed,
+        state.error,
+        state.conflict,
+        state.quota_exceeded,
+        state.carried,
+        state.attempts,
+        state.drift,
+        state.drift_since,
+        state.healed,
+    )
+
+
 class MemberSync:
     """Runs member syncs against the work table."""
 
@@ -96,6 +116,7 @@ class MemberSync:
         if work is None or state is None:
             return  # forgotten meanwhile
         was_pending = not state.applied and not state.failed
+        shown = _shown(state)
         try:
             self._try(member, work, state)
         except _NotNow as skip:
@@ -148,7 +169,9 @@ class MemberSync:
             member.breaker.record(failure.answered)
             self._record_failure(member, work, state, failure, over_quota)
         self._publish_circuit(member)
-        self.on_result(app, was_pending and (state.applied or state.failed))
+        wrote = report is not None and (report.applied or report.deleted)
+        if wrote or _shown(state) != shown:
+            self.on_result(app, was_pending and (state.applied or state.failed))
 
     def _try(self, member: Member, work: ClusterWork, state: SyncState) -> None:
         """Raise _NotNow when this sync must not be tried now."""

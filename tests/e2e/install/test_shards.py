@@ -21,6 +21,7 @@ from propagator.runtime.shardplan import BUCKETS, application_key, assign, bucke
 from propagator.runtime.shards import REPLICA_LEASE_PREFIX, TABLE_LEASE
 from tests.e2e.conftest import Fleet
 from tests.e2e.controller import Controller
+from tests.e2e.controller import running as controller_running
 from tests.e2e.install.test_two_replicas import (
     LEASE,
     _applied_writes,
@@ -122,8 +123,10 @@ def shards(
     fleet: Fleet, joined: list[str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Shards]:
     running = Shards(fleet, tmp_path_factory)
-    # The write counters below must be this test's alone: earlier applications go first.
-    _remove_other_applications(fleet)
+    # The write counters below must be this test's alone: earlier applications go first
+    # (a controller removes their finalizers).
+    with controller_running(fleet, tmp_path_factory.mktemp("cleaner"), ENV):
+        _remove_other_applications(fleet)
     try:
         yield running
     finally:

@@ -88,9 +88,15 @@ async def test_success_records_the_state_and_reports() -> None:
     assert state.attempts == 1
     assert not state.failed
     assert h.reported == [(APP, True)]
-    await h.sync.sync(member, APP)  # a recheck: in line already, it settles nothing
-    assert h.reported == [(APP, True), (APP, False)]
+    # A recheck: in line already, it writes and changes nothing, so it asks for no status
+    # refresh (every resync period, each cluster of every application is rechecked).
+    await h.sync.sync(member, APP)
+    assert h.reported == [(APP, True)]
     assert h.value("propagator_member_writes_total", cluster="m1", operation="apply") == 1
+    # Drift found and healed is a write: reported.
+    h.fakes["m1"].edit(("v1", "ConfigMap", "shop", "c"), lambda o: o["data"].update(a="2"))
+    await h.sync.sync(member, APP)
+    assert h.reported == [(APP, True), (APP, False)]
 
 
 async def test_retryable_failures_come_back_then_count_as_failed() -> None:
