@@ -29,8 +29,6 @@ class Ownership:
         self.held: frozenset[int] = frozenset(range(BUCKETS)) if everything else frozenset()
         self._confirmed_at = -float("inf")
         self._in_flight = [0] * BUCKETS
-        self._scopes: list[set[anyio.CancelScope]] = [set() for _ in range(BUCKETS)]
-        """Per bucket, the cancel scopes of its work in flight."""
         self._drained = anyio.Event()
         self.on_gained: list[Callable[[frozenset[int]], None]] = []
         """Told (in the event loop) of buckets this replica now holds."""
@@ -58,31 +56,21 @@ class Ownership:
         if bucket not in self.held or not self.confirmed():
             yield False
             return
-        scope = anyio.CancelScope()
         self._in_flight[bucket] += 1
-        self._scopes[bucket].add(scope)
         try:
-            with scope:
-                yield True
+            yield True
         finally:
-            self._scopes[bucket].discard(scope)
             self._in_flight[bucket] -= 1
             if not self._in_flight[bucket]:
                 self._drained.set()
 
     def confirm(self, held: Iterable[int], at: float) -> None:
         """The table, read in a round that began at ``at`` (time.monotonic()) after this
-        replica's Lease was renewed, shows it holding ``held``. Work in flight in buckets
-        it held and no longer does (that it did not :meth:`stop`) is cancelled."""
+        replica's Lease was renewed, shows it holding ``held``."""
         now_held = frozenset(held)
         gained, lost = now_held - self.held, self.held - now_held
         self.held = now_held
         self._confirmed_at = at
-        for bucket in lost:
-            # Taken from it (the table deleted or rewritten, its Lease another's), not
-            # handed over: its work there stops now, not when it would have ended.
-            for scope in self._scopes[bucket]:
-                scope.cancel()
         if lost:
             for told in self.on_released:
                 told(lost)

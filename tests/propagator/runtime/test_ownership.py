@@ -79,39 +79,3 @@ def test_a_handoff_waits_for_the_work_in_flight() -> None:
     assert refused
     assert early == frozenset()
     assert late == {bucket}
-
-
-def test_work_in_buckets_taken_away_is_cancelled_and_handed_over_work_is_not() -> None:
-    ownership = Ownership(everything=False, deadline_s=10)
-    taken, handed = (
-        "tenant/blue",
-        next(
-            k
-            for k in (f"tenant/t{i}" for i in range(999))
-            if bucket_of(k) != bucket_of("tenant/blue")
-        ),
-    )
-    ownership.confirm({bucket_of(taken), bucket_of(handed)}, time.monotonic())
-    finished: list[str] = []
-
-    async def working(key: str, release: anyio.Event) -> None:
-        with ownership.hold(key) as mine:
-            assert mine
-            await release.wait()
-            finished.append(key)
-
-    async def scenario() -> None:
-        release = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(working, taken, release)
-            tg.start_soon(working, handed, release)
-            await anyio.sleep(0.01)
-            ownership.stop({bucket_of(handed)})  # handed over: drained, not cancelled
-            # The table no longer shows the other (deleted, say): cancelled at once.
-            ownership.confirm(set(), time.monotonic())
-            await anyio.sleep(0.01)
-            assert ownership.in_flight({bucket_of(taken)}) == 0
-            release.set()
-
-    anyio.run(scenario)
-    assert finished == [handed]
